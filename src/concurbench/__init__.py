@@ -1,0 +1,3 @@
+"""concurbench: database concurrency experiments as one YAML file and one command."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,175 @@
+"""The command line: a thin layer that builds library objects, calls them and prints.
+
+Exit codes: 0 success, 1 the run failed, 2 usage or scenario error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from .. import __version__
+from ..errors import ConcurbenchError, ConfigError
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _fail(exc: ConcurbenchError) -> None:
+    text = exc.message
+    cause = exc.cause
+    if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in text:
+        text += f" ({str(cause).strip().splitlines()[0]})"
+    err.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
+    sys.exit(exc.exit_code)
+
+
+def _parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    params = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--param {pair}: expected NAME=VALUE")
+        key, value = pair.split("=", 1)
+        params[key.strip()] = value.strip()
+    return params
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="concurbench")
+def cli() -> None:
+    """Database concurrency experiments: one YAML scenario, one command."""
+
+
+@cli.command()
+@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="Where run directories are written.")
+@click.option("--target", type=click.Choice(["embedded"]), default="embedded", show_default=True,
+              help="Where the server comes from.")
+@click.option("--processes", type=click.IntRange(min=1), default=None,
+              help="Worker processes for the client sessions [default: one per CPU].")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
+@click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
+def run(scenario: Path, quick: bool, out_dir: Path, target: str, processes: int | None,
+        params: tuple[str, ...], variants: tuple[str, ...]) -> None:
+    """Run SCENARIO and print its comparison tables; the last line is the run directory."""
+    from ..provisioners.embedded import EmbeddedPostgres
+    from ..report.render import terminal
+    from ..report.tables import build_report
+    from ..results.store import load_run
+    from ..runner import Runner
+    from ..scenario import load_scenario
+    from .progress import Progress
+
+    try:
+        model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
+        provisioner = EmbeddedPostgres(dict(model.settings))
+    except ConcurbenchError as exc:
+        _fail(exc)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    progress = Progress(err)
+    try:
+        outcome = Runner(model, provisioner, out_dir=out_dir, progress=progress, processes=processes,
+                         variants=list(variants) or None, target=target).run()
+    finally:
+        progress.close()
+        signal.signal(signal.SIGTERM, previous)
+    manifest, summary = load_run(outcome.run_dir)
+    if summary["results"]:
+        terminal(build_report(manifest, summary), out)
+    if outcome.error is not None:
+        err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
+    out.print(str(outcome.run_dir), soft_wrap=True)
+    if outcome.error is not None:
+        sys.exit(outcome.error.exit_code)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
+def validate(files: tuple[Path, ...], quick: bool) -> None:
+    """Check scenario files without touching a server; report every problem with file, line and field."""
+    from ..scenario import load_scenario
+
+    failed = False
+    for file in files:
+        for q in sorted({False, quick}):
+            try:
+                s = load_scenario(file, quick=q)
+            except ConfigError as exc:
+                failed = True
+                err.print(exc.message, highlight=False, soft_wrap=True)
+                break
+        else:
+            points = sum(len(v.sweep) for v in s.variants)
+            out.print(f"ok: {file} ({s.name}: {len(s.variants)} variants, {points} runs)")
+    if failed:
+        sys.exit(2)
+
+
+@cli.command(name="list")
+@click.argument("path", required=False, type=click.Path(path_type=Path), default=Path("scenarios"))
+@click.option("--samplers", "show_samplers", is_flag=True, help="List the samplers scenarios can name.")
+def list_(path: Path, show_samplers: bool) -> None:
+    """List the scenarios under PATH (default ./scenarios), or the samplers."""
+    from rich.table import Table
+
+    if show_samplers:
+        from ..samplers.registry import SAMPLERS
+
+        table = Table("sampler", "kind", "what it reads")
+        for name, cls in SAMPLERS.items():
+            table.add_row(name, cls.kind, cls.description)
+        out.print(table)
+        return
+    from ..scenario import load_scenario
+
+    files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
+    table = Table("file", "name", "engine", "variants", "title")
+    for file in files:
+        try:
+            s = load_scenario(file)
+            table.add_row(str(file), s.name, s.engine, ", ".join(v.name for v in s.variants), s.title)
+        except ConfigError as exc:
+            table.add_row(str(file), "[red]invalid[/red]", "", "", f"{len(exc.problems) or 1} problem(s)")
+    out.print(table)
+
+
+def main() -> None:
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        err.print("interrupted")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(2)
+    except ConcurbenchError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+    except SystemExit:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the last guard: one paragraph, no traceback unless asked
+        if os.environ.get("CONCURBENCH_DEBUG"):
+            traceback.print_exc()
+        err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
+                  f"(set CONCURBENCH_DEBUG=1 for the traceback)", highlight=False, soft_wrap=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+"""PostgreSQL through psycopg 3: connecting, error classes, server facts."""
+
+from __future__ import annotations
+
+import re
+
+import psycopg
+import psycopg.errors
+from psycopg import pq
+from psycopg.types.numeric import Int8Dumper
+
+from ..errors import EngineError
+from .sqlsplit import split_sql
+
+# Error classes shared by every engine's classifier.
+DEADLOCK = "deadlock"
+SERIALIZATION = "serialization"
+LOCK_NOT_AVAILABLE = "lock_not_available"
+CONNECTION = "connection"
+OTHER = "other"
+RETRYABLE = {DEADLOCK, SERIALIZATION}
+
+_SQLSTATE_CLASSES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_NOT_AVAILABLE}
+
+
+def classify_sqlstate(sqlstate: str | None) -> str:
+    """Map a SQLSTATE to the harness's error class."""
+    if not sqlstate:
+        return CONNECTION
+    if sqlstate in _SQLSTATE_CLASSES:
+        return _SQLSTATE_CLASSES[sqlstate]
+    if sqlstate.startswith("08"):
+        return CONNECTION
+    return OTHER
+
+
+def classify(exc: BaseException) -> str:
+    if isinstance(exc, psycopg.Error):
+        if isinstance(exc, psycopg.OperationalError) and not exc.sqlstate:
+            return CONNECTION
+        return classify_sqlstate(exc.sqlstate)
+    return OTHER
+
+
+_NUMBERS = re.compile(r"\b\d+\b")
+
+
+def error_key(exc: BaseException) -> str:
+    """A grouping key for repeated errors: SQLSTATE and the first line with numbers masked."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    state = getattr(exc, "sqlstate", None) or type(exc).__name__
+    return f"{state}: {_NUMBERS.sub('N', first)[:200]}"
+
+
+def connect(conninfo: str, *, autocommit: bool = True, application_name: str = "concurbench",
+            connect_timeout: int = 10) -> psycopg.Connection:
+    """Open a connection; ints are sent as bigint so one prepared statement fits every value."""
+    try:
+        conn = psycopg.connect(conninfo, autocommit=autocommit, application_name=application_name,
+                               connect_timeout=connect_timeout)
+    except psycopg.Error as exc:
+        raise EngineError(f"cannot connect to PostgreSQL: {first_line(exc)}", exc) from exc
+    conn.adapters.register_dumper(int, Int8Dumper)
+    return conn
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline") -> None:
+    """Run a script outside any measurement, one statement at a time (so VACUUM may be among them)."""
+    for line, statement in split_sql(sql):
+        try:
+            conn.execute(statement.encode())  # bytes: no client-side placeholder parsing
+        except psycopg.Error as exc:
+            where = f"{origin}, statement at line {line}" if origin != "inline" else f"inline SQL, statement {line}"
+            raise EngineError(f"setup SQL failed ({where}): {first_line(exc)}", exc) from exc
+
+
+def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
+    """Version and the values of the named settings, read from the server itself."""
+    row = conn.execute("SELECT version(), current_setting('server_version_num')::int, "
+                       "current_setting('server_version')").fetchone()
+    settings = {}
+    if names:
+        rows = conn.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
+        settings = {n: (f"{s}{'' if not u else ' ' + u}") for n, s, u in rows}
+    return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
+
+
+_PARAM_REF = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)\b")
+PROTOCOLS = ("prepared", "extended", "simple")
+
+
+def positional(sql: str, names) -> tuple[bytes, tuple[str, ...]]:
+    """Rewrite pgbench-style :name references (declared names only) as $1, $2, ...; return the order."""
+    order: list[str] = []
+
+    def repl(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in names:
+            return match.group(0)
+        if name not in order:
+            order.append(name)
+        return f"${order.index(name) + 1}"
+
+    return _PARAM_REF.sub(repl, sql).encode(), tuple(order)
+
+
+def _text(value) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return b"t" if value else b"f"
+    return str(value).encode()
+
+
+class StatementRunner:
+    """Executes a pool's statements on one connection with as little client work as possible.
+
+    It talks to libpq directly (psycopg's `pgconn`), whose blocking calls release the GIL, so the
+    threads of a worker process overlap while they wait for the server. `prepared` (the default, like
+    `pgbench -M prepared`) prepares each statement on its first use; `extended` sends it with its
+    parameters each time; `simple` sends the text with values inlined as literals.
+    """
+
+    def __init__(self, conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
+        self.conn = conn
+        self.pgconn = conn.pgconn
+        self.protocol = protocol
+        names = set(params)
+        self.calls = []
+        for i, (_name, sql) in enumerate(statements):
+            text, order = positional(sql, names)
+            self.calls.append(self._call(i, f"cb{i}".encode(), text, order))
+
+    def _call(self, index: int, key: bytes, text: bytes, order: tuple[str, ...]):
+        """Build the function that runs statement `index`; prepared ones replace themselves once prepared."""
+        pgconn = self.pgconn
+        check = self._check
+        ok = _OK
+
+        def args_of(values):
+            return [_text(values[n]) for n in order] if order else None
+
+        if self.protocol == "prepared":
+            def run_prepared(values):
+                res = pgconn.exec_prepared(key, args_of(values) if order else None)
+                if res.status not in ok:
+                    check(res)
+
+            def prepare_then_run(values):
+                check(pgconn.prepare(key, text))
+                self.calls[index] = run_prepared
+                run_prepared(values)
+
+            return prepare_then_run
+        if self.protocol == "extended" or order and self.protocol != "simple":
+            def run_extended(values):
+                res = pgconn.exec_params(text, args_of(values))
+                if res.status not in ok:
+                    check(res)
+
+            return run_extended
+
+        def run_simple(values):
+            res = pgconn.exec_(_inline(text, args_of(values)) if order else text)
+            if res.status not in ok:
+                check(res)
+
+        return run_simple
+
+    def execute(self, index: int, values: dict | None) -> None:
+        self.calls[index](values)
+
+    def _check(self, res) -> None:
+        if res.status in _OK:
+            return
+        if self.pgconn.status == pq.ConnStatus.BAD:
+            raise psycopg.OperationalError(self.pgconn.error_message.decode(errors="replace").strip()
+                                           or "connection lost")
+        raise psycopg.errors.error_from_result(res, encoding="utf-8")
+
+    def rollback(self) -> None:
+        pgconn = self.pgconn
+        if pgconn.status == pq.ConnStatus.OK and pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            pgconn.exec_(b"ROLLBACK")
+
+
+_OK = frozenset({pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY})
+
+
+def _inline(text: bytes, args) -> bytes:
+    def literal(match: re.Match) -> bytes:
+        value = args[int(match.group(1)) - 1]
+        if value is None:
+            return b"NULL"
+        return b"'" + value.replace(b"'", b"''") + b"'"
+
+    return re.sub(rb"\$(\d+)", literal, text)

@@ -1,0 +1,83 @@
+"""Background sessions that sit beside the worker pools, such as an idle open transaction.
+
+A held transaction begins before the pools start (so its snapshot is older than everything the
+pools do), optionally commits partway through the measurement, and is always ended and its
+connection closed when the variant ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+from ..engines import postgres as pg
+from ..errors import EngineError
+from ..scenario.model import Background
+
+
+class HeldTransaction:
+    def __init__(self, spec: Background, conninfo: str, *, clock: Callable[[], int] = time.perf_counter_ns):
+        self.spec = spec
+        self.conninfo = conninfo
+        self.clock = clock
+        self.conn = None
+        self.pid: int | None = None
+        self.released_at_s: float | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._measure_from = 0
+
+    def start(self) -> None:
+        self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
+        self.pid = self.conn.info.backend_pid
+        try:
+            self.conn.execute(f"BEGIN ISOLATION LEVEL {self.spec.isolation.upper()}")
+            for sql in self.spec.sql or ("SELECT 1",):
+                self.conn.execute(sql.encode())
+        except Exception as exc:
+            self.close()
+            raise EngineError(f"background session {self.spec.name} failed to start: {pg.first_line(exc)}", exc) from exc
+
+    # WindowListener ---------------------------------------------------------------
+    def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
+        self._measure_from = measure_from_ns
+        if self.spec.release_after is not None:
+            delay = (measure_from_ns - self.clock()) / 1e9 + self.spec.release_after
+            self._timer = threading.Timer(max(0.0, delay), self.release)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def measurement_ended(self, end_ns: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def release(self) -> None:
+        """End the transaction (commit) but keep nothing else open."""
+        with self._lock:
+            if self.conn is None or self.released_at_s is not None:
+                return
+            try:
+                self.conn.execute("COMMIT")
+            except Exception:  # noqa: BLE001 - close() below ends it anyway
+                pass
+            self.released_at_s = (self.clock() - self._measure_from) / 1e9 if self._measure_from else 0.0
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        with self._lock:
+            if self.conn is None:
+                return
+            try:
+                self.conn.execute("ROLLBACK")
+            except Exception:  # noqa: BLE001
+                pass
+            try:
+                self.conn.close()
+            finally:
+                self.conn = None
+
+    def describe(self) -> dict:
+        return {"name": self.spec.name, "kind": self.spec.kind, "isolation": self.spec.isolation,
+                "pid": self.pid, "released_at_s": self.released_at_s}

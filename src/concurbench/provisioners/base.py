@@ -1,0 +1,48 @@
+"""What every provisioner offers: a server to connect to, and its end."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How to reach a server. `safe` is what may be shown or stored (never a password)."""
+
+    conninfo: str
+    safe: str
+    extra: dict = field(default_factory=dict)
+
+
+class Provisioner(Protocol):
+    name: str
+
+    def start(self) -> Connection: ...
+
+    def restart(self, settings: dict[str, str] | None = None) -> Connection: ...
+
+    def stop(self) -> None: ...
+
+    def logs(self, lines: int = 40) -> str: ...
+
+    def describe(self) -> dict: ...
+
+
+def home_dir() -> Path:
+    """Where concurbench keeps server binaries, templates and running servers' directories.
+
+    As root this is a system path every user can traverse (the server runs as an unprivileged
+    user and must reach its binaries); otherwise the user's cache.
+    """
+    env = os.environ.get("CONCURBENCH_HOME")
+    if env:
+        path = Path(env)
+    elif hasattr(os, "geteuid") and os.geteuid() == 0:
+        path = Path("/var/lib/concurbench")
+    else:
+        path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "concurbench"
+    path.mkdir(parents=True, exist_ok=True)
+    return path

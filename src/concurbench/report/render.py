@@ -1,0 +1,51 @@
+"""Render a Report as Markdown (for blog posts and report.md) or as rich tables on a terminal."""
+
+from __future__ import annotations
+
+from .tables import Report
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(report: Report) -> str:
+    out = [f"# {report.title}", ""]
+    out += [f"- {line}" for line in report.lines]
+    out.append("")
+    for table in report.tables:
+        if not table.rows:
+            continue
+        out += [f"## {table.title}", ""]
+        out.append("| " + " | ".join(table.columns) + " |")
+        out.append("|" + "|".join("---" if i < 2 else "---:" for i, _ in enumerate(table.columns)) + "|")
+        for row in table.rows:
+            out.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+        out.append("")
+        out += [f"_{note}_" for note in table.notes]
+        if table.notes:
+            out.append("")
+    if report.warnings:
+        out += ["## Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]
+    return "\n".join(out)
+
+
+def terminal(report: Report, console) -> None:
+    from rich.table import Table as RichTable
+
+    console.print(f"[bold]{report.title}[/bold]")
+    for line in report.lines:
+        console.print(f"  {line}", highlight=False)
+    for table in report.tables:
+        if not table.rows:
+            continue
+        rt = RichTable(title=table.title, title_justify="left", header_style="bold")
+        for i, col in enumerate(table.columns):
+            rt.add_column(col, justify="left" if i < 2 else "right", overflow="fold")
+        for row in table.rows:
+            rt.add_row(*[str(c) for c in row])
+        console.print(rt)
+        for note in table.notes:
+            console.print(f"  [dim]{note}[/dim]", highlight=False)
+    for w in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}", highlight=False)

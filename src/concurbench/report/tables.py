@@ -1,0 +1,178 @@
+"""Build the comparison tables of a run from its manifest and summary (no rendering here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .metrics import ERROR_CLASSES, row_metrics, top_waits
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    title: str
+    lines: list[str]
+    tables: list[Table]
+    warnings: list[str] = field(default_factory=list)
+
+
+def fmt(value, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.{digits}f}" if abs(value) >= 1 or value == 0 else f"{value:.3g}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def human_bytes(value) -> str:
+    if value is None:
+        return "–"
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(value) < 1024 or unit == "GB":
+            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return str(value)
+
+
+def _point_label(point, clients: dict) -> str:
+    if point is not None:
+        return f"{point} clients"
+    measured = ", ".join(f"{n} {p}" for p, n in clients.items())
+    return measured
+
+
+def build_report(manifest: dict, summary: dict) -> Report:
+    scen = manifest["scenario"]
+    server = manifest.get("server") or {}
+    host = manifest.get("host") or {}
+    lines = [
+        f"Scenario: {scen['name']}{' (quick)' if scen.get('quick') else ''} — {scen.get('title', '')}",
+        f"Server: {server.get('version', 'not reached')} ({manifest.get('target')})",
+        f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {manifest.get('processes')} worker processes",
+        f"Status: {manifest['status']}" + (f" — {manifest['error']}" if manifest.get("error") else ""),
+    ]
+    results = summary["results"]
+    baselines = scen.get("baselines", {})
+    tables = []
+    groups: list[str] = []
+    for r in results:
+        if r["group"] not in groups:
+            groups.append(r["group"])
+    for group in groups:
+        in_group = [r for r in results if r["group"] == group]
+        points: list = []
+        for r in in_group:
+            if r["point"] not in points:
+                points.append(r["point"])
+        for point in points:
+            tables.append(_comparison(group, point, [r for r in in_group if r["point"] == point],
+                                      baselines.get(group)))
+        tables.append(_statements(group, in_group))
+    published = summary.get("published") or []
+    if published:
+        tables.append(_published(published, results, manifest))
+    warnings = []
+    for r in results:
+        for msg in r.get("messages", []) + r.get("sampler_errors", []):
+            warnings.append(f"{r['variant']}: {msg}")
+    return Report(scen.get("title") or scen["name"], lines, tables, warnings)
+
+
+def _comparison(group: str, point, runs: list[dict], baseline: str | None) -> Table:
+    title = f"{group}: {point} clients" if point is not None else group
+    table = Table(title, ["Variant", "Pool", "Clients", "TPS", "vs base", "p50 ms", "p95 ms", "p99 ms",
+                          "Errors", "Top waits", "WAL B/txn", "MultiXacts"])
+    base_tps = None
+    for r in runs:
+        if r["variant"] == baseline:
+            base_tps = _first_measured(r)[1].get("tps")
+    for r in runs:
+        first = True
+        for pool, data in r["pools"].items():
+            m = row_metrics(r, pool)
+            tps = m.get("tps")
+            errors = ", ".join(f"{k} {m.get('errors.' + k)}" for k in ERROR_CLASSES if m.get("errors." + k))
+            vs = "–"
+            if data["measure"] and base_tps and tps is not None:
+                vs = "base" if r["variant"] == baseline else f"{tps / base_tps:.2f}×"
+            waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
+            table.rows.append([
+                r["variant"] + (" *" if r.get("status") != "ok" else ""),
+                pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]), fmt(tps),
+                vs, fmt(m.get("latency.p50_ms"), 2), fmt(m.get("latency.p95_ms"), 2), fmt(m.get("latency.p99_ms"), 2),
+                errors or "0", waits or ("–" if first else ""),
+                fmt(m.get("wal.bytes_per_txn"), 0) if first else "",
+                fmt(m.get("multixact.created")) if first else ""])
+            first = False
+    if any(r.get("status") != "ok" for r in runs):
+        table.notes.append("* interrupted: figures cover the part that ran")
+    table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
+                       "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
+                       "by every pool's transactions.")
+    return table
+
+
+def _first_measured(r: dict) -> tuple[str, dict]:
+    for pool, data in r["pools"].items():
+        if data["measure"]:
+            return pool, data["metrics"]
+    pool = next(iter(r["pools"]))
+    return pool, r["pools"][pool]["metrics"]
+
+
+def _statements(group: str, runs: list[dict]) -> Table:
+    table = Table(f"{group}: mean latency per statement (ms)", ["Variant", "Clients", "Pool", "Statement",
+                                                               "Mean", "p95", "Executed"])
+    for r in runs:
+        for pool, data in r["pools"].items():
+            for name, s in data["metrics"]["statements"].items():
+                table.rows.append([r["variant"], fmt(data["clients"]), pool, name, fmt(s.get("mean_ms"), 3),
+                                   fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    return table
+
+
+def measured_value(results: list[dict], variant: str, metric: str, clients=None, pool=None):
+    """The measured value of a metric for a published figure (nearest sweep point when clients differ)."""
+    runs = [r for r in results if r["variant"] == variant]
+    if not runs:
+        return None, None
+    if clients is not None and any(r["point"] is not None for r in runs):
+        runs.sort(key=lambda r: abs((r["point"] or 0) - clients))
+    r = runs[0]
+    pool = pool or _first_measured(r)[0]
+    if pool not in r["pools"]:
+        return None, r
+    return row_metrics(r, pool).get(metric), r
+
+
+def _published(published: list[dict], results: list[dict], manifest: dict) -> Table:
+    src = manifest["scenario"].get("source") or {}
+    server = manifest.get("server") or {}
+    host = manifest.get("host") or {}
+    table = Table("Published beside measured", ["Variant", "Metric", "Published", "Clients (article)",
+                                                "Measured", "Clients (here)", "Note"])
+    for p in published:
+        value, run = measured_value(results, p["variant"], p["metric"], p.get("clients"), p.get("pool"))
+        here = "–"
+        if run is not None:
+            pool = p.get("pool") or _first_measured(run)[0]
+            here = fmt(run["clients"].get(pool))
+        unit = f" {p['unit']}" if p.get("unit") else ""
+        table.rows.append([p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
+                           (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
+    table.notes.append(f"Article: {src.get('engine') or 'unknown server'} on {src.get('hardware') or 'unknown hardware'}. "
+                       f"Here: PostgreSQL {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
+                       f"shared by the server and the load generator, so absolute figures differ; compare the "
+                       f"direction and the ratios.")
+    return table

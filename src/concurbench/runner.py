@@ -1,0 +1,163 @@
+"""Run a scenario: provision, set up, run every variant at every sweep point, sample, clean up.
+
+The runner never prints: it reports progress through a callback and returns (or, on failure,
+raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
+written; servers, background sessions and worker processes are always ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .engines import postgres as pg
+from .errors import ConcurbenchError, Interrupted, RunError
+from .observers.hold import HeldTransaction
+from .report.metrics import pool_metrics
+from .results.store import RunWriter
+from .samplers.base import SamplerDriver
+from .samplers.registry import build as build_samplers
+from .scenario.model import Scenario, Variant
+from .workload.pool import PoolRunner, resolve_clients
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    status: str
+    results: list[dict] = field(default_factory=list)
+    error: ConcurbenchError | None = None
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Hold Ctrl-C and SIGTERM while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[int] = []
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in previous:
+        signal.signal(sig, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if received:
+            raise KeyboardInterrupt
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
+                 progress: Progress | None = None, processes: int | None = None,
+                 variants: list[str] | None = None, target: str = "embedded"):
+        self.scenario = scenario
+        self.provisioner = provisioner
+        self.out_dir = Path(out_dir)
+        self.progress = progress or (lambda event: None)
+        self.processes = processes
+        self.only = variants
+        self.target = target
+
+    def run(self) -> RunOutcome:
+        writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes)
+        results: list[dict] = []
+        status, error = "ok", None
+        server: dict = {}
+        conn = None
+        try:
+            self.progress({"event": "provisioning", "target": self.target})
+            connection = self.provisioner.start()
+            conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
+            server = pg.server_info(conn, [k for k, _ in self.scenario.settings])
+            server.update(target=self.target, connection=connection.safe)
+            writer.server = server
+            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe})
+            for step in self.scenario.setup:
+                self.progress({"event": "setup", "origin": step.origin})
+                pg.run_script(conn, step.sql, step.origin)
+            for variant in self._variants():
+                for point in variant.sweep:
+                    result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
+                    results.append(result)
+                    if result["status"] == "interrupted":
+                        raise KeyboardInterrupt
+            for step in self.scenario.teardown:
+                pg.run_script(conn, step.sql, step.origin)
+        except KeyboardInterrupt:
+            status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
+        except ConcurbenchError as exc:
+            status, error = "failed", exc
+        except Exception as exc:  # noqa: BLE001 - an unexpected error still ends with a cleanup and a saved run
+            status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
+        finally:
+            with deferred_interrupts():
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+                self.progress({"event": "stopping"})
+                try:
+                    self.provisioner.stop()
+                except ConcurbenchError as exc:
+                    if error is None:
+                        status, error = "failed", exc
+                run_dir = writer.finish(results, status, error)
+        return RunOutcome(run_dir, status, results, error)
+
+    def _variants(self) -> list[Variant]:
+        if not self.only:
+            return list(self.scenario.variants)
+        names = {v.name for v in self.scenario.variants}
+        missing = [n for n in self.only if n not in names]
+        if missing:
+            raise RunError(f"no variant named {', '.join(missing)} in {self.scenario.name}")
+        return [v for v in self.scenario.variants if v.name in self.only]
+
+    def _run_variant(self, conninfo: str, conn, variant: Variant, point: int | None, version_num: int) -> dict:
+        pools = resolve_clients(variant.pools, point)
+        clients = {p.name: p.clients for p in pools}
+        self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
+                       "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
+        for step in variant.setup:
+            pg.run_script(conn, step.sql, step.origin)
+        holders = [HeldTransaction(b, conninfo) for b in variant.background]
+        driver = SamplerDriver(build_samplers(variant.samplers),
+                               lambda: pg.connect(conninfo, application_name="concurbench:sampler"), version_num)
+        result: dict = {"variant": variant.name, "group": variant.group, "point": point, "clients": clients}
+        started = time.time()
+        try:
+            driver.open()
+            for holder in holders:
+                holder.start()
+            runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
+                                seed=self.scenario.seed, processes=self.processes,
+                                listeners=[driver, *holders],
+                                progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
+                                                                     "point": point, **info}))
+            outcome = runner.run()
+        finally:
+            with deferred_interrupts():
+                for holder in holders:
+                    holder.close()
+                driver.close()
+        elapsed = outcome.elapsed_s
+        result.update(
+            status="interrupted" if outcome.interrupted else "ok", elapsed_s=round(elapsed, 4),
+            started=started, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s], messages=outcome.messages,
+            pools={p.name: {"measure": p.measure, "clients": p.clients,
+                            "metrics": pool_metrics(outcome.pools[p.name], elapsed),
+                            "stats": outcome.pools[p.name].to_dict()} for p in pools},
+            samplers=driver.summaries(elapsed), sampler_errors=driver.errors,
+            samples=driver.rows, background=[h.describe() for h in holders])
+        for step in variant.teardown:
+            pg.run_script(conn, step.sql, step.origin)
+        self.progress({"event": "variant_done", "result": result})
+        return result

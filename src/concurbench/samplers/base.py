@@ -1,0 +1,147 @@
+"""The sampler protocol and the thread that drives samplers around a measurement window.
+
+A sampler is either a snapshot (read before and after the window; the result is the difference)
+or periodic (read every `interval` during the window; the rows form a time series written to
+samples/). Each sampler's connection is its own, and the sessions it counts exclude it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, ClassVar
+
+from ..scenario.model import SamplerSpec
+
+
+class Sampler:
+    """Base class: subclasses set `name`, `kind`, and implement `read` (and `summarize`)."""
+
+    name: ClassVar[str] = ""
+    kind: ClassVar[str] = "snapshot"  # or "periodic"
+    options: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+    default_interval: ClassVar[float] = 0.1
+
+    def __init__(self, spec: SamplerSpec | None = None):
+        self.spec = spec or SamplerSpec(self.name)
+        self.interval = float(self.spec.option("interval") or self.default_interval)
+
+    def prepare(self, conn, version_num: int) -> None:
+        """Called once per connection before the window; may check what the server offers."""
+        self.version_num = version_num
+
+    def read(self, conn) -> Any:
+        raise NotImplementedError
+
+    def summarize(self, before: Any, after: Any, rows: list[dict], elapsed_s: float) -> dict:
+        raise NotImplementedError
+
+
+def numeric_delta(before: dict, after: dict) -> dict:
+    out = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, (int, float)) and isinstance(old, (int, float)):
+            out[key] = value - old
+    return out
+
+
+class SamplerDriver:
+    """Runs a list of samplers in one thread on one connection, following the pool's window.
+
+    The clock and the sleep are injectable so the schedule can be tested without waiting.
+    """
+
+    def __init__(self, samplers: list[Sampler], connect: Callable[[], Any], version_num: int, *,
+                 clock: Callable[[], int] = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep):
+        self.samplers = samplers
+        self.connect = connect
+        self.version_num = version_num
+        self.clock = clock
+        self.sleep = sleep
+        self.before: dict[str, Any] = {}
+        self.after: dict[str, Any] = {}
+        self.rows: dict[str, list[dict]] = {s.name: [] for s in samplers}
+        self.errors: list[str] = []
+        self._measure_from = 0
+        self._end = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.conn = None
+
+    # WindowListener -----------------------------------------------------------
+    def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
+        self._measure_from = measure_from_ns
+        self._thread = threading.Thread(target=self._loop, name="concurbench-samplers", daemon=True)
+        self._thread.start()
+
+    def measurement_ended(self, end_ns: int) -> None:
+        self._end.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+    # ------------------------------------------------------------------------
+    def open(self) -> None:
+        if not self.samplers:
+            return
+        self.conn = self.connect()
+        for sampler in self.samplers:
+            sampler.prepare(self.conn, self.version_num)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection
+                pass
+            self.conn = None
+
+    def _safe(self, sampler: Sampler):
+        try:
+            return sampler.read(self.conn)
+        except Exception as exc:  # noqa: BLE001 - a failing sampler must not stop the measurement
+            self.errors.append(f"sampler {sampler.name}: {str(exc).strip().splitlines()[0] if str(exc) else exc}")
+            try:
+                self.conn.rollback()
+            except Exception:  # noqa: BLE001
+                pass
+            return None
+
+    def _loop(self) -> None:
+        if not self.samplers or self.conn is None:
+            return
+        wait = (self._measure_from - self.clock()) / 1e9
+        if wait > 0 and self._end.wait(wait):
+            return
+        for s in self.samplers:
+            if s.kind == "snapshot":
+                self.before[s.name] = self._safe(s)
+        periodic = [s for s in self.samplers if s.kind == "periodic"]
+        due = {s.name: self.clock() for s in periodic}
+        while periodic and not self._end.is_set():
+            now = self.clock()
+            for s in periodic:
+                if now >= due[s.name]:
+                    rows = self._safe(s)
+                    t = (now - self._measure_from) / 1e9
+                    for row in rows or []:
+                        self.rows[s.name].append({"t_s": round(t, 3), **row})
+                    due[s.name] = now + int(s.interval * 1e9)
+            next_due = min(due.values())
+            self._end.wait(max(0.0, (next_due - self.clock()) / 1e9))
+        for s in self.samplers:
+            if s.kind == "snapshot":
+                self.after[s.name] = self._safe(s)
+
+    def summaries(self, elapsed_s: float) -> dict[str, dict]:
+        out = {}
+        for s in self.samplers:
+            if s.kind == "snapshot" and (self.before.get(s.name) is None or self.after.get(s.name) is None):
+                out[s.name] = {"error": "no reading"}
+                continue
+            try:
+                out[s.name] = s.summarize(self.before.get(s.name), self.after.get(s.name), self.rows[s.name],
+                                          elapsed_s)
+            except Exception as exc:  # noqa: BLE001
+                out[s.name] = {"error": str(exc)}
+        return out

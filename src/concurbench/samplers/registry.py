@@ -1,0 +1,14 @@
+"""Samplers by the names scenarios use. Adding one is a class and a line here."""
+
+from __future__ import annotations
+
+from .base import Sampler
+from .postgres import DatabaseCounters, MultiXact, Wal, WaitEvents
+
+SAMPLERS: dict[str, type[Sampler]] = {
+    cls.name: cls for cls in (WaitEvents, DatabaseCounters, Wal, MultiXact)
+}
+
+
+def build(specs) -> list[Sampler]:
+    return [SAMPLERS[spec.name](spec) for spec in specs]

@@ -1,0 +1,486 @@
+"""Load a scenario file, validate all of it, and build the frozen model.
+
+Every problem is collected (not just the first) with file, line, column and field path; nothing
+here touches a server.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+from ..errors import ConfigError
+from ..engines.postgres import PROTOCOLS
+from ..workload.distributions import parse_distribution
+from .model import (DEFAULT_GROUP, Background, Pool, Published, SamplerSpec, Scenario, Source, SqlStep,
+                    Statement, Variant)
+from .yamlpos import Checker, as_int, describe, join, load_yaml, suggest
+
+TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "parameters", "quick", "setup",
+            "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants"]
+VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
+                "sweep", "samplers"]
+POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol"]
+BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after"]
+BACKGROUND_KINDS = ["hold_transaction"]
+SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
+PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note"]
+ENGINES = ["postgres"]
+ISOLATION = ["read committed", "repeatable read", "serializable"]
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+DEFAULT_DURATION = 10.0
+DEFAULT_WARMUP = 2.0
+
+
+def load_scenario(path: str | Path, *, quick: bool = False, overrides: dict[str, str] | None = None) -> Scenario:
+    """Read and validate a scenario file; raises ConfigError listing every problem found."""
+    path = Path(path)
+    doc = load_yaml(path)
+    check = Checker(path)
+    if not isinstance(doc, CommentedMap):
+        check.add(doc, None, "", f"the scenario must be a mapping at the top level, got {describe(doc)}")
+        check.fail()
+    check.known_keys(doc, "", TOP_KEYS, required=("name", "engine", "variants"))
+    if quick and isinstance(doc.get("quick"), dict):
+        _merge(doc, doc["quick"])
+    elif "quick" in doc and not isinstance(doc["quick"], dict):
+        check.add(doc, "quick", "quick", f"must be a mapping of overrides, got {describe(doc['quick'])}")
+    if isinstance(doc.get("quick"), dict):
+        check.known_keys(doc["quick"], "quick", [k for k in TOP_KEYS if k not in ("name", "engine", "quick")])
+    params = _parameters(doc, check, overrides or {})
+    _substitute(doc, params, check, "")
+    builder = _Builder(path, check, params)
+    scenario = builder.build(doc, quick)
+    check.fail()
+    return scenario
+
+
+def _merge(base: CommentedMap, extra: CommentedMap) -> None:
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def _parameters(doc: CommentedMap, check: Checker, overrides: dict[str, str]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    node = check.mapping(doc, "parameters", "parameters")
+    if node is not None:
+        for key, value in node.items():
+            if isinstance(value, (dict, list)) or value is None:
+                check.add(node, key, join("parameters", key), f"must be a number or a string, got {describe(value)}")
+            else:
+                params[str(key)] = value
+    for key, text in overrides.items():
+        if key not in params:
+            raise ConfigError(f"{check.file}: --param {key}: the scenario has no parameter '{key}'"
+                              f"{suggest(key, params)}; it has: {', '.join(params) or 'none'}")
+        params[key] = _scalar(text)
+    return params
+
+
+def _scalar(text: str) -> Any:
+    number = as_int(text)
+    if number is not None:
+        return number
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str) -> None:
+    """Replace ${name} in every string below node (the parameters section itself excepted)."""
+    if isinstance(node, dict):
+        items = [(k, v) for k, v in node.items() if not (path == "" and k == "parameters")]
+    elif isinstance(node, list):
+        items = list(enumerate(node))
+    else:
+        return
+    for key, value in items:
+        sub = join(path, key)
+        if isinstance(value, str) and "${" in value:
+            node[key] = _expand(value, params, lambda msg: check.add(node, key, sub, msg))
+        else:
+            _substitute(value, params, check, sub)
+
+
+def _expand(text: str, params: dict[str, Any], report) -> Any:
+    whole = PARAM_REF.fullmatch(text.strip())
+    if whole and whole.group(1) in params:
+        return params[whole.group(1)]
+
+    def one(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in params:
+            report(f"unknown parameter '${{{name}}}'{suggest(name, params)}")
+            return match.group(0)
+        return str(params[name])
+
+    return PARAM_REF.sub(one, text)
+
+
+class _Builder:
+    def __init__(self, path: Path, check: Checker, params: dict[str, Any]):
+        self.path = path
+        self.check = check
+        self.params = params
+        self.files: list[Path] = []
+
+    def build(self, doc: CommentedMap, quick: bool) -> Scenario:
+        c = self.check
+        name = c.string(doc, "name", "name", required=True) or ""
+        if name and not NAME_RE.match(name):
+            c.add(doc, "name", "name", "must be letters, digits, '-', '_' or '.', starting with a letter or digit")
+        engine = c.string(doc, "engine", "engine", required=True) or "postgres"
+        if engine not in ENGINES:
+            c.add(doc, "engine", "engine", f"unknown engine '{engine}'{suggest(engine, ENGINES)}; "
+                                           f"known: {', '.join(ENGINES)}")
+        settings = self._settings(doc)
+        setup = self._sql_steps(doc, "setup", "setup")
+        teardown = self._sql_steps(doc, "teardown", "teardown")
+        duration = c.duration(doc, "duration", "duration", default=DEFAULT_DURATION)
+        warmup = c.duration(doc, "warmup", "warmup", default=DEFAULT_WARMUP)
+        sweep = self._sweep(doc, "sweep", default=None)
+        samplers = self._samplers(doc, "samplers", "samplers", default=())
+        variants = self._variants(doc, duration, warmup, sweep, samplers)
+        baselines = self._baselines(doc, variants)
+        source = self._source(doc, variants)
+        seed = c.integer(doc, "seed", "seed", default=1)
+        digest = hashlib.sha256(self.path.read_bytes())
+        for file in self.files:
+            digest.update(file.read_bytes())
+        return Scenario(
+            name=name, title=c.string(doc, "title", "title", default=name) or name, engine=engine,
+            path=self.path.resolve(), sha256=digest.hexdigest(),
+            description=c.string(doc, "description", "description", default="") or "",
+            source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
+            teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick)
+
+    # -- sections ----------------------------------------------------------
+    def _settings(self, doc) -> tuple:
+        server = self.check.mapping(doc, "server", "server")
+        if server is None:
+            return ()
+        self.check.known_keys(server, "server", ["settings"])
+        node = self.check.mapping(server, "settings", "server.settings")
+        if node is None:
+            return ()
+        out = []
+        for key, value in node.items():
+            if isinstance(value, (dict, list)) or value is None:
+                self.check.add(node, key, join("server.settings", key),
+                               f"must be a single value, got {describe(value)}")
+                continue
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            out.append((str(key), "on" if text == "true" else "off" if text == "false" else text))
+        return tuple(out)
+
+    def _sql_steps(self, node, key, path) -> tuple[SqlStep, ...]:
+        value = node.get(key) if isinstance(node, dict) else None
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            return (SqlStep(value, "inline"),)
+        if not isinstance(value, list):
+            self.check.add(node, key, path, f"must be SQL text or a list of steps, got {describe(value)}")
+            return ()
+        steps = []
+        for i, item in enumerate(value):
+            sub = join(path, i)
+            if isinstance(item, str):
+                steps.append(SqlStep(item, "inline"))
+            elif isinstance(item, dict):
+                self.check.known_keys(item, sub, ["sql", "file"])
+                if ("sql" in item) == ("file" in item):
+                    self.check.add(value, i, sub, "needs exactly one of 'sql' or 'file'")
+                elif "sql" in item:
+                    steps.append(SqlStep(str(item["sql"]), "inline"))
+                else:
+                    step = self._file_step(item, join(sub, "file"))
+                    if step:
+                        steps.append(step)
+            else:
+                self.check.add(value, i, sub, f"must be SQL text or a mapping with 'sql' or 'file', "
+                                              f"got {describe(item)}")
+        return tuple(steps)
+
+    def _file_step(self, item, path) -> SqlStep | None:
+        rel = Path(str(item["file"]))
+        for base in [self.path.resolve().parent, *self.path.resolve().parents]:
+            candidate = base / rel
+            if candidate.is_file():
+                self.files.append(candidate)
+                text = candidate.read_text(encoding="utf-8")
+                return SqlStep(_expand(text, self.params, lambda m: self.check.add(item, "file", path,
+                                                                                  f"{candidate}: {m}")),
+                               str(rel))
+        self.check.add(item, "file", path, f"no file '{rel}' next to the scenario or in a folder above it")
+        return None
+
+    def _sweep(self, node, path, default):
+        if "sweep" not in node or node["sweep"] is None:
+            return default
+        value = node["sweep"]
+        if not isinstance(value, list) or not value:
+            self.check.add(node, "sweep", path, f"must be a non-empty list of client counts, got {describe(value)}")
+            return default
+        points = []
+        for i, item in enumerate(value):
+            number = as_int(item)
+            if number is None or number < 1:
+                self.check.add(value, i, join(path, i), f"must be a positive integer, got {describe(item)}")
+            else:
+                points.append(number)
+        return tuple(points) or default
+
+    def _samplers(self, node, key, path, default):
+        from ..samplers.registry import SAMPLERS
+
+        if key not in node or node[key] is None:
+            return default
+        value = node[key]
+        if isinstance(value, list):
+            entries = [(i, item, None) for i, item in enumerate(value)]
+        elif isinstance(value, dict):
+            entries = [(k, k, v) for k, v in value.items()]
+        else:
+            self.check.add(node, key, path, f"must be a list of sampler names, got {describe(value)}")
+            return default
+        specs = []
+        container = value
+        for where, name, options in entries:
+            sub = join(path, where)
+            if not isinstance(name, str) or name not in SAMPLERS:
+                self.check.add(container, where, sub, f"unknown sampler {describe(name)}{suggest(name, SAMPLERS)}; "
+                                                      f"known: {', '.join(SAMPLERS)}", of_key=isinstance(value, dict))
+                continue
+            opts: dict[str, Any] = {}
+            if options is not None:
+                if not isinstance(options, dict):
+                    self.check.add(container, where, sub, f"options must be a mapping, got {describe(options)}")
+                else:
+                    allowed = SAMPLERS[name].options
+                    self.check.known_keys(options, sub, allowed)
+                    for opt_key in options:
+                        if opt_key == "interval":
+                            opts["interval"] = self.check.duration(options, "interval", sub, default=None)
+                        elif opt_key in allowed:
+                            opts[opt_key] = options[opt_key]
+            specs.append(SamplerSpec(name, tuple(opts.items())))
+        return tuple(specs)
+
+    def _variants(self, doc, duration, warmup, sweep, samplers) -> tuple[Variant, ...]:
+        node = self.check.mapping(doc, "variants", "variants", required=False)
+        if node is None:
+            return ()
+        if not node:
+            self.check.add(doc, "variants", "variants", "must name at least one variant")
+        out = []
+        for name, vnode in node.items():
+            path = join("variants", name)
+            if not isinstance(vnode, dict):
+                self.check.add(node, name, path, f"must be a mapping, got {describe(vnode)}")
+                continue
+            if not NAME_RE.match(str(name)):
+                self.check.add(node, name, path, "variant names are letters, digits, '-', '_' or '.'", of_key=True)
+            self.check.known_keys(vnode, path, VARIANT_KEYS, required=("pools",))
+            pools = self._pools(vnode, path)
+            v_sweep = self._sweep(vnode, join(path, "sweep"), default=sweep)
+            uses_sweep = any(p.clients is None for p in pools)
+            if uses_sweep and not v_sweep:
+                self.check.add(vnode, "pools", join(path, "pools"),
+                               "a pool has 'clients: sweep' but neither the variant nor the scenario has a 'sweep'")
+            if pools and not any(p.measure for p in pools):
+                self.check.add(vnode, "pools", join(path, "pools"), "needs at least one measured pool "
+                                                                  "(a pool without 'measure: false')")
+            out.append(Variant(
+                name=str(name), description=self.check.string(vnode, "description", path, default="") or "",
+                group=self.check.string(vnode, "group", path, default=DEFAULT_GROUP) or DEFAULT_GROUP,
+                pools=pools, background=self._background(vnode, path),
+                setup=self._sql_steps(vnode, "setup", join(path, "setup")),
+                teardown=self._sql_steps(vnode, "teardown", join(path, "teardown")),
+                duration=self.check.duration(vnode, "duration", path, default=duration),
+                warmup=self.check.duration(vnode, "warmup", path, default=warmup),
+                sweep=tuple(v_sweep) if (uses_sweep and v_sweep) else (None,),
+                samplers=self._samplers(vnode, "samplers", join(path, "samplers"), default=samplers)))
+        return tuple(out)
+
+    def _pools(self, vnode, vpath) -> tuple[Pool, ...]:
+        node = self.check.mapping(vnode, "pools", join(vpath, "pools"))
+        if node is None:
+            return ()
+        pools = []
+        for name, pnode in node.items():
+            path = join(join(vpath, "pools"), name)
+            if not isinstance(pnode, dict):
+                self.check.add(node, name, path, f"must be a mapping, got {describe(pnode)}")
+                continue
+            self.check.known_keys(pnode, path, POOL_KEYS, required=("clients", "transaction"))
+            clients = pnode.get("clients")
+            n_clients = None if clients == "sweep" else as_int(clients)
+            if clients is not None and clients != "sweep" and (n_clients is None or n_clients < 1):
+                self.check.add(pnode, "clients", join(path, "clients"),
+                               f"must be a positive integer or 'sweep', got {describe(clients)}")
+                n_clients = 1
+            elif clients is None:
+                n_clients = 1
+            params = self._params(pnode, path)
+            transaction = self._transaction(pnode, path)
+            pools.append(Pool(
+                name=str(name), clients=n_clients, transaction=transaction, params=params,
+                measure=self.check.boolean(pnode, "measure", path, default=True),
+                atomic=self.check.boolean(pnode, "atomic", path, default=False),
+                transactions=self.check.integer(pnode, "transactions", path, minimum=1, default=None),
+                max_tries=self.check.integer(pnode, "max_tries", path, minimum=1, default=1),
+                think=self.check.duration(pnode, "think", path, default=0.0),
+                protocol=self._choice(pnode, "protocol", path, PROTOCOLS, "prepared")))
+        return tuple(pools)
+
+    def _choice(self, node, key, path, choices, default):
+        value = self.check.string(node, key, path, default=default) or default
+        if value not in choices:
+            self.check.add(node, key, join(path, key), f"must be one of {', '.join(choices)}, got '{value}'"
+                                                       f"{suggest(value, choices)}")
+            return default
+        return value
+
+    def _params(self, pnode, path):
+        node = self.check.mapping(pnode, "params", join(path, "params"))
+        if node is None:
+            return ()
+        out = []
+        for key, value in node.items():
+            try:
+                out.append((str(key), parse_distribution(value)))
+            except ValueError as exc:
+                self.check.add(node, key, join(join(path, "params"), key), str(exc))
+        return tuple(out)
+
+    def _transaction(self, pnode, path) -> tuple[Statement, ...]:
+        value = pnode.get("transaction")
+        tpath = join(path, "transaction")
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = CommentedSeq([value])
+        if not isinstance(value, list) or not value:
+            self.check.add(pnode, "transaction", tpath, f"must be a non-empty list of statements, got {describe(value)}")
+            return ()
+        out, seen = [], set()
+        for i, item in enumerate(value):
+            sub = join(tpath, i)
+            if isinstance(item, str):
+                name, sql = f"stmt{i + 1}", item
+            elif isinstance(item, dict):
+                self.check.known_keys(item, sub, ["name", "sql"], required=("sql",))
+                name = self.check.string(item, "name", sub, default=f"stmt{i + 1}") or f"stmt{i + 1}"
+                sql = self.check.string(item, "sql", sub, default="") or ""
+            else:
+                self.check.add(value, i, sub, f"must be SQL text or a mapping with 'name' and 'sql', got {describe(item)}")
+                continue
+            if name in seen or (pnode.get("atomic") is True and name in ("begin", "commit")):
+                self.check.add(value, i, sub, f"statement name '{name}' is used twice in this transaction")
+            seen.add(name)
+            if not sql.strip():
+                self.check.add(value, i, sub, "has no SQL")
+            out.append(Statement(name, sql.strip()))
+        return tuple(out)
+
+    def _background(self, vnode, vpath) -> tuple[Background, ...]:
+        value = vnode.get("background")
+        path = join(vpath, "background")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.check.add(vnode, "background", path, f"must be a list of sessions, got {describe(value)}")
+            return ()
+        out = []
+        for i, item in enumerate(value):
+            sub = join(path, i)
+            if not isinstance(item, dict):
+                self.check.add(value, i, sub, f"must be a mapping, got {describe(item)}")
+                continue
+            self.check.known_keys(item, sub, BACKGROUND_KEYS, required=("kind",))
+            kind = self.check.string(item, "kind", sub, default="hold_transaction") or "hold_transaction"
+            if kind not in BACKGROUND_KINDS:
+                self.check.add(item, "kind", join(sub, "kind"), f"unknown background kind '{kind}'"
+                                                                f"{suggest(kind, BACKGROUND_KINDS)}; known: "
+                                                                f"{', '.join(BACKGROUND_KINDS)}")
+            isolation = (self.check.string(item, "isolation", sub, default="read committed") or "").lower()
+            if isolation not in ISOLATION:
+                self.check.add(item, "isolation", join(sub, "isolation"),
+                               f"unknown isolation level '{isolation}'{suggest(isolation, ISOLATION)}")
+            sql = item.get("sql", [])
+            sql = [sql] if isinstance(sql, str) else sql
+            if not isinstance(sql, list) or not all(isinstance(s, str) for s in sql):
+                self.check.add(item, "sql", join(sub, "sql"), "must be SQL text or a list of SQL texts")
+                sql = []
+            out.append(Background(
+                name=self.check.string(item, "name", sub, default=f"{kind}{i + 1}") or kind, kind=kind,
+                isolation=isolation, sql=tuple(sql),
+                release_after=self.check.duration(item, "release_after", sub, default=None)))
+        return tuple(out)
+
+    def _baselines(self, doc, variants) -> tuple:
+        names = {v.name: v for v in variants}
+        chosen: dict[str, str] = {}
+        value = doc.get("baseline")
+        if value is not None:
+            pairs = list(value.items()) if isinstance(value, dict) else [(None, value)]
+            for group, name in pairs:
+                where = (doc, "baseline") if group is None else (value, group)
+                path = "baseline" if group is None else join("baseline", group)
+                if not isinstance(name, str) or name not in names:
+                    self.check.add(*where, path, f"no variant named {describe(name)}{suggest(name, names)}")
+                    continue
+                group_of = names[name].group
+                if group is not None and group != group_of:
+                    self.check.add(*where, path, f"variant '{name}' is in group '{group_of}', not '{group}'")
+                    continue
+                chosen[group_of] = name
+        for v in variants:
+            chosen.setdefault(v.group, v.name)
+        return tuple(chosen.items())
+
+    def _source(self, doc, variants) -> Source:
+        node = self.check.mapping(doc, "source", "source")
+        if node is None:
+            return Source()
+        self.check.known_keys(node, "source", SOURCE_KEYS)
+        published = []
+        value = node.get("published") or []
+        if not isinstance(value, list):
+            self.check.add(node, "published", "source.published", "must be a list of figures")
+            value = []
+        names = [v.name for v in variants]
+        for i, item in enumerate(value):
+            sub = join("source.published", i)
+            if not isinstance(item, dict):
+                self.check.add(value, i, sub, f"must be a mapping, got {describe(item)}")
+                continue
+            self.check.known_keys(item, sub, PUBLISHED_KEYS, required=("variant", "metric", "value"))
+            variant = self.check.string(item, "variant", sub, default="") or ""
+            if variant and variant not in names:
+                self.check.add(item, "variant", join(sub, "variant"), f"no variant named '{variant}'{suggest(variant, names)}")
+            raw = item.get("value")
+            if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+                self.check.add(item, "value", join(sub, "value"), f"must be a number, got {describe(raw)}")
+                raw = 0.0
+            published.append(Published(
+                variant=variant, metric=self.check.string(item, "metric", sub, default="") or "", value=float(raw),
+                unit=self.check.string(item, "unit", sub, default="") or "",
+                clients=self.check.integer(item, "clients", sub, minimum=1, default=None),
+                pool=self.check.string(item, "pool", sub, default=None),
+                note=self.check.string(item, "note", sub, default="") or ""))
+        s = self.check.string
+        return Source(title=s(node, "title", "source", default="") or "", url=s(node, "url", "source", default="") or "",
+                      author=s(node, "author", "source", default="") or "",
+                      engine=s(node, "engine", "source", default="") or "",
+                      hardware=s(node, "hardware", "source", default="") or "", published=tuple(published))

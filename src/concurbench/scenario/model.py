@@ -1,0 +1,154 @@
+"""The validated scenario: frozen dataclasses, built only by the loader."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..workload.distributions import Distribution
+
+DEFAULT_GROUP = "main"
+
+
+@dataclass(frozen=True)
+class SqlStep:
+    """One piece of setup or teardown SQL, inline or read from a file."""
+
+    sql: str
+    origin: str  # "inline" or the file's path
+
+
+@dataclass(frozen=True)
+class Statement:
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A set of sessions (clients) each running the same transaction in a loop."""
+
+    name: str
+    clients: int | None  # None: the variant's sweep point
+    transaction: tuple[Statement, ...]
+    params: tuple[tuple[str, Distribution], ...] = ()
+    measure: bool = True  # False: background load, reported apart
+    atomic: bool = False  # wrap the statements in BEGIN ... COMMIT
+    transactions: int | None = None  # per client; None: run for the duration
+    max_tries: int = 1
+    think: float = 0.0  # seconds between transactions
+    protocol: str = "prepared"  # prepared | extended | simple, as pgbench -M
+
+    def clients_at(self, point: int | None) -> int:
+        if self.clients is not None:
+            return self.clients
+        assert point is not None
+        return point
+
+    @property
+    def statement_names(self) -> list[str]:
+        names = [s.name for s in self.transaction]
+        return (["begin", *names, "commit"]) if self.atomic else names
+
+
+@dataclass(frozen=True)
+class Background:
+    """A session kept beside the pools, e.g. an idle transaction holding a snapshot."""
+
+    name: str
+    kind: str  # "hold_transaction"
+    isolation: str
+    sql: tuple[str, ...]
+    release_after: float | None = None  # seconds into the measurement; None: held to the end
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    name: str
+    options: tuple[tuple[str, object], ...] = ()
+
+    def option(self, key: str, default=None):
+        return dict(self.options).get(key, default)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    group: str
+    pools: tuple[Pool, ...]
+    background: tuple[Background, ...]
+    setup: tuple[SqlStep, ...]
+    teardown: tuple[SqlStep, ...]
+    duration: float
+    warmup: float
+    sweep: tuple[int | None, ...]  # (None,) when no pool follows the sweep
+    samplers: tuple[SamplerSpec, ...]
+
+    @property
+    def uses_sweep(self) -> bool:
+        return any(p.clients is None for p in self.pools)
+
+    @property
+    def fixed_count(self) -> bool:
+        return all(p.transactions is not None for p in self.pools if p.measure)
+
+
+@dataclass(frozen=True)
+class Published:
+    """A figure from the source article, shown beside what we measure."""
+
+    variant: str
+    metric: str
+    value: float
+    unit: str = ""
+    clients: int | None = None
+    pool: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Source:
+    title: str = ""
+    url: str = ""
+    author: str = ""
+    engine: str = ""
+    hardware: str = ""
+    published: tuple[Published, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    engine: str
+    path: Path
+    sha256: str
+    description: str
+    source: Source
+    settings: tuple[tuple[str, str], ...]
+    parameters: tuple[tuple[str, object], ...]
+    setup: tuple[SqlStep, ...]
+    teardown: tuple[SqlStep, ...]
+    variants: tuple[Variant, ...]
+    baselines: tuple[tuple[str, str], ...]  # group -> variant name
+    seed: int = 1
+    quick: bool = False
+    extras: dict = field(default_factory=dict, compare=False)
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(name)
+
+    @property
+    def groups(self) -> list[str]:
+        seen: list[str] = []
+        for v in self.variants:
+            if v.group not in seen:
+                seen.append(v.group)
+        return seen
+
+    def baseline(self, group: str) -> str | None:
+        return dict(self.baselines).get(group)

@@ -1,0 +1,209 @@
+"""YAML loading that keeps line and column numbers, and the problem list validation fills."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.error import MarkedYAMLError
+
+from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{field} {self.message}"
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse a YAML file into ruamel's round-trip nodes (which carry positions)."""
+    yaml = YAML(typ="rt")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the scenario file: {exc.strerror or exc}", cause=exc) from exc
+    try:
+        return yaml.load(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = exc.problem or exc.context or "invalid YAML"
+        problem = Problem(str(path), line, col, "", f"not valid YAML: {what}")
+        raise ConfigError(str(problem), problems=[problem], cause=exc) from exc
+
+
+def suggest(word: str, choices) -> str:
+    """A did-you-mean suffix for an unknown name, or an empty string."""
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def join(path: str, key) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else str(key)
+
+
+class Checker:
+    """Collects every problem of one file, each with line, column and field path."""
+
+    def __init__(self, file: Path):
+        self.file = str(file)
+        self.problems: list[Problem] = []
+
+    # -- positions -------------------------------------------------------
+    @staticmethod
+    def position(parent: Any, key: Any = None, *, of_key: bool = False) -> tuple[int, int]:
+        lc = getattr(parent, "lc", None)
+        if lc is None:
+            return (1, 1)
+        try:
+            if key is None:
+                line, col = lc.line, lc.col
+            elif isinstance(parent, CommentedSeq):
+                line, col = lc.item(key)
+            elif of_key:
+                line, col = lc.key(key)
+            else:
+                line, col = lc.value(key)
+        except (KeyError, IndexError, TypeError, AttributeError):
+            line, col = lc.line, lc.col
+        return (line + 1, col + 1)
+
+    def add(self, parent: Any, key: Any, path: str, message: str, *, of_key: bool = False) -> None:
+        line, col = self.position(parent, key, of_key=of_key)
+        self.problems.append(Problem(self.file, line, col, path, message))
+
+    # -- shape checks ----------------------------------------------------
+    def mapping(self, parent: Any, key: Any, path: str, *, required: bool = False) -> CommentedMap | None:
+        node = parent.get(key) if isinstance(parent, dict) else None
+        if node is None:
+            if required:
+                self.add(parent, None, path, "is required but missing")
+            return None
+        if not isinstance(node, dict):
+            self.add(parent, key, path, f"must be a mapping, got {describe(node)}")
+            return None
+        return node
+
+    def known_keys(self, node: dict, path: str, allowed: set[str] | list[str], required: tuple = ()) -> None:
+        for key in node:
+            if key not in allowed:
+                self.add(node, key, join(path, key), f"unknown key '{key}'{suggest(key, allowed)}", of_key=True)
+        for key in required:
+            if key not in node:
+                self.add(node, None, join(path, key), "is required but missing")
+
+    def string(self, node: dict, key: str, path: str, *, required: bool = False, default: str | None = None):
+        if key not in node or node[key] is None:
+            if required:
+                self.add(node, None, join(path, key), "is required but missing")
+            return default
+        value = node[key]
+        if isinstance(value, (dict, list)):
+            self.add(node, key, join(path, key), f"must be a string, got {describe(value)}")
+            return default
+        return str(value)
+
+    def integer(self, node: dict, key: str, path: str, *, minimum: int | None = None, default=None):
+        if key not in node or node[key] is None:
+            return default
+        value = node[key]
+        number = as_int(value)
+        if number is None:
+            self.add(node, key, join(path, key), f"must be an integer, got {describe(value)}")
+            return default
+        if minimum is not None and number < minimum:
+            self.add(node, key, join(path, key), f"must be at least {minimum}, got {number}")
+            return default
+        return number
+
+    def boolean(self, node: dict, key: str, path: str, *, default: bool = False) -> bool:
+        if key not in node or node[key] is None:
+            return default
+        value = node[key]
+        if not isinstance(value, bool):
+            self.add(node, key, join(path, key), f"must be true or false, got {describe(value)}")
+            return default
+        return value
+
+    def duration(self, node: dict, key: str, path: str, *, default: float | None = None):
+        if key not in node or node[key] is None:
+            return default
+        value = node[key]
+        seconds = parse_duration(value)
+        if seconds is None or seconds < 0:
+            self.add(node, key, join(path, key),
+                     f"must be a duration such as 30s, 500ms, 2m or a number of seconds, got {describe(value)}")
+            return default
+        return seconds
+
+    def fail(self) -> None:
+        if self.problems:
+            count = len(self.problems)
+            head = f"{self.file}: {count} problem{'s' if count > 1 else ''} in the scenario"
+            raise ConfigError("\n".join([head, *(f"  {p}" for p in self.problems)]), problems=self.problems)
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f"'{value}'"
+    return repr(value)
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        if text.lstrip("-").isdigit():
+            return int(text)
+    return None
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: Any) -> float | None:
+    """'30s', '500ms', '2m', '1h' or a plain number of seconds."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
+    for unit in sorted(_UNITS, key=len, reverse=True):
+        if text.endswith(unit):
+            number = text[: -len(unit)].strip()
+            try:
+                return float(number) * _UNITS[unit]
+            except ValueError:
+                return None
+    try:
+        return float(text)
+    except ValueError:
+        return None

@@ -1,0 +1,253 @@
+"""Run worker pools: sessions spread over worker processes, all connected before one common start.
+
+One process per core by default (Python's GIL would otherwise cap throughput), one thread per
+session inside each. The parent shares three clock values (start, measure-from, end) and per-session
+counters through shared memory, so workers never block on bookkeeping; each worker merges its
+sessions' statistics and sends them back once, at the end.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import resource
+import signal
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from typing import Callable, Protocol
+
+from ..errors import RunError
+from ..scenario.model import Pool
+from .session import FAR_FUTURE, Session, Window
+from .stats import PoolStats
+
+CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
+
+
+class WindowListener(Protocol):
+    def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None: ...
+
+    def measurement_ended(self, end_ns: int) -> None: ...
+
+
+@dataclass
+class PoolRunResult:
+    pools: dict[str, PoolStats]
+    elapsed_s: float  # length of the measurement window actually used
+    interrupted: bool = False
+    worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process
+    messages: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _SessionSpec:
+    pool: Pool
+    index: int
+    slot: int
+
+
+def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
+            results) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot) for s in specs]
+    problems: list[str] = []
+    win = Window(window)
+
+    def drive(spec: _SessionSpec, session: Session) -> None:
+        try:
+            session.connect()
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
+            status[spec.slot] = FAILED
+            return
+        status[spec.slot] = READY
+        try:
+            session.run(win)
+        except Exception as exc:  # noqa: BLE001 - a broken session must not lose the others' results
+            problems.append(f"pool {spec.pool.name} session {spec.index} stopped: {type(exc).__name__}: {exc}")
+        finally:
+            finished[spec.slot] = time.perf_counter_ns()
+            status[spec.slot] = DONE
+            session.close()
+
+    threads = [threading.Thread(target=drive, args=(spec, sess), daemon=True) for spec, sess in zip(specs, sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged: dict[str, PoolStats] = {}
+    for session in sessions:
+        name = session.pool.name
+        if name in merged:
+            merged[name].merge(session.stats)
+        else:
+            merged[name] = PoolStats(name).merge(session.stats)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
+                 "cpu_s": usage.ru_utime + usage.ru_stime})
+
+
+def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:
+    """Sessions dealt round-robin over processes, so every process carries a share of every pool."""
+    buckets: list[list[_SessionSpec]] = [[] for _ in range(processes)]
+    slot = 0
+    for pool in pools:
+        for index in range(pool.clients or 0):
+            buckets[slot % processes].append(_SessionSpec(pool, index, slot))
+            slot += 1
+    return [b for b in buckets if b]
+
+
+class PoolRunner:
+    """Runs a set of pools (clients already resolved) once, for a duration or a transaction count."""
+
+    def __init__(self, conninfo: str, pools: list[Pool], *, warmup: float, duration: float, seed: int = 1,
+                 processes: int | None = None, connect_timeout: float = 60.0,
+                 progress: Callable[[dict], None] | None = None,
+                 listeners: list[WindowListener] | None = None, tick: float = 0.5):
+        for pool in pools:
+            if pool.clients is None:
+                raise ValueError(f"pool {pool.name} has no client count")
+        self.conninfo = conninfo
+        self.pools = pools
+        self.warmup = warmup
+        self.duration = duration
+        self.seed = seed
+        self.total = sum(p.clients or 0 for p in pools)
+        self.processes = max(1, min(processes or os.cpu_count() or 1, self.total))
+        self.connect_timeout = connect_timeout
+        self.progress = progress or (lambda info: None)
+        self.listeners = listeners or []
+        self.tick = tick
+        self.fixed = all(p.transactions is not None for p in pools if p.measure)
+
+    def run(self) -> PoolRunResult:
+        ctx = mp.get_context("spawn")
+        window = ctx.RawArray("q", 3)
+        counters = ctx.RawArray("q", self.total)
+        status = ctx.RawArray("b", self.total)
+        finished = ctx.RawArray("q", self.total)
+        results = ctx.Queue()
+        buckets = _spread(self.pools, self.processes)
+        procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
+                             args=(self.conninfo, b, self.seed, window, counters, status, finished, results))
+                 for i, b in enumerate(buckets)]
+        measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
+        interrupted = False
+        measure_from = end = 0
+        try:
+            for p in procs:
+                p.start()
+            self._wait_connected(status, procs)
+            start = time.perf_counter_ns() + 20_000_000
+            measure_from = start + int(self.warmup * 1e9)
+            planned = None if self.fixed else measure_from + int(self.duration * 1e9)
+            window[1] = measure_from
+            window[2] = planned if planned is not None else FAR_FUTURE
+            window[0] = start
+            for listener in self.listeners:
+                listener.window_set(measure_from, planned)
+            end = self._watch(window, counters, status, finished, measured_slots, measure_from)
+        except KeyboardInterrupt:
+            interrupted = True
+            end = time.perf_counter_ns()
+            self._stop_now(window)
+        except BaseException:
+            self._stop_now(window)
+            raise
+        finally:
+            if measure_from and end:
+                for listener in self.listeners:
+                    listener.measurement_ended(end)
+            collected = self._collect(results, procs)
+        return self._result(collected, len(procs), measure_from, end, interrupted)
+
+    @staticmethod
+    def _stop_now(window) -> None:
+        now = time.perf_counter_ns()
+        window[2] = now
+        if window[1] == 0:
+            window[1] = now
+        if window[0] == 0:
+            window[0] = now
+
+    def _wait_connected(self, status, procs) -> None:
+        deadline = time.monotonic() + self.connect_timeout + self.total * 0.05
+        while True:
+            states = list(status)
+            if FAILED in states:
+                raise RunError(f"{states.count(FAILED)} of {self.total} sessions could not connect")
+            if all(s != CONNECTING for s in states):
+                return
+            if any(not p.is_alive() for p in procs):
+                raise RunError("a worker process exited before its sessions connected "
+                               "(drive runs from Python under `if __name__ == '__main__':`)")
+            if time.monotonic() > deadline:
+                ready = sum(1 for s in states if s != CONNECTING)
+                raise RunError(f"only {ready} of {self.total} sessions connected within "
+                               f"{self.connect_timeout:.0f} s (is max_connections high enough?)")
+            time.sleep(0.01)
+
+    def _watch(self, window, counters, status, finished, measured_slots, measure_from) -> int:
+        """Report progress until the window ends (or every measured session is done); return the end."""
+        last_count, last_t = 0, time.perf_counter_ns()
+        while True:
+            time.sleep(self.tick)
+            now = time.perf_counter_ns()
+            count = sum(counters)
+            if now >= measure_from:
+                rate = (count - last_count) / max((now - last_t) / 1e9, 1e-9)
+                self.progress({"phase": "measure", "elapsed": (now - measure_from) / 1e9,
+                               "transactions": count, "tps": rate})
+            else:
+                self.progress({"phase": "warmup", "elapsed": (now - measure_from) / 1e9,
+                               "transactions": 0, "tps": 0.0})
+            last_count, last_t = count, now
+            if self.fixed:
+                if all(status[s] == DONE for s in measured_slots):
+                    end = max(finished[s] for s in measured_slots)
+                    window[2] = time.perf_counter_ns()  # stops the background pools
+                    return end
+            elif now >= window[2]:
+                return window[2]
+
+    def _collect(self, results, procs) -> list[dict]:
+        collected: list[dict] = []
+        deadline = time.monotonic() + 120
+        while len(collected) < len(procs) and time.monotonic() < deadline:
+            try:
+                collected.append(results.get(timeout=0.5))
+            except queue_mod.Empty:
+                if not any(p.is_alive() for p in procs) and results.empty():
+                    break
+            except KeyboardInterrupt:
+                continue
+        for p in procs:
+            if p.pid is None:
+                continue
+            p.join(timeout=10)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        return collected
+
+    def _result(self, collected, workers, measure_from, end, interrupted) -> PoolRunResult:
+        pools = {p.name: PoolStats(p.name) for p in self.pools}
+        messages: list[str] = []
+        cpu = []
+        for item in collected:
+            for name, data in item["pools"].items():
+                pools[name].merge(PoolStats.from_dict(data))
+            messages.extend(item["problems"])
+            cpu.append(item["cpu_s"])
+        if len(collected) < workers:
+            messages.append(f"{workers - len(collected)} of {workers} worker processes sent no results")
+        elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
+        return PoolRunResult(pools, elapsed, interrupted, cpu, messages)
+
+
+def resolve_clients(pools, point: int | None) -> list[Pool]:
+    """The variant's pools with the sweep point filled in as their client count."""
+    return [replace(p, clients=p.clients_at(point)) for p in pools]
