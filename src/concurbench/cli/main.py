@@ -17,8 +17,16 @@ from rich.console import Console
 from .. import __version__
 from ..errors import ConcurbenchError, ConfigError
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+def _console(stderr: bool = False) -> Console:
+    """Wide enough for the comparison tables when the output is a file or a pipe."""
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, highlight=False, width=200)
+    return console
+
+
+out = _console()
+err = _console(stderr=True)
 
 
 def _fail(exc: ConcurbenchError) -> None:

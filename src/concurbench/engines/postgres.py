@@ -118,12 +118,13 @@ def _text(value) -> bytes | None:
 
 
 class StatementRunner:
-    """Executes a pool's statements on one connection with as little client work as possible.
+    """Sends a pool's statements on one connection without blocking, as pgbench does.
 
-    It talks to libpq directly (psycopg's `pgconn`), whose blocking calls release the GIL, so the
-    threads of a worker process overlap while they wait for the server. `prepared` (the default, like
-    `pgbench -M prepared`) prepares each statement on its first use; `extended` sends it with its
-    parameters each time; `simple` sends the text with values inlined as literals.
+    It talks to libpq directly (psycopg's `pgconn`): `send(i, values)` puts statement i on the
+    wire, and `receive()` collects the outcome once the socket is readable: None while the server
+    is still working, else (error class, error key), both None on success. `prepared` (the default,
+    like `pgbench -M prepared`) prepares each statement on first use; `extended` sends the text
+    with its parameters each time; `simple` inlines the values as literals.
     """
 
     def __init__(self, conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
@@ -131,62 +132,82 @@ class StatementRunner:
         self.pgconn = conn.pgconn
         self.protocol = protocol
         names = set(params)
-        self.calls = []
+        self.compiled = []
         for i, (_name, sql) in enumerate(statements):
             text, order = positional(sql, names)
-            self.calls.append(self._call(i, f"cb{i}".encode(), text, order))
+            self.compiled.append((f"cb{i}".encode(), text, order))
+        self.prepared: set[bytes] = set()
+        self._pending: tuple | None = None  # a statement to send once its PREPARE completes
+        self._error = None
 
-    def _call(self, index: int, key: bytes, text: bytes, order: tuple[str, ...]):
-        """Build the function that runs statement `index`; prepared ones replace themselves once prepared."""
+    def fileno(self) -> int:
+        return self.pgconn.socket
+
+    def send(self, index: int, values: dict | None) -> None:
+        key, text, order = self.compiled[index]
+        args = [_text(values[n]) for n in order] if order else None
         pgconn = self.pgconn
-        check = self._check
-        ok = _OK
-
-        def args_of(values):
-            return [_text(values[n]) for n in order] if order else None
-
+        self._error = None
         if self.protocol == "prepared":
-            def run_prepared(values):
-                res = pgconn.exec_prepared(key, args_of(values) if order else None)
-                if res.status not in ok:
-                    check(res)
+            if key in self.prepared:
+                pgconn.send_query_prepared(key, args)
+            else:
+                self._pending = (key, args)
+                pgconn.send_prepare(key, text)
+        elif self.protocol == "extended" or order and self.protocol != "simple":
+            pgconn.send_query_params(text, args)
+        else:
+            pgconn.send_query(_inline(text, args) if order else text)
 
-            def prepare_then_run(values):
-                check(pgconn.prepare(key, text))
-                self.calls[index] = run_prepared
-                run_prepared(values)
-
-            return prepare_then_run
-        if self.protocol == "extended" or order and self.protocol != "simple":
-            def run_extended(values):
-                res = pgconn.exec_params(text, args_of(values))
-                if res.status not in ok:
-                    check(res)
-
-            return run_extended
-
-        def run_simple(values):
-            res = pgconn.exec_(_inline(text, args_of(values)) if order else text)
-            if res.status not in ok:
-                check(res)
-
-        return run_simple
-
-    def execute(self, index: int, values: dict | None) -> None:
-        self.calls[index](values)
-
-    def _check(self, res) -> None:
-        if res.status in _OK:
-            return
-        if self.pgconn.status == pq.ConnStatus.BAD:
-            raise psycopg.OperationalError(self.pgconn.error_message.decode(errors="replace").strip()
-                                           or "connection lost")
-        raise psycopg.errors.error_from_result(res, encoding="utf-8")
-
-    def rollback(self) -> None:
+    def receive(self):
+        """None while busy; otherwise a (class, key) pair for a failure or (None, None) for success."""
         pgconn = self.pgconn
-        if pgconn.status == pq.ConnStatus.OK and pgconn.transaction_status != pq.TransactionStatus.IDLE:
-            pgconn.exec_(b"ROLLBACK")
+        try:
+            pgconn.consume_input()
+        except psycopg.OperationalError as exc:
+            return CONNECTION, f"connection: {first_line(exc)}"
+        while True:
+            if pgconn.is_busy():
+                return None
+            res = pgconn.get_result()
+            if res is None:
+                break
+            if res.status not in _OK and self._error is None:
+                self._error = res
+        error, self._error = self._error, None
+        if self._pending is not None:
+            key, args = self._pending
+            self._pending = None
+            if error is None:
+                self.prepared.add(key)
+                pgconn.send_query_prepared(key, args)
+                return None
+        if error is None:
+            if pgconn.status == pq.ConnStatus.BAD:
+                return CONNECTION, "connection: lost"
+            return None, None
+        state = error.error_field(pq.DiagnosticField.SQLSTATE)
+        message = error.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or error.error_message or b""
+        sqlstate = state.decode() if state else None
+        kind = CONNECTION if pgconn.status == pq.ConnStatus.BAD else classify_sqlstate(sqlstate)
+        first = message.decode(errors="replace").strip().splitlines()[0] if message else "error"
+        return kind, f"{sqlstate or 'connection'}: {_NUMBERS.sub('N', first)[:200]}"
+
+    def in_transaction(self) -> bool:
+        return self.pgconn.transaction_status != pq.TransactionStatus.IDLE
+
+    def broken(self) -> bool:
+        return self.pgconn.status == pq.ConnStatus.BAD
+
+    def send_rollback(self) -> None:
+        self._pending = None
+        self.pgconn.send_query(b"ROLLBACK")
+
+    def cancel(self) -> None:
+        try:
+            self.pgconn.get_cancel().cancel()
+        except Exception:  # noqa: BLE001 - best effort at shutdown
+            pass
 
 
 _OK = frozenset({pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY})

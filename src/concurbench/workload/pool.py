@@ -1,26 +1,29 @@
 """Run worker pools: sessions spread over worker processes, all connected before one common start.
 
-One process per core by default (Python's GIL would otherwise cap throughput), one thread per
-session inside each. The parent shares three clock values (start, measure-from, end) and per-session
+One process per core by default (Python's GIL would otherwise cap throughput); inside each, one
+thread steps all of its sessions from an epoll loop, as pgbench's threads do. The parent shares three clock values (start, measure-from, end) and per-session
 counters through shared memory, so workers never block on bookkeeping; each worker merges its
 sessions' statistics and sends them back once, at the end.
 """
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import multiprocessing as mp
 import os
 import queue as queue_mod
 import resource
+import select
 import signal
-import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from ..errors import RunError
 from ..scenario.model import Pool
-from .session import FAR_FUTURE, Session, Window
+from .session import DONE as SESSION_DONE
+from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
@@ -50,43 +53,87 @@ class _SessionSpec:
 
 def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
             results) -> None:
+    """One worker process: connect its sessions, then step them all from one event loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot) for s in specs]
     problems: list[str] = []
-    win = Window(window)
-
-    def drive(spec: _SessionSpec, session: Session) -> None:
+    live = []
+    for spec, session in zip(specs, sessions):
         try:
             session.connect()
-        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            status[spec.slot] = READY
+            live.append(session)
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
             problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
             status[spec.slot] = FAILED
-            return
-        status[spec.slot] = READY
-        try:
-            session.run(win)
-        except Exception as exc:  # noqa: BLE001 - a broken session must not lose the others' results
-            problems.append(f"pool {spec.pool.name} session {spec.index} stopped: {type(exc).__name__}: {exc}")
-        finally:
-            finished[spec.slot] = time.perf_counter_ns()
-            status[spec.slot] = DONE
+    try:
+        _loop(live, window, status, finished)
+    except Exception as exc:  # noqa: BLE001 - keep what was measured
+        problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
+    finally:
+        for session in live:
+            session.abandon()
             session.close()
-
-    threads = [threading.Thread(target=drive, args=(spec, sess), daemon=True) for spec, sess in zip(specs, sessions)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+            finished[session.slot] = finished[session.slot] or time.perf_counter_ns()
+            status[session.slot] = DONE
     merged: dict[str, PoolStats] = {}
     for session in sessions:
-        name = session.pool.name
-        if name in merged:
-            merged[name].merge(session.stats)
-        else:
-            merged[name] = PoolStats(name).merge(session.stats)
+        merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.stats)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
                  "cpu_s": usage.ru_utime + usage.ru_stime})
+
+
+def _loop(sessions: list[Session], window, status, finished) -> None:
+    """Step every session until the window ends or all are done; only stepped sessions are looked at."""
+    clock = time.perf_counter_ns
+    while window[0] == 0:
+        time.sleep(0.0005)
+    delay = window[0] - clock()
+    if delay > 0:
+        time.sleep(delay / 1e9)
+    poller = select.epoll()
+    by_fd: dict[int, Session] = {}
+    sleeping: list[tuple[int, int, Session]] = []  # (wake time, slot, session) for think times
+    remaining = len(sessions)
+
+    def settle(session: Session) -> None:
+        nonlocal remaining
+        state = session.state
+        if state == SESSION_DONE:
+            finished[session.slot] = clock()
+            status[session.slot] = DONE
+            session.stats.flush()
+            remaining -= 1
+        elif state == THINKING:
+            heapq.heappush(sleeping, (session.wake_at, session.slot, session))
+        elif by_fd.get(session.fd) is not session:  # first statement, or a new connection
+            by_fd[session.fd] = session
+            with contextlib.suppress(OSError):
+                poller.unregister(session.fd)
+            poller.register(session.fd, select.EPOLLIN)
+
+    for session in sessions:
+        session.begin(clock(), window)
+        settle(session)
+    busy = (RUNNING, ROLLING_BACK)
+    try:
+        while remaining:
+            now = clock()
+            if now >= window[2]:
+                return
+            timeout = 0.05 if not sleeping else max(0.0, min(0.05, (sleeping[0][0] - now) / 1e9))
+            for fd, _event in poller.poll(timeout):
+                session = by_fd.get(fd)
+                if session is not None and session.state in busy:
+                    session.readable(clock(), window)
+                    settle(session)
+            while sleeping and sleeping[0][0] <= clock():
+                session = heapq.heappop(sleeping)[2]
+                session.begin(clock(), window)
+                settle(session)
+    finally:
+        poller.close()
 
 
 def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:

@@ -1,8 +1,9 @@
-"""One client session: connect, then run its pool's transaction in a loop inside the time window.
+"""One client session as a small state machine, stepped by its worker process's event loop.
 
-The hot loop does only what it must: draw parameters, execute, read the clock. Statement times
-of a transaction are kept in a short list and recorded only when the transaction completes inside
-the measurement window, so warm-up and cut-off transactions never reach the statistics.
+A worker process drives many sessions from one thread, as pgbench's threads do: it sends a
+statement, waits on all sockets at once, and steps whichever session has an answer. Statement
+times of a transaction are kept in a short list and recorded only when the transaction completes
+inside the measurement window, so warm-up and cut-off transactions never reach the statistics.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from .distributions import make_drawer
 from .stats import PoolStats
 
 FAR_FUTURE = 1 << 62
+
+# What a session is doing.
+IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
 
 
 @dataclass
@@ -45,8 +49,7 @@ class Session:
         self.counter = counter  # shared array: completed measured transactions per session
         self.slot = slot
         rng = random.Random(f"{seed}:{pool.name}:{index}")
-        clients = pool.clients or 1
-        self.drawers = [(name, make_drawer(dist, rng, index, clients)) for name, dist in pool.params]
+        self.drawers = [(name, make_drawer(dist, rng, index, pool.clients or 1)) for name, dist in pool.params]
         statements = [(st.name, st.sql) for st in pool.transaction]
         if pool.atomic:
             statements = [("begin", "BEGIN"), *statements, ("commit", "COMMIT")]
@@ -55,11 +58,19 @@ class Session:
         self.stats = PoolStats(pool.name, sessions=1)
         self.conn: psycopg.Connection | None = None
         self.runner: pg.StatementRunner | None = None
+        self.state = IDLE
+        self.fd = -1
+        self.counted = 0
+        self.wake_at = 0
+        self._records = [self.stats.statement(name).record for name in self.names]
+        self._timings: list[int] = []
 
+    # -- connection ---------------------------------------------------------
     def connect(self) -> None:
         self.conn = pg.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
         self.runner = pg.StatementRunner(self.conn, self.statements, [n for n, _ in self.pool.params],
                                          self.pool.protocol)
+        self.fd = self.runner.fileno()
 
     def close(self) -> None:
         if self.conn is not None:
@@ -67,93 +78,120 @@ class Session:
                 self.conn.close()
             except psycopg.Error:
                 pass
+            self.conn = None
 
-    def _reconnect(self) -> None:
+    def _reconnect(self) -> bool:
         self.close()
         try:
             self.connect()
-        except Exception:  # noqa: BLE001 - counted by the caller, retried next transaction
-            self.conn = None
-            time.sleep(0.1)
+            return True
+        except Exception:  # noqa: BLE001 - counted as a connection error; tried again next transaction
+            self.runner = None
+            return False
 
-    def run(self, window: Window) -> PoolStats:
-        """Loop until the window ends or the pool's per-client transaction count is reached."""
-        clock = time.perf_counter_ns
-        while window.start() == 0:
-            time.sleep(0.0005)
-        delay = window.start() - clock()
-        if delay > 0:
-            time.sleep(delay / 1e9)
+    # -- stepping -------------------------------------------------------------
+    def begin(self, now: int, window) -> None:
+        """Start the next transaction, or finish when the window or the transaction count says so."""
+        if now >= window[2] or (self.pool.transactions is not None and self.counted >= self.pool.transactions):
+            self.state = DONE
+            return
+        self.params = {name: draw() for name, draw in self.drawers} if self.drawers else None
+        self.attempt = 0
+        self.retries = 0
+        self.t0 = now
+        self._start_attempt(now, window)
+
+    def _start_attempt(self, now: int, window) -> None:
+        if self.runner is None or self.runner.broken():
+            if not self._reconnect():
+                self._finish(now, window, (pg.CONNECTION, "connection: cannot reconnect"))
+                return
+        self._timings.clear()
+        self.step = 0
+        self.s0 = now
+        self.state = RUNNING
+        self.runner.send(0, self.params)
+
+    def readable(self, now: int, window) -> None:
+        """The socket has data: advance as far as the answers allow."""
+        runner = self.runner
+        outcome = runner.receive()
+        if outcome is None:
+            return
+        kind, key = outcome
+        if self.state == ROLLING_BACK:
+            self._after_rollback(now, window)
+            return
+        if kind is None:
+            self._timings.append(now - self.s0)
+            self.step += 1
+            if self.step < len(self.names):
+                self.s0 = now
+                runner.send(self.step, self.params)
+            else:
+                self._finish(now, window, None)
+            return
+        self.failure = (kind, key)
+        if kind != pg.CONNECTION and runner.in_transaction():
+            self.state = ROLLING_BACK
+            runner.send_rollback()
+            return
+        self._after_rollback(now, window)
+
+    def _after_rollback(self, now: int, window) -> None:
+        kind = self.failure[0]
+        if kind in pg.RETRYABLE and self.attempt + 1 < self.pool.max_tries:
+            self.attempt += 1
+            self.retries += 1
+            self._start_attempt(now, window)
+            return
+        self._finish(now, window, self.failure)
+
+    def _finish(self, now: int, window, failure) -> None:
         stats = self.stats
-        pool = self.pool
-        limit = pool.transactions
-        shared = window.shared
-        measure_from = shared[1]
-        counter, slot = self.counter, self.slot
-        txn_record = stats.txn.record
-        stmt_records = [stats.statement(name).record for name in self.names]
-        counted = 0
-        timings: list[int] = []
-        think = pool.think
-        while True:
-            now = clock()
-            if now >= shared[2] or (limit is not None and counted >= limit):
-                break
-            params = {name: draw() for name, draw in self.drawers} if self.drawers else None
-            t0 = now
-            failure, retries = self._transaction(params, timings, clock)
-            t1 = clock()
-            if think:
-                time.sleep(think)
-            if not measure_from <= t1 <= shared[2]:
-                continue
+        if window[1] <= now <= window[2]:
+            stats.retries += self.retries
             if failure is None:
-                counted += 1
-                txn_record(t1 - t0)
-                for record, ns in zip(stmt_records, timings):
+                self.counted += 1
+                stats.transactions += 1
+                stats.txn.record(now - self.t0)
+                for record, ns in zip(self._records, self._timings):
                     record(ns)
-                counter[slot] = counted
-                if not counted & 4095:
+                self.counter[self.slot] = self.counted
+                if not self.counted & 4095:
                     stats.flush()
             else:
-                stats.retries += retries
                 stats.failed += 1
                 stats.errors[failure[0]] += 1
                 stats.error_messages[failure[1]] += 1
-                continue
-            stats.retries += retries
-        stats.transactions += counted
-        stats.flush()
-        return stats
+        if failure is not None and failure[0] == pg.CONNECTION:
+            self.state = THINKING  # back off before reconnecting
+            self.wake_at = now + 100_000_000
+            return
+        if self.pool.think:
+            self.state = THINKING
+            self.wake_at = now + int(self.pool.think * 1e9)
+            return
+        self.begin(time.perf_counter_ns(), window)
 
-    def _transaction(self, params, timings, clock) -> tuple[tuple[str, str] | None, int]:
-        """Run the transaction with up to max_tries attempts: (failure class and key or None, retries)."""
-        retries = 0
-        failure: tuple[str, str] = (pg.OTHER, "")
-        for attempt in range(self.pool.max_tries):
-            if self.conn is None or self.conn.closed or self.runner is None:
-                self._reconnect()
-                if self.conn is None:
-                    return (pg.CONNECTION, "connection: cannot reconnect"), retries
-            calls = self.runner.calls
-            timings.clear()
-            try:
-                for index in range(len(calls)):
-                    s0 = clock()
-                    calls[index](params)
-                    timings.append(clock() - s0)
-                return None, retries
-            except psycopg.Error as exc:
-                kind = pg.classify(exc)
-                failure = (kind, pg.error_key(exc))
-                try:
-                    self.runner.rollback()
-                except psycopg.Error:
-                    kind = pg.CONNECTION
-                if kind == pg.CONNECTION:
-                    self._reconnect()
-                if kind in pg.RETRYABLE and attempt + 1 < self.pool.max_tries:
-                    retries += 1
-                    continue
-                return failure, retries
-        return failure, retries
+    # -- shutdown ---------------------------------------------------------------
+    def busy(self) -> bool:
+        return self.state in (RUNNING, ROLLING_BACK)
+
+    def abandon(self) -> None:
+        """At the end of the window: cancel what is running and leave no open transaction."""
+        runner = self.runner
+        if runner is None or self.conn is None:
+            return
+        try:
+            if self.busy():
+                runner.cancel()
+                deadline = time.monotonic() + 5
+                while runner.receive() is None and time.monotonic() < deadline:
+                    time.sleep(0.001)
+            if not runner.broken() and runner.in_transaction():
+                self.conn.pgconn.exec_(b"ROLLBACK")
+        except Exception:  # noqa: BLE001 - closing the connection ends the transaction anyway
+            pass
+        self.state = DONE
+        self.stats.flush()

@@ -23,18 +23,23 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(1, HIGHEST_NS, 3)
 
 
-def quantize(values) -> tuple:
-    """Round nanosecond values down to the histogram's resolution: (distinct values, counts).
+def record_many(hist: HdrHistogram, values) -> None:
+    """Add a batch of values to an HdrHistogram at once (its own index arithmetic, vectorised).
 
-    With 3 significant digits an HdrHistogram keeps 2048 sub-buckets per power of two, so a value
-    of bit length b > 11 loses its lowest b - 11 bits. Doing this for a batch with numpy and then
-    recording each distinct value once costs far less than one Python call per value.
+    One Python call per value would cost about a microsecond each in the measuring process.
     """
     arr = np.clip(np.frombuffer(values, dtype=np.int64), 1, HIGHEST_NS)
-    _, exponent = np.frexp(arr.astype(np.float64))  # exponent == bit length, exact below 2**53
-    shift = np.maximum(exponent - 11, 0).astype(np.int64)
-    lowest = (arr >> shift) << shift
-    return np.unique(lowest, return_counts=True)
+    unit = hist.unit_magnitude
+    half_mag = hist.sub_bucket_half_count_magnitude
+    _, bits = np.frexp((arr | hist.sub_bucket_mask).astype(np.float64))  # bit length of value | mask
+    bucket = bits.astype(np.int64) - unit - (half_mag + 1)
+    sub_bucket = arr >> (bucket + unit)
+    index = ((bucket + 1) << half_mag) + sub_bucket - hist.sub_bucket_half_count
+    counts = np.ctypeslib.as_array(hist.counts)
+    counts += np.bincount(index, minlength=hist.counts_len)[: hist.counts_len].astype(np.uint64)
+    hist.total_count += int(arr.size)
+    hist.min_value = min(hist.min_value, int(arr.min()))
+    hist.max_value = max(hist.max_value, int(arr.max()))
 
 
 @dataclass
@@ -59,10 +64,7 @@ class Latency:
             return
         self.count += len(pending)
         self.total_ns += sum(pending)
-        values, counts = quantize(pending)
-        record = self.hist.record_value
-        for value, count in zip(values.tolist(), counts.tolist()):
-            record(value, count)
+        record_many(self.hist, pending)
         del pending[:]
 
     def merge(self, other: "Latency") -> None:
