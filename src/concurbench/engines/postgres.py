@@ -75,7 +75,7 @@ def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline") -> No
         try:
             conn.execute(statement.encode())  # bytes: no client-side placeholder parsing
         except psycopg.Error as exc:
-            where = f"{origin}, statement at line {line}" if origin != "inline" else f"inline SQL, statement {line}"
+            where = f"{origin}, statement at line {line}" if origin != "inline" else f"inline SQL, line {line}"
             raise EngineError(f"setup SQL failed ({where}): {first_line(exc)}", exc) from exc
 
 

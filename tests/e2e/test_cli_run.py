@@ -1,0 +1,122 @@
+"""The installed `concurbench` command, run as a user would: a quick scenario, Ctrl-C, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
+pytestmark = pytest.mark.e2e
+
+
+def concurbench(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "concurbench.cli.main", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=kwargs.pop("timeout", 180), **kwargs)
+
+
+def harness_processes() -> set[int]:
+    """Server processes of concurbench runs and concurbench worker processes now alive."""
+    found = set()
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if (proc.info["name"] == "postgres" and "concurbench/servers/" in cmd) or "concurbench-worker" in cmd \
+                or ("multiprocessing.spawn" in cmd and "concurbench" in cmd):
+            found.add(proc.pid)
+    return found
+
+
+def test_quick_run_prints_tables_and_writes_the_run_directory(tmp_path):
+    before = harness_processes()
+    result = concurbench("run", str(SCENARIO), "--quick", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    assert run_dir.parent == tmp_path and run_dir.name.endswith("-row-lock-vs-advisory")
+    for name in ("manifest.json", "summary.json", "summary.csv", "report.md", "samples/wait_events.csv"):
+        assert (run_dir / name).is_file(), name
+    assert "Published beside measured" in result.stdout
+    assert "locks: 32 clients" in result.stdout
+    report = (run_dir / "report.md").read_text()
+    assert "| for_update | lockers | 32 |" in report
+    summary = json.loads((run_dir / "summary.json").read_text())
+    runs = {(r["variant"], r["point"]): r for r in summary["results"]}
+    assert runs[("for_share_many", None)]["samplers"]["multixact"]["created"] > 0
+    assert runs[("for_share_1", None)]["samplers"]["multixact"]["created"] == 0
+    assert runs[("for_update", 32)]["samplers"]["wal"]["bytes"] > 0
+    assert harness_processes() - before == set()
+
+
+def test_ctrl_c_keeps_measured_results_and_leaves_nothing_behind(tmp_path):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(
+        "name: long\nengine: postgres\nsetup: CREATE TABLE t (id int PRIMARY KEY); INSERT INTO t VALUES (1)\n"
+        "duration: 60s\nwarmup: 0s\nvariants:\n"
+        "  first:\n    duration: 1s\n    pools:\n      p: {clients: 2, transaction: [SELECT 1]}\n"
+        "  second:\n    background: [{kind: hold_transaction, sql: SELECT count(*) FROM t}]\n"
+        "    pools:\n      p: {clients: 4, transaction: [UPDATE t SET id = id WHERE id = 1]}\n")
+    before = harness_processes()
+    proc = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", "run", str(scenario), "--out",
+                             str(tmp_path / "runs")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    seen = ""
+    while "variant second" not in seen and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "variant second" in seen, seen
+    time.sleep(1.5)
+    started = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the whole process group
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert time.monotonic() - started < 30
+    run_dir = Path(stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    results = {r["variant"]: r for r in summary["results"]}
+    assert results["first"]["pools"]["p"]["metrics"]["transactions"] > 0
+    assert results["second"]["status"] == "interrupted"
+    assert results["second"]["pools"]["p"]["metrics"]["transactions"] > 0
+    time.sleep(0.5)
+    assert harness_processes() - before == set()
+
+
+def test_failing_setup_names_the_statement_and_stops_the_server(tmp_path):
+    scenario = tmp_path / "broken-setup.yaml"
+    scenario.write_text("name: broken-setup\nengine: postgres\nsetup: |\n  CREATE TABLE a (x int);\n"
+                        "  SELECT no_such_function();\nvariants:\n  v:\n    pools:\n"
+                        "      p: {clients: 1, transaction: [SELECT 1]}\n")
+    before = harness_processes()
+    result = concurbench("run", str(scenario), "--out", str(tmp_path / "runs"))
+    assert result.returncode == 1
+    assert "line 2" in result.stderr and "no_such_function" in result.stderr
+    assert "Traceback" not in result.stderr
+    manifest = json.loads((Path(result.stdout.strip().splitlines()[-1]) / "manifest.json").read_text())
+    assert manifest["status"] == "failed"
+    assert harness_processes() - before == set()
+
+
+def test_bad_input_is_one_paragraph_and_exit_2(tmp_path):
+    result = concurbench("run", str(SCENARIO), "--param", "acounts=5")
+    assert result.returncode == 2
+    assert "did you mean 'accounts'" in result.stderr
+    assert "Traceback" not in result.stderr
+    broken = tmp_path / "bad.yaml"
+    broken.write_text("name: bad\nengine: postgres\nvariants:\n  v:\n    pools:\n      p: {clients: ten, transaction: [SELECT 1]}\n")
+    result = concurbench("validate", str(broken))
+    assert result.returncode == 2
+    assert f"{broken}:6:" in result.stderr and "variants.v.pools.p.clients" in result.stderr

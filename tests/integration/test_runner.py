@@ -1,0 +1,89 @@
+"""A real run against the embedded PostgreSQL: counts add up, errors are classified, sessions end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from concurbench.runner import Runner
+from concurbench.scenario import load_scenario
+
+HERE = Path(__file__).parent
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def outcome(server, running_server, tmp_path_factory):
+    scenario = load_scenario(HERE / "scenarios" / "hold-and-errors.yaml")
+    events = []
+    provisioner = running_server(server[1])
+    out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events.append).run()
+    return out, events, provisioner
+
+
+def by_variant(outcome, name):
+    return next(r for r in outcome[0].results if r["variant"] == name)
+
+
+def test_run_completes_and_writes_the_run_directory(outcome):
+    out, events, provisioner = outcome
+    assert out.status == "ok", out.error
+    assert provisioner.stopped == 1
+    for name in ("manifest.json", "summary.json", "summary.csv", "report.md", "samples/wait_events.csv"):
+        assert (out.run_dir / name).is_file(), name
+    manifest = json.loads((out.run_dir / "manifest.json").read_text())
+    assert manifest["format_version"] == 1
+    assert manifest["server"]["version_num"] >= 140000
+    assert manifest["scenario"]["sha256"] and len(manifest["scenario"]["sha256"]) == 64
+    assert {"variant", "tick", "variant_done"} <= {e["event"] for e in events}
+
+
+def test_statements_executed_equal_transactions_times_statements(outcome):
+    for result in outcome[0].results:
+        for pool, data in result["pools"].items():
+            m = data["metrics"]
+            statements = len(m["statements"])
+            assert m["statements_executed"] == m["transactions"] * statements, (result["variant"], pool)
+            for name, s in m["statements"].items():
+                assert s["count"] == m["transactions"], (result["variant"], name)
+
+
+def test_fixed_transaction_count_per_client(outcome):
+    m = by_variant(outcome, "counted")["pools"]["fixed"]["metrics"]
+    assert m["transactions"] == 3 * 50
+    assert m["failed"] == 0
+
+
+def test_lock_not_available_is_counted_not_fatal(outcome):
+    m = by_variant(outcome, "nowait")["pools"]["grabbers"]["metrics"]
+    assert m["transactions"] == 0
+    assert m["errors"]["lock_not_available"] > 0
+    assert m["failed"] == m["errors"]["lock_not_available"]
+    assert any(key.startswith("55P03") for key in m["error_messages"])
+
+
+def test_serialization_failures_are_retried(outcome):
+    m = by_variant(outcome, "conflicts")["pools"]["incrementers"]["metrics"]
+    assert m["transactions"] > 0
+    assert m["retries"] > 0
+    assert m["errors"]["serialization"] == m["failed"]
+
+
+def test_held_transaction_released_halfway_and_closed(outcome, admin):
+    result = by_variant(outcome, "held_snapshot")
+    holder, keeper = result["background"]
+    assert holder["released_at_s"] == pytest.approx(0.7, abs=0.3)
+    assert keeper["released_at_s"] is None
+    rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'concurbench%%'").fetchall()
+    assert rows == []
+    pids = {holder["pid"], keeper["pid"]}
+    assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (list(pids),)).fetchone()[0] == 0
+
+
+def test_samplers_report_deltas(outcome):
+    result = by_variant(outcome, "counted")
+    assert result["samplers"]["wal"]["bytes"] > 0
+    assert result["samplers"]["database"]["xact_commit"] >= 150
+    assert result["sampler_errors"] == []

@@ -1,0 +1,315 @@
+"""Scenario validation: every broken file under fixtures/broken reports file:line:col, field and reason.
+
+Also the `quick` overrides, `--param` overrides, the shipped scenario and `concurbench validate`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from ruamel.yaml import YAML
+
+from concurbench.cli.main import cli
+from concurbench.errors import ConfigError
+from concurbench.scenario import load_scenario
+from concurbench.scenario.yamlpos import parse_duration
+
+HERE = Path(__file__).parent
+BROKEN = HERE / "fixtures" / "broken"
+REPO = HERE.parent.parent
+REAL = REPO / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
+
+# file -> problems that must be among those reported: (line, column, field path, message fragment)
+EXPECTED = {
+    "unknown_top_key.yaml": [
+        (4, 1, "varaints", "unknown key 'varaints' (did you mean 'variants'?)"),
+        (2, 1, "variants", "is required but missing"),
+    ],
+    "unknown_pool_key.yaml": [
+        (8, 9, "variants.a.pools.p.transacton", "unknown key 'transacton' (did you mean 'transaction'?)"),
+        (7, 9, "variants.a.pools.p.transaction", "is required but missing"),
+    ],
+    "clients_not_integer.yaml": [
+        (7, 18, "variants.for_update.pools.lockers.clients", "must be a positive integer or 'sweep', got 'many'"),
+    ],
+    "sweep_missing.yaml": [
+        (7, 7, "variants.a.pools", "'clients: sweep' but neither the variant nor the scenario has a 'sweep'"),
+    ],
+    "bad_distribution_name.yaml": [
+        (9, 16, "variants.a.pools.p.params.aid", "unknown distribution 'zipfan' (did you mean 'zipfian'?)"),
+    ],
+    "zipfian_s_out_of_range.yaml": [
+        (8, 23, "variants.a.pools.p.params.aid", "needs 1.001 <= s <= 1000 (as pgbench), got 0.5"),
+    ],
+    "bad_duration.yaml": [
+        (6, 13, "variants.a.warmup", "must be a duration such as 30s"),
+    ],
+    "unknown_sampler.yaml": [
+        (3, 17, "samplers[1]", "unknown sampler 'wait_event' (did you mean 'wait_events'?)"),
+    ],
+    "baseline_missing_variant.yaml": [
+        (4, 10, "baseline.locks", "no variant named 'for_updat' (did you mean 'for_update'?)"),
+    ],
+    "published_missing_variant.yaml": [
+        (7, 17, "source.published[1].variant", "no variant named 'advisry' (did you mean 'advisory'?)"),
+    ],
+    "missing_engine.yaml": [
+        (1, 1, "engine", "is required but missing"),
+    ],
+    "unknown_param_ref.yaml": [
+        (9, 18, "variants.a.pools.p.clients", "unknown parameter '${lokers}' (did you mean 'lockers'?)"),
+    ],
+    "missing_setup_file.yaml": [
+        (5, 11, "setup[1].file", "no file 'sql/does-not-exist.sql'"),
+    ],
+    "invalid_yaml.yaml": [
+        (9, 3, "", "not valid YAML"),
+    ],
+    "bad_isolation.yaml": [
+        (11, 20, "variants.a.background[0].isolation",
+         "unknown isolation level 'serialisable' (did you mean 'serializable'?)"),
+    ],
+    "several_problems.yaml": [
+        (2, 9, "engine", "unknown engine 'postgre' (did you mean 'postgres'?)"),
+        (5, 15, "variants.a.duration", "got 'soon'"),
+        (8, 18, "variants.a.pools.p.clients", "got 0"),
+        (9, 19, "variants.a.pools.p.protocol", "got 'prepard' (did you mean 'prepared'?)"),
+        (15, 16, "variants.b.pools.q.think", "got 'forever'"),
+    ],
+}
+
+
+def problems_of(path: Path, **kwargs):
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path, **kwargs)
+    return info.value
+
+
+def has_problem(problems, line, column, path, fragment) -> bool:
+    return any(p.line == line and p.column == column and p.path == path and fragment in p.message
+               for p in problems)
+
+
+def test_every_fixture_has_expectations():
+    on_disk = {p.name for p in BROKEN.glob("*.yaml")}
+    assert len(on_disk) >= 10
+    assert on_disk == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_broken_file_reports_position_path_and_reason(name):
+    path = BROKEN / name
+    error = problems_of(path)
+    assert error.problems, "a ConfigError from a scenario file must list its problems"
+    for line, column, field, fragment in EXPECTED[name]:
+        assert has_problem(error.problems, line, column, field, fragment), (
+            f"expected {line}:{column} {field}: ...{fragment}... among:\n" + "\n".join(map(str, error.problems)))
+    for problem in error.problems:
+        assert problem.file == str(path)
+        assert problem.line >= 1 and problem.column >= 1
+    # The message carries every problem as file:line:col.
+    for line, column, _field, _fragment in EXPECTED[name]:
+        assert f"{path}:{line}:{column}:" in error.message
+
+
+def test_several_problems_are_all_reported_in_file_order_of_checks():
+    error = problems_of(BROKEN / "several_problems.yaml")
+    assert len(error.problems) == 5
+    assert error.message.startswith(f"{BROKEN / 'several_problems.yaml'}: 5 problems in the scenario")
+
+
+def test_invalid_yaml_is_the_only_problem():
+    error = problems_of(BROKEN / "invalid_yaml.yaml")
+    assert len(error.problems) == 1
+    assert error.cause is not None
+
+
+def test_top_level_duration_problem_position_and_message():
+    error = problems_of(BROKEN / "bad_duration.yaml")
+    top = [p for p in error.problems if p.line == 3]
+    assert len(top) == 1
+    assert top[0].column == 11
+    assert "got '10 parsecs'" in top[0].message
+
+
+@pytest.mark.xfail(strict=True, reason="bug: top-level fields are reported with a doubled path "
+                                        "('duration.duration', 'engine.engine') by _Builder.build")
+def test_top_level_duration_problem_path():
+    error = problems_of(BROKEN / "bad_duration.yaml")
+    top = [p for p in error.problems if p.line == 3]
+    assert [p.path for p in top] == ["duration"]
+
+
+@pytest.mark.xfail(strict=True, reason="bug: a missing 'engine' is reported twice (known_keys and "
+                                        "Checker.string(required=True)), the second as 'engine.engine'")
+def test_missing_engine_reported_once():
+    error = problems_of(BROKEN / "missing_engine.yaml")
+    assert [(p.path, p.message) for p in error.problems] == [("engine", "is required but missing")]
+
+
+def test_missing_file_is_a_config_error(tmp_path):
+    error = problems_of(tmp_path / "nope.yaml")
+    assert "cannot read the scenario file" in error.message
+
+
+def test_top_level_not_a_mapping(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- a\n- b\n")
+    error = problems_of(path)
+    assert "must be a mapping at the top level, got a list" in error.problems[0].message
+
+
+# -- overrides and quick ---------------------------------------------------------
+
+MINI = """\
+name: mini
+engine: postgres
+duration: 10s
+warmup: 2s
+sweep: [1, 8]
+parameters:
+  lockers: 10
+  hot: 100
+variants:
+  a:
+    pools:
+      p:
+        clients: sweep
+        params: {aid: "zipfian(1, ${hot}, 1.1)"}
+        transaction: ["SELECT :aid"]
+      bg:
+        clients: ${lockers}
+        measure: false
+        transaction: ["SELECT 1"]
+quick:
+  duration: 1s
+  sweep: [2]
+  parameters: {lockers: 3}
+"""
+
+
+@pytest.fixture
+def mini(tmp_path) -> Path:
+    path = tmp_path / "mini.yaml"
+    path.write_text(MINI)
+    return path
+
+
+def test_unknown_param_override_suggests(mini):
+    with pytest.raises(ConfigError) as info:
+        load_scenario(mini, overrides={"lokers": "3"})
+    assert "--param lokers" in info.value.message
+    assert "(did you mean 'lockers'?)" in info.value.message
+    assert "it has: lockers, hot" in info.value.message
+
+
+def test_param_override_is_applied_and_typed(mini):
+    s = load_scenario(mini, overrides={"lockers": "7", "hot": "50"})
+    assert dict(s.parameters) == {"lockers": 7, "hot": 50}
+    pools = {p.name: p for p in s.variant("a").pools}
+    assert pools["bg"].clients == 7
+    assert dict(pools["p"].params)["aid"].args == (1, 50, 1.1)
+
+
+def test_quick_applies_quick_overrides(mini):
+    s = load_scenario(mini, quick=True)
+    v = s.variant("a")
+    assert s.quick is True
+    assert v.duration == 1.0
+    assert v.warmup == 2.0  # not overridden
+    assert v.sweep == (2,)
+    assert dict(s.parameters) == {"lockers": 3, "hot": 100}  # merged, not replaced
+    assert {p.name: p.clients for p in v.pools}["bg"] == 3
+
+
+def test_without_quick_the_quick_section_is_ignored(mini):
+    s = load_scenario(mini, quick=False)
+    v = s.variant("a")
+    assert s.quick is False
+    assert v.duration == 10.0
+    assert v.sweep == (1, 8)
+    assert dict(s.parameters) == {"lockers": 10, "hot": 100}
+    assert {p.name: p.clients for p in v.pools}["bg"] == 10
+
+
+def test_param_override_beats_quick(mini):
+    s = load_scenario(mini, quick=True, overrides={"lockers": "5"})
+    assert dict(s.parameters)["lockers"] == 5
+
+
+def test_unknown_key_in_quick_section(tmp_path):
+    path = tmp_path / "q.yaml"
+    path.write_text(MINI + "  duraton: 2s\n")
+    error = problems_of(path)
+    assert has_problem(error.problems, 24, 3, "quick.duraton", "(did you mean 'duration'?)")
+
+
+# -- the shipped scenario --------------------------------------------------------
+
+def test_real_scenario_loads():
+    s = load_scenario(REAL)
+    assert s.name == "row-lock-vs-advisory"
+    assert s.engine == "postgres"
+    assert [v.name for v in s.variants] == ["for_update", "advisory", "bystander_alone",
+                                            "bystander_beside_for_update", "bystander_beside_advisory",
+                                            "for_share_1", "for_share_many"]
+    assert dict(s.baselines) == {"locks": "for_update", "bystander": "bystander_alone",
+                                 "multixact": "for_share_1"}
+    assert s.variant("for_update").sweep == (1, 10, 40, 90)
+    assert s.variant("for_update").duration == 10.0
+    assert s.variant("bystander_alone").sweep == (None,)
+    # the YAML merge key brings the bystanders pool beside the background lockers
+    beside = {p.name: p for p in s.variant("bystander_beside_for_update").pools}
+    assert set(beside) == {"bystanders", "lockers"}
+    assert beside["bystanders"].clients == 40 and beside["bystanders"].measure
+    assert beside["lockers"].clients == 10 and not beside["lockers"].measure
+    # the setup file is read and its ${accounts} substituted
+    assert s.setup[0].origin == "sql/postgres/row-lock-setup.sql"
+    assert "generate_series(1, 100000)" in s.setup[0].sql
+    assert "${" not in s.setup[0].sql
+    assert len(s.source.published) == 6
+    assert [x.name for x in s.variant("advisory").samplers] == ["wait_events", "database", "wal", "multixact"]
+
+
+def test_real_scenario_loads_quick():
+    # the expected values come from the file's own `quick:` section, so tuning it does not break this
+    quick = YAML(typ="safe").load(REAL.read_text())["quick"]
+    full = load_scenario(REAL)
+    s = load_scenario(REAL, quick=True)
+    assert s.quick
+    v = s.variant("for_update")
+    assert v.sweep == tuple(quick["sweep"]) != full.variant("for_update").sweep
+    assert v.duration == parse_duration(quick["duration"])
+    assert v.warmup == parse_duration(quick["warmup"])
+    assert v.duration < full.variant("for_update").duration
+    params = dict(s.parameters)
+    for key, value in quick["parameters"].items():
+        assert params[key] == value
+    assert params["accounts"] == dict(full.parameters)["accounts"]  # untouched by quick
+    assert s.variant("bystander_alone").pools[0].clients == quick["parameters"]["bystanders"]
+
+
+# -- the CLI ---------------------------------------------------------------------
+
+def test_cli_validate_broken_file_exits_2_with_position():
+    path = BROKEN / "clients_not_integer.yaml"
+    result = CliRunner().invoke(cli, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}:7:18:" in result.output
+    assert "variants.for_update.pools.lockers.clients" in result.output
+
+
+def test_cli_validate_invalid_yaml_exits_2_with_line():
+    path = BROKEN / "invalid_yaml.yaml"
+    result = CliRunner().invoke(cli, ["validate", str(path), str(REAL)])
+    assert result.exit_code == 2
+    assert f"{path}:9:3:" in result.output
+    assert f"ok: {REAL}" in result.output  # the good file is still checked
+
+
+def test_cli_validate_good_file_exits_0():
+    result = CliRunner().invoke(cli, ["validate", "--quick", str(REAL)])
+    assert result.exit_code == 0, result.output
+    assert "7 variants" in result.output
