@@ -13,16 +13,18 @@ _DOLLAR = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)?\$")
 
 
 def split_sql(text: str) -> list[tuple[int, str]]:
-    """Statements with the line each starts on (1-based); empty statements are dropped."""
+    """Statements with the line each starts on (1-based); empty or comment-only ones are dropped."""
     out: list[tuple[int, str]] = []
     i, n = 0, len(text)
     start = 0
+    first = -1  # offset of the current statement's first character outside comments
     while i < n:
         ch = text[i]
         if ch == "-" and text.startswith("--", i):
             j = text.find("\n", i)
             i = n if j < 0 else j + 1
-        elif ch == "/" and text.startswith("/*", i):
+            continue
+        if ch == "/" and text.startswith("/*", i):
             depth, i = 1, i + 2
             while i < n and depth:
                 if text.startswith("/*", i):
@@ -31,9 +33,22 @@ def split_sql(text: str) -> list[tuple[int, str]]:
                     depth, i = depth - 1, i + 2
                 else:
                     i += 1
-        elif ch in ("'", '"'):
+            continue
+        if ch == ";":
+            if first >= 0:
+                out.append((text.count("\n", 0, first) + 1, text[start:i].strip()))
+            i += 1
+            start, first = i, -1
+            continue
+        if first < 0 and not ch.isspace():
+            first = i
+        if ch in ("'", '"'):
+            escapes = ch == "'" and i > 0 and text[i - 1] in "eE" and (i < 2 or not _word(text[i - 2]))
             i += 1
             while i < n:
+                if escapes and text[i] == "\\":
+                    i += 2
+                    continue
                 if text[i] == ch:
                     if i + 1 < n and text[i + 1] == ch:
                         i += 2
@@ -43,32 +58,18 @@ def split_sql(text: str) -> list[tuple[int, str]]:
             i += 1
         elif ch == "$":
             m = _DOLLAR.match(text, i)
-            if m and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")):
+            if m and not (i > 0 and _word(text[i - 1])):
                 tag = m.group(0)
                 end = text.find(tag, m.end())
                 i = n if end < 0 else end + len(tag)
             else:
                 i += 1
-        elif ch == ";":
-            _add(out, text, start, i)
-            i += 1
-            start = i
         else:
             i += 1
-    _add(out, text, start, n)
+    if first >= 0:
+        out.append((text.count("\n", 0, first) + 1, text[start:].strip()))
     return out
 
 
-def _add(out: list, text: str, start: int, end: int) -> None:
-    chunk = text[start:end]
-    if not _meaningful(chunk):
-        return
-    lead = len(chunk) - len(chunk.lstrip())
-    line = text.count("\n", 0, start + lead) + 1
-    out.append((line, chunk.strip()))
-
-
-def _meaningful(chunk: str) -> bool:
-    stripped = re.sub(r"--[^\n]*", "", chunk)
-    stripped = re.sub(r"/\*.*?\*/", "", stripped, flags=re.S)
-    return bool(stripped.strip())
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"

@@ -12,6 +12,7 @@ ERROR_CLASSES = ("deadlock", "serialization", "lock_not_available", "connection"
 
 
 def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:
+    stats.flush()
     lat = stats.txn
     out = {
         "sessions": stats.sessions,

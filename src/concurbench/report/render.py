@@ -9,6 +9,15 @@ def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+def numeric_columns(table) -> list[bool]:
+    """A column is right-aligned when every filled cell of it reads as a number."""
+    out = []
+    for i, _ in enumerate(table.columns):
+        cells = [str(r[i]) for r in table.rows if str(r[i]) not in ("", "–")]
+        out.append(bool(cells) and all(c[:1].isdigit() or c[:1] == "-" for c in cells))
+    return out
+
+
 def markdown(report: Report) -> str:
     out = [f"# {report.title}", ""]
     out += [f"- {line}" for line in report.lines]
@@ -18,13 +27,12 @@ def markdown(report: Report) -> str:
             continue
         out += [f"## {table.title}", ""]
         out.append("| " + " | ".join(table.columns) + " |")
-        out.append("|" + "|".join("---" if i < 2 else "---:" for i, _ in enumerate(table.columns)) + "|")
+        out.append("|" + "|".join("---:" if num else "---" for num in numeric_columns(table)) + "|")
         for row in table.rows:
             out.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
         out.append("")
-        out += [f"_{note}_" for note in table.notes]
-        if table.notes:
-            out.append("")
+        for note in table.notes:
+            out += [f"_{note}_", ""]
     if report.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]
     return "\n".join(out)
@@ -40,8 +48,8 @@ def terminal(report: Report, console) -> None:
         if not table.rows:
             continue
         rt = RichTable(title=table.title, title_justify="left", header_style="bold")
-        for i, col in enumerate(table.columns):
-            rt.add_column(col, justify="left" if i < 2 else "right", overflow="fold")
+        for col, num in zip(table.columns, numeric_columns(table)):
+            rt.add_column(col, justify="right" if num else "left", overflow="fold")
         for row in table.rows:
             rt.add_row(*[str(c) for c in row])
         console.print(rt)

@@ -129,6 +129,7 @@ class SamplerDriver:
                     due[s.name] = now + int(s.interval * 1e9)
             next_due = min(due.values())
             self._end.wait(max(0.0, (next_due - self.clock()) / 1e9))
+        self._end.wait()
         for s in self.samplers:
             if s.kind == "snapshot":
                 self.after[s.name] = self._safe(s)

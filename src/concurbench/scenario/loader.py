@@ -135,31 +135,31 @@ class _Builder:
 
     def build(self, doc: CommentedMap, quick: bool) -> Scenario:
         c = self.check
-        name = c.string(doc, "name", "name", required=True) or ""
+        name = c.string(doc, "name", "") or ""
         if name and not NAME_RE.match(name):
             c.add(doc, "name", "name", "must be letters, digits, '-', '_' or '.', starting with a letter or digit")
-        engine = c.string(doc, "engine", "engine", required=True) or "postgres"
+        engine = c.string(doc, "engine", "") or "postgres"
         if engine not in ENGINES:
             c.add(doc, "engine", "engine", f"unknown engine '{engine}'{suggest(engine, ENGINES)}; "
                                            f"known: {', '.join(ENGINES)}")
         settings = self._settings(doc)
         setup = self._sql_steps(doc, "setup", "setup")
         teardown = self._sql_steps(doc, "teardown", "teardown")
-        duration = c.duration(doc, "duration", "duration", default=DEFAULT_DURATION)
-        warmup = c.duration(doc, "warmup", "warmup", default=DEFAULT_WARMUP)
+        duration = c.duration(doc, "duration", "", default=DEFAULT_DURATION)
+        warmup = c.duration(doc, "warmup", "", default=DEFAULT_WARMUP)
         sweep = self._sweep(doc, "sweep", default=None)
         samplers = self._samplers(doc, "samplers", "samplers", default=())
         variants = self._variants(doc, duration, warmup, sweep, samplers)
         baselines = self._baselines(doc, variants)
         source = self._source(doc, variants)
-        seed = c.integer(doc, "seed", "seed", default=1)
+        seed = c.integer(doc, "seed", "", default=1)
         digest = hashlib.sha256(self.path.read_bytes())
         for file in self.files:
             digest.update(file.read_bytes())
         return Scenario(
-            name=name, title=c.string(doc, "title", "title", default=name) or name, engine=engine,
+            name=name, title=c.string(doc, "title", "", default=name) or name, engine=engine,
             path=self.path.resolve(), sha256=digest.hexdigest(),
-            description=c.string(doc, "description", "description", default="") or "",
+            description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
             teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick)
 

@@ -108,7 +108,10 @@ def _zipf_rejection(n: int, s: float) -> Callable[[random.Random], int]:
         while True:
             u = 1.0 - rng.random()  # in (0, 1]
             v = rng.random()
-            x = math.floor(u ** (-1.0 / (s - 1.0)))
+            try:
+                x = math.floor(u ** (-1.0 / (s - 1.0)))
+            except OverflowError:  # C's pow gives inf here, which is rejected below
+                continue
             if x < 1 or x > n:
                 continue
             t = (1.0 + 1.0 / x) ** (s - 1.0)

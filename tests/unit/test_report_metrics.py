@@ -1,0 +1,242 @@
+"""pool_metrics on hand-built PoolStats, and the Markdown report built from a small hand-made run."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from concurbench.report.metrics import ERROR_CLASSES, pool_metrics, row_metrics, top_waits
+from concurbench.report.render import markdown
+from concurbench.report.tables import build_report, fmt, human_bytes, measured_value
+from concurbench.workload.stats import PoolStats
+
+MS = 1_000_000
+
+
+def stats_for(pool: str, transactions: int, *, txn_ms: float = 2.0, statements=("lock", "update"),
+              errors: Counter | None = None, sessions: int = 4, flush: bool = True) -> PoolStats:
+    stats = PoolStats(pool, sessions=sessions, transactions=transactions, failed=sum((errors or {}).values()),
+                      errors=errors or Counter())
+    for i in range(transactions):
+        stats.txn.record(int(txn_ms * MS) + i)
+        for name in statements:
+            stats.statement(name).record(int(txn_ms * MS / len(statements)))
+    if flush:
+        stats.flush()  # as the runner's stats are: merged from to_dict()/from_dict() of each worker
+    return stats
+
+
+# -- pool_metrics ----------------------------------------------------------------
+
+def test_pool_metrics_figures():
+    stats = stats_for("lockers", 500, errors=Counter(deadlock=3, serialization=2), sessions=8)
+    stats.retries = 4
+    stats.error_messages.update({"40P01: deadlock detected": 3, "40001: could not serialize access": 2})
+    stats.statement("commit")  # declared but never run
+    m = pool_metrics(stats, 2.5)
+    assert m["sessions"] == 8
+    assert m["transactions"] == 500
+    assert m["tps"] == 200.0
+    assert m["failed"] == 5 and m["retries"] == 4
+    assert m["errors"] == {"deadlock": 3, "serialization": 2, "lock_not_available": 0, "connection": 0, "other": 0}
+    assert list(m["errors"]) == list(ERROR_CLASSES)
+    assert m["statements_executed"] == 1000 == sum(s["count"] for s in m["statements"].values())
+    assert set(m["statements"]) == {"lock", "update", "commit"}
+    assert m["statements"]["commit"] == {"count": 0, "mean_ms": None, "p50_ms": None, "p95_ms": None,
+                                         "p99_ms": None, "max_ms": None}
+    assert m["statements"]["lock"]["mean_ms"] == 1.0
+    assert m["latency"]["mean_ms"] == pytest.approx(2.0, abs=1e-3)
+    assert m["latency"]["p50_ms"] == pytest.approx(2.0, rel=1e-3)
+    assert m["latency"]["max_ms"] == pytest.approx(2.0005, rel=1e-3)
+    assert m["error_messages"] == {"40P01: deadlock detected": 3, "40001: could not serialize access": 2}
+    json.dumps(m)  # results are written as JSON
+
+
+def test_pool_metrics_statement_counts_of_unflushed_stats():
+    m = pool_metrics(stats_for("p", 50, flush=False), 1.0)
+    assert m["statements_executed"] == 100
+    assert {name: s["count"] for name, s in m["statements"].items()} == {"lock": 50, "update": 50}
+
+
+def test_pool_metrics_tps_rounding_and_zero_elapsed():
+    stats = stats_for("p", 10, statements=())
+    assert pool_metrics(stats, 3.0)["tps"] == 3.333
+    assert pool_metrics(stats, 0.0)["tps"] is None
+
+
+def test_pool_metrics_suppresses_percentiles_of_small_samples():
+    m = pool_metrics(stats_for("p", 10), 1.0)
+    assert m["latency"]["p50_ms"] is not None
+    assert m["latency"]["p95_ms"] is None and m["latency"]["p99_ms"] is None
+
+
+def test_pool_metrics_counts_unknown_error_classes_nowhere():
+    m = pool_metrics(stats_for("p", 1, errors=Counter(weird=2)), 1.0)
+    assert sum(m["errors"].values()) == 0
+
+
+# -- a hand-made run -----------------------------------------------------------------
+
+def result(variant, group, point, pools, *, elapsed=10.0, samplers=None, status="ok", messages=()):
+    """A variant run as runner.Runner._run_variant builds it: pools -> (stats, measure)."""
+    return {
+        "variant": variant, "group": group, "point": point,
+        "clients": {name: s.sessions for name, (s, _m) in pools.items()},
+        "status": status, "elapsed_s": elapsed, "started": 0.0, "worker_cpu_s": [], "messages": list(messages),
+        "pools": {name: {"measure": measure, "clients": s.sessions, "metrics": pool_metrics(s, elapsed),
+                         "stats": s.to_dict()} for name, (s, measure) in pools.items()},
+        "samplers": samplers or {}, "sampler_errors": [], "background": [],
+    }
+
+
+@pytest.fixture
+def run():
+    results = [
+        result("for_update", "locks", 10, {"lockers": (stats_for("lockers", 1000, sessions=10), True)},
+               samplers={"wait_events": {"share": {"Lock:transactionid": 0.5, "CPU": 0.25, "IO:DataFileRead": 0.2,
+                                                   "LWLock:WALWrite": 0.05}},
+                         "wal": {"bytes": 250_000, "records": 1000, "fpi": 3},
+                         "multixact": {"created": 0}}),
+        result("advisory", "locks", 10, {"lockers": (stats_for("lockers", 2000, sessions=10), True)},
+               samplers={"wal": {"bytes": 100_000, "records": None}}),
+        result("bystander_beside", "bystander", None,
+               {"bystanders": (stats_for("bystanders", 400, statements=("update",)), True),
+                "lockers": (stats_for("lockers", 100, sessions=2,
+                                      errors=Counter(deadlock=7)), False)},
+               status="interrupted", messages=["stopped early"]),
+    ]
+    manifest = {
+        "format_version": 1, "status": "ok", "error": None,
+        "scenario": {"name": "demo", "title": "Demo of locks", "quick": True,
+                     "baselines": {"locks": "for_update", "bystander": "bystander_beside"},
+                     "source": {"engine": "PostgreSQL 12", "hardware": "4 cores"}},
+        "server": {"version": "PostgreSQL 17.2 on x86_64", "version_short": "17.2"},
+        "target": "embedded", "host": {"hostname": "box", "cpu_count": 8}, "processes": 2,
+    }
+    published = [
+        {"variant": "advisory", "metric": "tps", "value": 3446.0, "unit": "tps", "clients": 40, "pool": None,
+         "note": "10 background lockers"},
+        {"variant": "for_update", "metric": "statements.lock.mean_ms", "value": 66.5, "unit": "ms", "clients": 90,
+         "pool": None, "note": ""},
+        {"variant": "missing_here", "metric": "tps", "value": 1.0, "unit": "", "clients": None, "pool": None,
+         "note": "not run"},
+    ]
+    summary = {"format_version": 1, "results": results, "published": published}
+    # the report reads what was written to summary.json
+    return json.loads(json.dumps(manifest)), json.loads(json.dumps(summary))
+
+
+def table_rows(md: str, title: str) -> list[list[str]]:
+    lines = md.splitlines()
+    start = lines.index(f"## {title}")
+    rows = []
+    assert lines[start + 1] == "" and lines[start + 3].startswith("|---")
+    for line in lines[start + 4:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_row_metrics_flattens_and_adds_sampler_figures(run):
+    _manifest, summary = run
+    flat = row_metrics(summary["results"][0], "lockers")
+    assert flat["tps"] == 100.0
+    assert flat["errors.deadlock"] == 0
+    assert flat["statements.lock.count"] == 1000
+    assert flat["wal.bytes"] == 250_000 and flat["wal.bytes_per_txn"] == 250.0
+    assert flat["wal.records"] == 1000 and flat["wal.fpi"] == 3
+    assert flat["multixact.created"] == 0
+    assert flat["waits.Lock:transactionid"] == 0.5
+    assert flat["elapsed_s"] == 10.0
+    assert top_waits(summary["results"][0], 2) == [("Lock:transactionid", 0.5), ("CPU", 0.25)]
+    # WAL per transaction divides by every pool's transactions, background ones included
+    assert row_metrics(summary["results"][1], "lockers")["wal.bytes_per_txn"] == 50.0
+
+
+def test_markdown_report_tables(run):
+    manifest, summary = run
+    report = build_report(manifest, summary)
+    md = markdown(report)
+    assert md.startswith("# Demo of locks\n")
+    assert "- Scenario: demo (quick) — Demo of locks" in md
+    assert "- Server: PostgreSQL 17.2 on x86_64 (embedded)" in md
+    assert "- Host: box, 8 CPUs, 2 worker processes" in md
+    assert "| Variant | Pool | Clients | TPS | vs base |" in md
+
+    rows = table_rows(md, "locks: 10 clients")
+    assert [r[0] for r in rows] == ["for_update", "advisory"]
+    assert rows[0][1:5] == ["lockers", "10", "100.0", "base"]
+    assert rows[1][1:5] == ["lockers", "10", "200.0", "2.00×"]
+    assert rows[0][9] == "Lock:transactionid 50%, CPU 25%, IO:DataFileRead 20%"
+    assert rows[0][10] == "250" and rows[1][10] == "50"
+    assert rows[0][8] == "0"
+
+    rows = table_rows(md, "bystander")
+    assert rows[0][:5] == ["bystander_beside *", "bystanders", "4", "40.0", "base"]
+    assert rows[1][:5] == ["bystander_beside *", "lockers (background)", "2", "10.0", "–"]
+    assert rows[1][8] == "deadlock 7"
+    assert "_* interrupted: figures cover the part that ran_" in md
+
+    stmts = table_rows(md, "locks: mean latency per statement (ms)")
+    assert ["for_update", "10", "lockers", "lock", "1.000", "1.000", "1,000"] in stmts
+    assert ["advisory", "10", "lockers", "update", "1.000", "1.000", "2,000"] in stmts
+
+    assert "## Warnings" in md
+    assert "- bystander_beside: stopped early" in md
+
+
+def test_published_beside_measured(run):
+    manifest, summary = run
+    md = markdown(build_report(manifest, summary))
+    assert "## Published beside measured" in md
+    rows = table_rows(md, "Published beside measured")
+    assert rows[0] == ["advisory", "tps", "3,446 tps", "40", "200.00 tps", "10", "10 background lockers"]
+    assert rows[1] == ["for_update", "statements.lock.mean_ms", "66.5 ms", "90", "1.00 ms", "10", ""]
+    assert rows[2] == ["missing_here", "tps", "1.0", "–", "–", "–", "not run"]
+    assert "_Article: PostgreSQL 12 on 4 cores. Here: PostgreSQL 17.2 on 8 CPUs" in md
+
+
+def test_no_published_section_without_published_figures(run):
+    manifest, summary = run
+    summary["published"] = []
+    md = markdown(build_report(manifest, summary))
+    assert "Published beside measured" not in md
+    assert "for_update" in md and "advisory" in md
+
+
+def test_measured_value_picks_the_nearest_sweep_point(run):
+    _manifest, summary = run
+    results = summary["results"] + [result("advisory", "locks", 40,
+                                           {"lockers": (stats_for("lockers", 3000, sessions=40), True)})]
+    value, r = measured_value(results, "advisory", "tps", clients=32)
+    assert (value, r["point"]) == (300.0, 40)
+    value, r = measured_value(results, "advisory", "tps", clients=12)
+    assert (value, r["point"]) == (200.0, 10)
+    assert measured_value(results, "advisory", "tps", pool="nope")[0] is None
+    assert measured_value(results, "nothing", "tps") == (None, None)
+
+
+def test_markdown_escapes_pipes():
+    from concurbench.report.tables import Report, Table
+
+    md = markdown(Report("T", [], [Table("t", ["A", "B"], [["a|b", "line\nbreak"]])]))
+    assert "| a\\|b | line break |" in md
+    assert "|---|---|" in md
+
+
+@pytest.mark.parametrize("value, digits, text", [
+    (None, 1, "–"), (0.0, 1, "0.0"), (3.14159, 2, "3.14"), (0.01234, 1, "0.0123"), (12345.6, 1, "12,346"),
+    (1234567, 1, "1,234,567"), ("x", 1, "x"),
+])
+def test_fmt(value, digits, text):
+    assert fmt(value, digits) == text
+
+
+def test_human_bytes():
+    assert human_bytes(None) == "–"
+    assert human_bytes(512) == "512 B"
+    assert human_bytes(2048) == "2.0 kB"
+    assert human_bytes(5 * 1024 ** 3) == "5.0 GB"
