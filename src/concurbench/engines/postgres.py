@@ -90,6 +90,8 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
 
 
+SUCCESS = (None, None)
+
 _PARAM_REF = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)\b")
 PROTOCOLS = ("prepared", "extended", "simple")
 
@@ -122,7 +124,7 @@ class StatementRunner:
 
     It talks to libpq directly (psycopg's `pgconn`): `send(i, values)` puts statement i on the
     wire, and `receive()` collects the outcome once the socket is readable: None while the server
-    is still working, else (error class, error key), both None on success. `prepared` (the default,
+    is still working, SUCCESS, or (error class, error key). `prepared` (the default,
     like `pgbench -M prepared`) prepares each statement on first use; `extended` sends the text
     with its parameters each time; `simple` inlines the values as literals.
     """
@@ -132,48 +134,58 @@ class StatementRunner:
         self.pgconn = conn.pgconn
         self.protocol = protocol
         names = set(params)
-        self.compiled = []
-        for i, (_name, sql) in enumerate(statements):
-            text, order = positional(sql, names)
-            self.compiled.append((f"cb{i}".encode(), text, order))
         self.prepared: set[bytes] = set()
         self._pending: tuple | None = None  # a statement to send once its PREPARE completes
         self._error = None
+        self.senders = []
+        for i, (_name, sql) in enumerate(statements):
+            text, order = positional(sql, names)
+            self.senders.append(self._sender(f"cb{i}".encode(), text, order))
 
     def fileno(self) -> int:
         return self.pgconn.socket
 
     def send(self, index: int, values: dict | None) -> None:
-        key, text, order = self.compiled[index]
-        args = [_text(values[n]) for n in order] if order else None
-        pgconn = self.pgconn
         self._error = None
+        self.senders[index](values)
+
+    def _sender(self, key: bytes, text: bytes, order: tuple[str, ...]):
+        """The function that puts one statement on the wire (built once per statement)."""
+        pgconn = self.pgconn
         if self.protocol == "prepared":
-            if key in self.prepared:
-                pgconn.send_query_prepared(key, args)
-            else:
-                self._pending = (key, args)
-                pgconn.send_prepare(key, text)
-        elif self.protocol == "extended" or order and self.protocol != "simple":
-            pgconn.send_query_params(text, args)
-        else:
-            pgconn.send_query(_inline(text, args) if order else text)
+            prepared = self.prepared
+
+            def send_prepared(values):
+                args = [_text(values[n]) for n in order] if order else None
+                if key in prepared:
+                    pgconn.send_query_prepared(key, args)
+                else:
+                    self._pending = (key, args)
+                    pgconn.send_prepare(key, text)
+
+            return send_prepared
+        if self.protocol == "extended" or order and self.protocol != "simple":
+            return lambda values: pgconn.send_query_params(text, [_text(values[n]) for n in order] if order else None)
+        if order:
+            return lambda values: pgconn.send_query(_inline(text, [_text(values[n]) for n in order]))
+        return lambda values: pgconn.send_query(text)
 
     def receive(self):
-        """None while busy; otherwise a (class, key) pair for a failure or (None, None) for success."""
+        """None while busy; SUCCESS; or a (class, key) pair for a failure."""
         pgconn = self.pgconn
         try:
             pgconn.consume_input()
         except psycopg.OperationalError as exc:
             return CONNECTION, f"connection: {first_line(exc)}"
-        while True:
-            if pgconn.is_busy():
+        if pgconn.is_busy():
+            return None
+        res = pgconn.get_result()
+        while res is not None:
+            if self._error is None and res.status not in _OK:
+                self._error = res
+            if pgconn.is_busy():  # a multi-statement text: more results to come
                 return None
             res = pgconn.get_result()
-            if res is None:
-                break
-            if res.status not in _OK and self._error is None:
-                self._error = res
         error, self._error = self._error, None
         if self._pending is not None:
             key, args = self._pending
@@ -183,9 +195,7 @@ class StatementRunner:
                 pgconn.send_query_prepared(key, args)
                 return None
         if error is None:
-            if pgconn.status == pq.ConnStatus.BAD:
-                return CONNECTION, "connection: lost"
-            return None, None
+            return SUCCESS
         state = error.error_field(pq.DiagnosticField.SQLSTATE)
         message = error.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or error.error_message or b""
         sqlstate = state.decode() if state else None

@@ -78,7 +78,7 @@ def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counter
             status[session.slot] = DONE
     merged: dict[str, PoolStats] = {}
     for session in sessions:
-        merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.stats)
+        merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.settle_stats())
     usage = resource.getrusage(resource.RUSAGE_SELF)
     results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
                  "cpu_s": usage.ru_utime + usage.ru_stime})
@@ -103,7 +103,7 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
         if state == SESSION_DONE:
             finished[session.slot] = clock()
             status[session.slot] = DONE
-            session.stats.flush()
+            session.settle_stats()
             remaining -= 1
         elif state == THINKING:
             heapq.heappush(sleeping, (session.wake_at, session.slot, session))
@@ -114,6 +114,7 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
             poller.register(session.fd, select.EPOLLIN)
 
     for session in sessions:
+        session.measure_from = window[1]
         session.begin(clock(), window)
         settle(session)
     busy = (RUNNING, ROLLING_BACK)
@@ -127,7 +128,8 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
                 session = by_fd.get(fd)
                 if session is not None and session.state in busy:
                     session.readable(clock(), window)
-                    settle(session)
+                    if session.state != RUNNING or by_fd.get(session.fd) is not session:
+                        settle(session)
             while sleeping and sleeping[0][0] <= clock():
                 session = heapq.heappop(sleeping)[2]
                 session.begin(clock(), window)

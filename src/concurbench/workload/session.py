@@ -62,7 +62,12 @@ class Session:
         self.fd = -1
         self.counted = 0
         self.wake_at = 0
-        self._records = [self.stats.statement(name).record for name in self.names]
+        self.n_statements = len(self.names)
+        self.limit = pool.transactions
+        self.think = int(pool.think * 1e9)
+        self.measure_from = 0  # set by the worker loop from the shared window
+        self._txn_append = self.stats.txn.pending.append
+        self._appends = [self.stats.statement(name).pending.append for name in self.names]
         self._timings: list[int] = []
 
     # -- connection ---------------------------------------------------------
@@ -90,9 +95,12 @@ class Session:
             return False
 
     # -- stepping -------------------------------------------------------------
+    # The success path (readable -> next statement, or _complete -> begin) is the hot loop of the
+    # load generator: it reads the shared window once, appends to preallocated buffers, and makes
+    # no call it can avoid.
     def begin(self, now: int, window) -> None:
         """Start the next transaction, or finish when the window or the transaction count says so."""
-        if now >= window[2] or (self.pool.transactions is not None and self.counted >= self.pool.transactions):
+        if now >= window[2] or (self.limit is not None and self.counted >= self.limit):
             self.state = DONE
             return
         self.params = {name: draw() for name, draw in self.drawers} if self.drawers else None
@@ -102,10 +110,9 @@ class Session:
         self._start_attempt(now, window)
 
     def _start_attempt(self, now: int, window) -> None:
-        if self.runner is None or self.runner.broken():
-            if not self._reconnect():
-                self._finish(now, window, (pg.CONNECTION, "connection: cannot reconnect"))
-                return
+        if self.runner is None and not self._reconnect():
+            self._finish(now, window, (pg.CONNECTION, "connection: cannot reconnect"))
+            return
         self._timings.clear()
         self.step = 0
         self.s0 = now
@@ -118,25 +125,60 @@ class Session:
         outcome = runner.receive()
         if outcome is None:
             return
-        kind, key = outcome
+        if outcome is not pg.SUCCESS or self.state != RUNNING:
+            self._slow_path(outcome, now, window)
+            return
+        timings = self._timings
+        timings.append(now - self.s0)
+        step = self.step + 1
+        if step < self.n_statements:
+            self.step = step
+            self.s0 = now
+            runner.send(step, self.params)
+            return
+        # The transaction is complete; record it, then start the next one right here.
+        if self.measure_from <= now <= window[2]:
+            counted = self.counted = self.counted + 1
+            self._txn_append(now - self.t0)
+            for append, ns in zip(self._appends, timings):
+                append(ns)
+            self.counter[self.slot] = counted
+            if self.retries:
+                self.stats.retries += self.retries
+            if not counted & 4095:
+                self.stats.flush()
+        if self.think or now >= window[2] or (self.limit is not None and self.counted >= self.limit):
+            self._complete(now, window)
+            return
+        drawers = self.drawers
+        self.params = params = {name: draw() for name, draw in drawers} if drawers else None
+        self.attempt = self.retries = self.step = 0
+        self.t0 = self.s0 = now
+        timings.clear()
+        runner.send(0, params)
+
+    def _slow_path(self, outcome, now: int, window) -> None:
+        """A failure, or the answer to a ROLLBACK."""
         if self.state == ROLLING_BACK:
             self._after_rollback(now, window)
             return
-        if kind is None:
-            self._timings.append(now - self.s0)
-            self.step += 1
-            if self.step < len(self.names):
-                self.s0 = now
-                runner.send(self.step, self.params)
-            else:
-                self._finish(now, window, None)
-            return
-        self.failure = (kind, key)
-        if kind != pg.CONNECTION and runner.in_transaction():
+        self.failure = outcome
+        if outcome[0] == pg.CONNECTION:
+            self.close()
+            self.runner = None
+        elif self.runner.in_transaction():
             self.state = ROLLING_BACK
-            runner.send_rollback()
+            self.runner.send_rollback()
             return
         self._after_rollback(now, window)
+
+    def _complete(self, now: int, window) -> None:
+        """After a recorded transaction: think, stop, or begin the next."""
+        if self.think:
+            self.state = THINKING
+            self.wake_at = now + self.think
+            return
+        self.begin(now, window)
 
     def _after_rollback(self, now: int, window) -> None:
         kind = self.failure[0]
@@ -148,33 +190,30 @@ class Session:
         self._finish(now, window, self.failure)
 
     def _finish(self, now: int, window, failure) -> None:
+        """End a transaction that failed for good (after its tries)."""
         stats = self.stats
-        if window[1] <= now <= window[2]:
+        if self.measure_from <= now <= window[2]:
             stats.retries += self.retries
-            if failure is None:
-                self.counted += 1
-                stats.transactions += 1
-                stats.txn.record(now - self.t0)
-                for record, ns in zip(self._records, self._timings):
-                    record(ns)
-                self.counter[self.slot] = self.counted
-                if not self.counted & 4095:
-                    stats.flush()
-            else:
-                stats.failed += 1
-                stats.errors[failure[0]] += 1
-                stats.error_messages[failure[1]] += 1
-        if failure is not None and failure[0] == pg.CONNECTION:
+            stats.failed += 1
+            stats.errors[failure[0]] += 1
+            stats.error_messages[failure[1]] += 1
+        if failure[0] == pg.CONNECTION:
             self.state = THINKING  # back off before reconnecting
             self.wake_at = now + 100_000_000
             return
-        if self.pool.think:
+        if self.think:
             self.state = THINKING
-            self.wake_at = now + int(self.pool.think * 1e9)
+            self.wake_at = now + self.think
             return
-        self.begin(time.perf_counter_ns(), window)
+        self.begin(now, window)
 
     # -- shutdown ---------------------------------------------------------------
+    def settle_stats(self) -> PoolStats:
+        """Bring the statistics up to date (the hot loop only appends to buffers)."""
+        self.stats.transactions = self.counted
+        self.stats.flush()
+        return self.stats
+
     def busy(self) -> bool:
         return self.state in (RUNNING, ROLLING_BACK)
 
@@ -194,4 +233,4 @@ class Session:
         except Exception:  # noqa: BLE001 - closing the connection ends the transaction anyway
             pass
         self.state = DONE
-        self.stats.flush()
+        self.settle_stats()
