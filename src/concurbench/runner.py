@@ -56,11 +56,13 @@ def deferred_interrupts():
 
 
 class Runner:
+    """Runs a scenario on one server, or on several in turn (a version matrix), into one run directory."""
+
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Progress | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: str = "embedded"):
         self.scenario = scenario
-        self.provisioner = provisioner
+        self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
         self.progress = progress or (lambda event: None)
         self.processes = processes
@@ -71,27 +73,10 @@ class Runner:
         writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes)
         results: list[dict] = []
         status, error = "ok", None
-        server: dict = {}
-        conn = None
         try:
-            self.progress({"event": "provisioning", "target": self.target})
-            connection = self.provisioner.start()
-            conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
-            server = pg.server_info(conn, [k for k, _ in self.scenario.settings])
-            server.update(target=self.target, connection=connection.safe)
-            writer.server = server
-            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe})
-            for step in self.scenario.setup:
-                self.progress({"event": "setup", "origin": step.origin})
-                pg.run_script(conn, step.sql, step.origin)
-            for variant in self._variants():
-                for point in variant.sweep:
-                    result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
-                    results.append(result)
-                    if result["status"] == "interrupted":
-                        raise KeyboardInterrupt
-            for step in self.scenario.teardown:
-                pg.run_script(conn, step.sql, step.origin)
+            variants = self._variants()
+            for provisioner in self.provisioners:
+                self._run_on(provisioner, variants, writer, results)
         except KeyboardInterrupt:
             status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
@@ -100,17 +85,39 @@ class Runner:
             status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
+                run_dir = writer.finish(results, status, error)
+        return RunOutcome(run_dir, status, results, error)
+
+    def _run_on(self, provisioner, variants: list[Variant], writer, results: list[dict]) -> None:
+        """One server: start, set up, every variant at every point, tear down, always stop."""
+        conn = None
+        try:
+            self.progress({"event": "provisioning", "target": self.target})
+            connection = provisioner.start()
+            conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
+            server = pg.server_info(conn, [k for k, _ in self.scenario.settings])
+            server.update(target=self.target, connection=connection.safe)
+            writer.servers.append(server)
+            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe})
+            for step in self.scenario.setup:
+                self.progress({"event": "setup", "origin": step.origin})
+                pg.run_script(conn, step.sql, step.origin)
+            for variant in variants:
+                for point in variant.sweep:
+                    result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
+                    result["server"] = server["version_short"]
+                    results.append(result)
+                    if result["status"] == "interrupted":
+                        raise KeyboardInterrupt
+            for step in self.scenario.teardown:
+                pg.run_script(conn, step.sql, step.origin)
+        finally:
+            with deferred_interrupts():
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.close()
                 self.progress({"event": "stopping"})
-                try:
-                    self.provisioner.stop()
-                except ConcurbenchError as exc:
-                    if error is None:
-                        status, error = "failed", exc
-                run_dir = writer.finish(results, status, error)
-        return RunOutcome(run_dir, status, results, error)
+                provisioner.stop()
 
     def _variants(self) -> list[Variant]:
         if not self.only:

@@ -59,16 +59,28 @@ def cli() -> None:
 @click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where run directories are written.")
-@click.option("--target", type=click.Choice(["embedded"]), default="embedded", show_default=True,
-              help="Where the server comes from.")
+@click.option("--target", default="embedded", show_default=True,
+              help="Where the server comes from: embedded, binaries, docker or dsn.")
+@click.option("--server-version", "versions", default=None, metavar="V[,V...]",
+              help="Server version(s); several run the scenario once per version into one run directory.")
+@click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn).")
+@click.option("--password-env", default=None, metavar="VAR",
+              help="Take the dsn target's password from this environment variable.")
+@click.option("--image", default=None, help="Docker image to run (--target docker).")
+@click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker).")
+@click.option("--keep", is_flag=True, help="Leave the server running at the end and print how to connect.")
+@click.option("--allow-server-changes", is_flag=True,
+              help="Let the scenario change server-wide settings of a dsn target (restored at the end).")
 @click.option("--processes", type=click.IntRange(min=1), default=None,
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
-def run(scenario: Path, quick: bool, out_dir: Path, target: str, processes: int | None,
-        params: tuple[str, ...], variants: tuple[str, ...]) -> None:
+def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
+        password_env: str | None, image: str | None, host_network: bool, keep: bool,
+        allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
+        variants: tuple[str, ...]) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
-    from ..provisioners.embedded import EmbeddedPostgres
+    from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
     from ..report.tables import build_report
     from ..results.store import load_run
@@ -78,14 +90,18 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, processes: int 
 
     try:
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
-        provisioner = EmbeddedPostgres(dict(model.settings))
+        wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
+            target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
+            host_network=host_network, keep=keep, allow_server_changes=allow_server_changes))
+            for version in wanted]
     except ConcurbenchError as exc:
         _fail(exc)
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     progress = Progress(err)
     try:
-        outcome = Runner(model, provisioner, out_dir=out_dir, progress=progress, processes=processes,
+        outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
                          variants=list(variants) or None, target=target).run()
     finally:
         progress.close()
@@ -93,6 +109,11 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, processes: int 
     manifest, summary = load_run(outcome.run_dir)
     if summary["results"]:
         terminal(build_report(manifest, summary), out)
+    if keep:
+        for p in provisioners:
+            hint = getattr(p, "connect_hint", None)
+            if hint:
+                err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
     out.print(str(outcome.run_dir), soft_wrap=True)

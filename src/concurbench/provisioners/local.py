@@ -237,3 +237,8 @@ class LocalPostgres:
 
     def describe(self) -> dict:
         return {"target": self.name, "install": str(self.install), "port": self.port}
+
+    def connect_hint(self) -> str:
+        return (f"psql 'host=127.0.0.1 port={self.port} user=postgres dbname={self.database}' "
+                f"(data {self.data}; stop it with: {self._bin('pg_ctl')} -D {self.data} stop, "
+                f"or concurbench gc)")

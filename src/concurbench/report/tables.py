@@ -56,9 +56,12 @@ def build_report(manifest: dict, summary: dict) -> Report:
     scen = manifest["scenario"]
     server = manifest.get("server") or {}
     host = manifest.get("host") or {}
+    servers = manifest.get("servers") or ([server] if server else [])
+    versions = ", ".join(s.get("version_short", "?") for s in servers) or "not reached"
     lines = [
         f"Scenario: {scen['name']}{' (quick)' if scen.get('quick') else ''} — {scen.get('title', '')}",
-        f"Server: {server.get('version', 'not reached')} ({manifest.get('target')})",
+        (f"Server: {server.get('version', 'not reached')} ({manifest.get('target')})" if len(servers) <= 1 else
+         f"Servers: PostgreSQL {versions} ({manifest.get('target')}), side by side"),
         f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {manifest.get('processes')} worker processes",
         f"Status: {manifest['status']}" + (f" — {manifest['error']}" if manifest.get("error") else ""),
     ]
@@ -75,9 +78,13 @@ def build_report(manifest: dict, summary: dict) -> Report:
         for r in in_group:
             if r["point"] not in points:
                 points.append(r["point"])
+        multi = len(servers) > 1
         for point in points:
-            tables.append(_comparison(group, point, [r for r in in_group if r["point"] == point],
-                                      baselines.get(group)))
+            runs = [r for r in in_group if r["point"] == point]
+            if multi:
+                order = [r["variant"] for r in in_group]
+                runs.sort(key=lambda r: (order.index(r["variant"]), _version_key(r.get("server"))))
+            tables.append(_comparison(group, point, runs, baselines.get(group), multi))
         tables.append(_statements(group, in_group))
     published = summary.get("published") or []
     if published:
@@ -89,14 +96,22 @@ def build_report(manifest: dict, summary: dict) -> Report:
     return Report(scen.get("title") or scen["name"], lines, tables, warnings)
 
 
-def _comparison(group: str, point, runs: list[dict], baseline: str | None) -> Table:
+def _version_key(version) -> tuple:
+    parts = []
+    for piece in str(version or "").replace("beta", ".").split("."):
+        parts.append(int(piece) if piece.isdigit() else 0)
+    return tuple(parts)
+
+
+def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi: bool = False) -> Table:
     title = f"{group}: {point} clients" if point is not None else group
-    table = Table(title, ["Variant", "Pool", "Clients", "TPS", "vs base", "p50 ms", "p95 ms", "p99 ms",
-                          "Errors", "Top waits", "WAL B/txn", "MultiXacts"])
-    base_tps = None
+    columns = ["Variant", "Pool", "Clients", "TPS", "vs base", "p50 ms", "p95 ms", "p99 ms",
+               "Errors", "Top waits", "WAL B/txn", "MultiXacts"]
+    table = Table(title, (["Server"] if multi else []) + columns)
+    base_tps: dict = {}
     for r in runs:
         if r["variant"] == baseline:
-            base_tps = _first_measured(r)[1].get("tps")
+            base_tps[r.get("server")] = _first_measured(r)[1].get("tps")
     for r in runs:
         first = True
         for pool, data in r["pools"].items():
@@ -104,10 +119,11 @@ def _comparison(group: str, point, runs: list[dict], baseline: str | None) -> Ta
             tps = m.get("tps")
             errors = ", ".join(f"{k} {m.get('errors.' + k)}" for k in ERROR_CLASSES if m.get("errors." + k))
             vs = "–"
-            if data["measure"] and base_tps and tps is not None:
-                vs = "base" if r["variant"] == baseline else f"{tps / base_tps:.2f}×"
+            base = base_tps.get(r.get("server"))
+            if data["measure"] and base and tps is not None:
+                vs = "base" if r["variant"] == baseline else f"{tps / base:.2f}×"
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
-            table.rows.append([
+            table.rows.append(([str(r.get("server", ""))] if multi else []) + [
                 r["variant"] + (" *" if r.get("status") != "ok" else ""),
                 pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]), fmt(tps),
                 vs, fmt(m.get("latency.p50_ms"), 2), fmt(m.get("latency.p95_ms"), 2), fmt(m.get("latency.p99_ms"), 2),

@@ -45,7 +45,7 @@ class RunWriter:
         self.target = target
         self.processes = processes
         self.started = datetime.now(timezone.utc)
-        self.server: dict = {}
+        self.servers: list[dict] = []  # one per server the scenario ran on (a version matrix has several)
 
     @classmethod
     def create(cls, out_dir: Path, scenario: Scenario, *, target: str, processes: int | None) -> "RunWriter":
@@ -73,7 +73,8 @@ class RunWriter:
                          "baselines": dict(s.baselines),
                          "source": {"title": s.source.title, "url": s.source.url, "author": s.source.author,
                                     "engine": s.source.engine, "hardware": s.source.hardware}},
-            "server": self.server,
+            "server": self.servers[0] if self.servers else {},
+            "servers": self.servers,
             "target": self.target,
             "host": host_info(),
             "processes": self.processes or os.cpu_count(),

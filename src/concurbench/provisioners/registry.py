@@ -1,0 +1,81 @@
+"""Provisioners by the target names users write (`--target` or the scenario's `target:`).
+
+A factory takes the engine, the scenario's server settings and the target options, and returns an
+object following the Provisioner protocol (start, restart, stop, logs, describe). Adding a target
+is one factory and one line in TARGETS.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import ConfigError
+from ..scenario.yamlpos import suggest
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    target: str = "embedded"
+    server_version: str | None = None  # one version; a matrix is expanded before this
+    dsn: str | None = None
+    password_env: str | None = None
+    image: str | None = None
+    host_network: bool = False
+    keep: bool = False
+    allow_server_changes: bool = False
+    run_id: str | None = None
+    extra: dict = field(default_factory=dict)
+
+
+Factory = Callable[[str, dict, TargetOptions], object]
+
+
+def _embedded(engine: str, settings: dict, options: TargetOptions):
+    from .embedded import EmbeddedPostgres
+
+    _need_postgres(engine, "embedded")
+    if options.server_version and not str(options.server_version).startswith("18"):
+        raise ConfigError(f"the embedded target ships PostgreSQL 18 only, not {options.server_version}; "
+                          f"use --target binaries (14 to 18, no Docker) or --target docker")
+    return EmbeddedPostgres(settings, run_id=options.run_id, keep=options.keep)
+
+
+def _need_postgres(engine: str, target: str) -> None:
+    if engine != "postgres":
+        raise ConfigError(f"the {target} target runs PostgreSQL only, and this scenario's engine is {engine}")
+
+
+TARGETS: dict[str, Factory] = {
+    "embedded": _embedded,
+}
+
+
+def register(name: str, factory: Factory) -> None:
+    TARGETS[name] = factory
+
+
+def make_provisioner(engine: str, settings: dict, options: TargetOptions):
+    _load_optional()
+    factory = TARGETS.get(options.target)
+    if factory is None:
+        raise ConfigError(f"unknown target '{options.target}'{suggest(options.target, TARGETS)}; "
+                          f"known: {', '.join(sorted(TARGETS))}")
+    return factory(engine, dict(settings), options)
+
+
+def target_names() -> list[str]:
+    _load_optional()
+    return sorted(TARGETS)
+
+
+def _load_optional() -> None:
+    """Targets in their own modules register themselves when imported."""
+    import importlib
+
+    for module in ("binaries", "docker", "dsn"):
+        try:
+            importlib.import_module(f"{__package__}.{module}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__package__}.{module}":
+                raise
