@@ -22,6 +22,7 @@ from .report.metrics import pool_metrics
 from .results.store import RunWriter
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
+from .scenario.claims import evaluate
 from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
 
@@ -34,6 +35,11 @@ class RunOutcome:
     status: str
     results: list[dict] = field(default_factory=list)
     error: ConcurbenchError | None = None
+    claims: list[dict] = field(default_factory=list)
+
+    @property
+    def claims_failed(self) -> int:
+        return sum(1 for c in self.claims if not c["passed"])
 
 
 @contextlib.contextmanager
@@ -85,8 +91,10 @@ class Runner:
             status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
-                run_dir = writer.finish(results, status, error)
-        return RunOutcome(run_dir, status, results, error)
+                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), results)] \
+                    if self.scenario.expect and results else []
+                run_dir = writer.finish(results, status, error, claims=verdicts)
+        return RunOutcome(run_dir, status, results, error, verdicts)
 
     def _run_on(self, provisioner, variants: list[Variant], writer, results: list[dict]) -> None:
         """One server: start, set up, every variant at every point, tear down, always stop."""
@@ -102,9 +110,19 @@ class Runner:
             for step in self.scenario.setup:
                 self.progress({"event": "setup", "origin": step.origin})
                 pg.run_script(conn, step.sql, step.origin)
+            current = dict(self.scenario.settings)
             for variant in variants:
+                wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
+                if wanted != current:
+                    self.progress({"event": "restart", "settings": dict(variant.settings)})
+                    conn.close()
+                    connection = provisioner.restart(wanted)
+                    conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
+                    current = wanted
                 for point in variant.sweep:
                     result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
+                    if variant.settings:
+                        result["settings"] = pg.server_info(conn, list(dict(variant.settings)))["settings"]
                     result["server"] = server["version_short"]
                     results.append(result)
                     if result["status"] == "interrupted":
@@ -118,6 +136,12 @@ class Runner:
                         conn.close()
                 self.progress({"event": "stopping"})
                 provisioner.stop()
+
+    @staticmethod
+    def _probe(conn, variant: Variant, when: str, into: dict) -> None:
+        for probe in variant.probes:
+            if when in probe.when:
+                into.setdefault(probe.name, {})[when] = pg.query_rows(conn, probe.sql, f"probe {probe.name}")
 
     def _variants(self) -> list[Variant]:
         if not self.only:
@@ -135,6 +159,8 @@ class Runner:
                        "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
         for step in variant.setup:
             pg.run_script(conn, step.sql, step.origin)
+        probes: dict = {}
+        self._probe(conn, variant, "before", probes)
         holders = [HeldTransaction(b, conninfo) for b in variant.background]
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: pg.connect(conninfo, application_name="concurbench:sampler"), version_num)
@@ -163,8 +189,10 @@ class Runner:
                             "metrics": pool_metrics(outcome.pools[p.name], elapsed),
                             "stats": outcome.pools[p.name].to_dict()} for p in pools},
             samplers=driver.summaries(elapsed), sampler_errors=driver.errors,
-            samples=driver.rows, background=[h.describe() for h in holders])
+            samples=driver.rows, background=[h.describe() for h in holders], probes=probes)
+        self._probe(conn, variant, "after", probes)
         for step in variant.teardown:
             pg.run_script(conn, step.sql, step.origin)
+        self._probe(conn, variant, "final", probes)
         self.progress({"event": "variant_done", "result": result})
         return result

@@ -120,3 +120,19 @@ def test_bad_input_is_one_paragraph_and_exit_2(tmp_path):
     result = concurbench("validate", str(broken))
     assert result.returncode == 2
     assert f"{broken}:6:" in result.stderr and "variants.v.pools.p.clients" in result.stderr
+
+
+def test_check_exits_1_when_a_claim_is_false_on_purpose(tmp_path):
+    scenario = tmp_path / "claims.yaml"
+    scenario.write_text("name: claims\nengine: postgres\nduration: 0.5s\nwarmup: 0s\nvariants:\n"
+                        "  one:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
+                        "expect:\n  - 'one: tps > 0'\n  - {claim: false on purpose, check: 'one: tps > 1e12'}\n")
+    checked = concurbench("run", str(scenario), "--check", "--out", str(tmp_path / "runs"))
+    assert checked.returncode == 1, checked.stderr[-2000:]
+    assert "1 of 2 claims do not hold" in checked.stderr
+    assert "PASS" in checked.stdout and "FAIL" in checked.stdout
+    run_dir = Path(checked.stdout.strip().splitlines()[-1])
+    claims = json.loads((run_dir / "summary.json").read_text())["claims"]
+    assert [c["passed"] for c in claims] == [True, False]
+    unchecked = concurbench("run", str(scenario), "--out", str(tmp_path / "runs"))
+    assert unchecked.returncode == 0

@@ -75,10 +75,11 @@ def cli() -> None:
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
+@click.option("--check", is_flag=True, help="Exit 1 when a claim of the scenario's `expect` section fails.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...]) -> None:
+        variants: tuple[str, ...], check: bool) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -116,9 +117,14 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
                 err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
+    if check and outcome.claims_failed and outcome.error is None:
+        err.print(f"[red]check failed:[/red] {outcome.claims_failed} of {len(outcome.claims)} claims do not hold",
+                  highlight=False)
     out.print(str(outcome.run_dir), soft_wrap=True)
     if outcome.error is not None:
         sys.exit(outcome.error.exit_code)
+    if check and outcome.claims_failed:
+        sys.exit(1)
 
 
 def _raise_interrupt(signum, frame):

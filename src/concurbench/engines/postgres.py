@@ -79,6 +79,28 @@ def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline") -> No
             raise EngineError(f"setup SQL failed ({where}): {first_line(exc)}", exc) from exc
 
 
+def query_rows(conn: psycopg.Connection, sql: str, what: str) -> list[dict]:
+    """Rows of a query as JSON-ready dicts (numbers stay numbers, anything else becomes text)."""
+    try:
+        cur = conn.execute(sql.encode())
+        if cur.description is None:
+            return []
+        names = [d.name for d in cur.description]
+        return [{n: _plain(v) for n, v in zip(names, row)} for row in cur.fetchall()]
+    except psycopg.Error as exc:
+        raise EngineError(f"{what} failed: {first_line(exc)}", exc) from exc
+
+
+def _plain(value):
+    import decimal
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return str(value)
+
+
 def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     """Version and the values of the named settings, read from the server itself."""
     row = conn.execute("SELECT version(), current_setting('server_version_num')::int, "

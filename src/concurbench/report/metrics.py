@@ -62,6 +62,12 @@ def row_metrics(result: dict, pool: str) -> dict:
     waits = (samplers.get("wait_events") or {}).get("share") or {}
     for key, value in waits.items():
         flat[f"waits.{key}"] = value
+    for name, times in (result.get("probes") or {}).items():
+        for when, rows in times.items():
+            flat[f"probes.{name}.{when}.rows"] = len(rows)
+            for column, value in (rows[0].items() if rows else []):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    flat[f"probes.{name}.{when}.{column}"] = value
     flat["elapsed_s"] = result["elapsed_s"]
     return flat
 

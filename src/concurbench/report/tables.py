@@ -86,9 +86,12 @@ def build_report(manifest: dict, summary: dict) -> Report:
                 runs.sort(key=lambda r: (order.index(r["variant"]), _version_key(r.get("server"))))
             tables.append(_comparison(group, point, runs, baselines.get(group), multi))
         tables.append(_statements(group, in_group))
+        tables.extend(_probes(group, in_group))
     published = summary.get("published") or []
     if published:
         tables.append(_published(published, results, manifest))
+    if summary.get("claims"):
+        tables.append(_claims(summary["claims"]))
     warnings = []
     for r in results:
         for msg in r.get("messages", []) + r.get("sampler_errors", []):
@@ -155,6 +158,41 @@ def _statements(group: str, runs: list[dict]) -> Table:
             for name, s in data["metrics"]["statements"].items():
                 table.rows.append([r["variant"], fmt(data["clients"]), pool, name, fmt(s.get("mean_ms"), 3),
                                    fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    return table
+
+
+def _probes(group: str, runs: list[dict]) -> list[Table]:
+    """One table per probe: its rows for every variant run and time (before, after, final)."""
+    names: list[str] = []
+    for r in runs:
+        for name in r.get("probes") or {}:
+            if name not in names:
+                names.append(name)
+    out = []
+    for name in names:
+        columns: list[str] = []
+        rows = []
+        for r in runs:
+            for when, found in ((r.get("probes") or {}).get(name) or {}).items():
+                for row in found:
+                    columns.extend(c for c in row if c not in columns)
+                    rows.append((r, when, row))
+        table = Table(f"{group}: {name}", ["Variant", "When", *columns])
+        for r, when, row in rows:
+            label = r["variant"] + (f"@{r['point']}" if r["point"] is not None else "")
+            server = f" ({r['server']})" if r.get("server") and len({x.get('server') for x in runs}) > 1 else ""
+            table.rows.append([label + server, when, *[fmt(row.get(c), 2) for c in columns]])
+        out.append(table)
+    return out
+
+
+def _claims(claims: list[dict]) -> Table:
+    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Server", "Why"])
+    for c in claims:
+        table.rows.append(["PASS" if c["passed"] else "FAIL", c["claim"], fmt(c.get("left"), 3),
+                           fmt(c.get("right"), 3), c.get("server") or "", c.get("error") or c.get("description", "")])
+    failed = sum(1 for c in claims if not c["passed"])
+    table.notes.append(f"{len(claims) - failed} of {len(claims)} claims hold" + (f"; {failed} failed" if failed else ""))
     return table
 
 

@@ -82,7 +82,8 @@ class RunWriter:
             "ended": datetime.now(timezone.utc).isoformat(),
         }
 
-    def finish(self, results: list[dict], status: str, error: ConcurbenchError | None) -> Path:
+    def finish(self, results: list[dict], status: str, error: ConcurbenchError | None,
+               claims: list[dict] | None = None) -> Path:
         from ..report.tables import build_report
         from ..report.render import markdown
 
@@ -93,7 +94,8 @@ class RunWriter:
                 for row in rows:
                     samples.setdefault(name, []).append({"variant": r["variant"], "point": r["point"], **row})
         published = [p.__dict__ for p in self.scenario.source.published]
-        summary = {"format_version": FORMAT_VERSION, "results": results, "published": published}
+        summary = {"format_version": FORMAT_VERSION, "results": results, "published": published,
+                   "claims": claims or []}
         _write_json(self.path / "manifest.json", manifest)
         _write_json(self.path / "summary.json", summary)
         _write_csv(self.path / "summary.csv", _csv_rows(results))

@@ -16,14 +16,16 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ..errors import ConfigError
 from ..engines.postgres import PROTOCOLS
 from ..workload.distributions import parse_distribution
-from .model import (DEFAULT_GROUP, Background, Pool, Published, SamplerSpec, Scenario, Source, SqlStep,
-                    Statement, Variant)
+from .claims import parse_claim
+from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
+                    Source, SqlStep, Statement, Variant)
 from .yamlpos import Checker, as_int, describe, join, load_yaml, suggest
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "parameters", "quick", "setup",
-            "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants"]
+            "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants", "probes", "expect"]
 VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
-                "sweep", "samplers"]
+                "sweep", "samplers", "server", "probes"]
+PROBE_KEYS = ["name", "sql", "when"]
 POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol"]
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after"]
 BACKGROUND_KINDS = ["hold_transaction"]
@@ -149,7 +151,8 @@ class _Builder:
         warmup = c.duration(doc, "warmup", "", default=DEFAULT_WARMUP)
         sweep = self._sweep(doc, "sweep", default=None)
         samplers = self._samplers(doc, "samplers", "samplers", default=())
-        variants = self._variants(doc, duration, warmup, sweep, samplers)
+        probes = self._probes(doc, "probes", ())
+        variants = self._variants(doc, duration, warmup, sweep, samplers, probes)
         baselines = self._baselines(doc, variants)
         source = self._source(doc, variants)
         seed = c.integer(doc, "seed", "", default=1)
@@ -161,21 +164,22 @@ class _Builder:
             path=self.path.resolve(), sha256=digest.hexdigest(),
             description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
-            teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick)
+            teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick,
+            expect=self._expect(doc, variants))
 
     # -- sections ----------------------------------------------------------
-    def _settings(self, doc) -> tuple:
-        server = self.check.mapping(doc, "server", "server")
+    def _settings(self, doc, base: str = "") -> tuple:
+        server = self.check.mapping(doc, "server", join(base, "server"))
         if server is None:
             return ()
-        self.check.known_keys(server, "server", ["settings"])
-        node = self.check.mapping(server, "settings", "server.settings")
+        self.check.known_keys(server, join(base, "server"), ["settings"])
+        node = self.check.mapping(server, "settings", join(base, "server.settings"))
         if node is None:
             return ()
         out = []
         for key, value in node.items():
             if isinstance(value, (dict, list)) or value is None:
-                self.check.add(node, key, join("server.settings", key),
+                self.check.add(node, key, join(join(base, "server.settings"), key),
                                f"must be a single value, got {describe(value)}")
                 continue
             text = str(value).lower() if isinstance(value, bool) else str(value)
@@ -276,7 +280,7 @@ class _Builder:
             specs.append(SamplerSpec(name, tuple(opts.items())))
         return tuple(specs)
 
-    def _variants(self, doc, duration, warmup, sweep, samplers) -> tuple[Variant, ...]:
+    def _variants(self, doc, duration, warmup, sweep, samplers, probes) -> tuple[Variant, ...]:
         node = self.check.mapping(doc, "variants", "variants", required=False)
         if node is None:
             return ()
@@ -309,7 +313,71 @@ class _Builder:
                 duration=self.check.duration(vnode, "duration", path, default=duration),
                 warmup=self.check.duration(vnode, "warmup", path, default=warmup),
                 sweep=tuple(v_sweep) if (uses_sweep and v_sweep) else (None,),
-                samplers=self._samplers(vnode, "samplers", join(path, "samplers"), default=samplers)))
+                samplers=self._samplers(vnode, "samplers", join(path, "samplers"), default=samplers),
+                settings=self._settings(vnode, path), probes=probes + self._probes(vnode, join(path, "probes"), ())))
+        return tuple(out)
+
+    def _probes(self, node, path, default) -> tuple[Probe, ...]:
+        value = node.get("probes")
+        if value is None:
+            return default
+        if not isinstance(value, list):
+            self.check.add(node, "probes", path, f"must be a list of probes, got {describe(value)}")
+            return default
+        out = []
+        for i, item in enumerate(value):
+            sub = join(path, i)
+            if not isinstance(item, dict):
+                self.check.add(value, i, sub, f"must be a mapping with 'name' and 'sql', got {describe(item)}")
+                continue
+            self.check.known_keys(item, sub, PROBE_KEYS, required=("name", "sql"))
+            when = item.get("when", ["after"])
+            when = [when] if isinstance(when, str) else when
+            if not isinstance(when, list) or any(w not in PROBE_TIMES for w in when):
+                self.check.add(item, "when", join(sub, "when"), f"must be one or more of {', '.join(PROBE_TIMES)}")
+                when = ["after"]
+            out.append(Probe(self.check.string(item, "name", sub, default=f"probe{i + 1}") or f"probe{i + 1}",
+                             self.check.string(item, "sql", sub, default="") or "", tuple(when)))
+        return tuple(out)
+
+    def _expect(self, doc, variants) -> tuple:
+        value = doc.get("expect")
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.check.add(doc, "expect", "expect", f"must be a list of claims, got {describe(value)}")
+            return ()
+        known = {v.name: v for v in variants}
+        out = []
+        for i, item in enumerate(value):
+            sub = join("expect", i)
+            text, description, where = item, "", (value, i)
+            if isinstance(item, dict):
+                self.check.known_keys(item, sub, ["check", "claim"], required=("check",))
+                text = item.get("check")
+                description = str(item.get("claim") or "")
+                where = (item, "check")
+            if not isinstance(text, str):
+                self.check.add(*where, sub, f"a claim is text such as 'holder: elapsed_s >= 3 * none: elapsed_s', "
+                                            f"got {describe(text)}")
+                continue
+            try:
+                claim = parse_claim(text, description)
+            except ValueError as exc:
+                self.check.add(*where, sub, str(exc))
+                continue
+            for ref in claim.refs():
+                variant = known.get(ref.variant)
+                if variant is None:
+                    self.check.add(*where, sub, f"no variant named '{ref.variant}'{suggest(ref.variant, known)}")
+                    continue
+                if ref.point and ref.point not in ("min", "max") and int(ref.point) not in variant.sweep:
+                    self.check.add(*where, sub, f"variant '{ref.variant}' does not run at {ref.point} clients "
+                                                f"(sweep: {', '.join(str(p) for p in variant.sweep)})")
+                if ref.pool and ref.pool not in {p.name for p in variant.pools}:
+                    self.check.add(*where, sub, f"variant '{ref.variant}' has no pool '{ref.pool}'"
+                                                f"{suggest(ref.pool, [p.name for p in variant.pools])}")
+            out.append(claim)
         return tuple(out)
 
     def _pools(self, vnode, vpath) -> tuple[Pool, ...]:

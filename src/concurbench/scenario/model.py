@@ -72,6 +72,18 @@ class SamplerSpec:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """A query whose rows are kept with the results: before the load, after it, or after teardown."""
+
+    name: str
+    sql: str
+    when: tuple[str, ...] = ("after",)
+
+
+PROBE_TIMES = ("before", "after", "final")
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     description: str
@@ -84,6 +96,8 @@ class Variant:
     warmup: float
     sweep: tuple[int | None, ...]  # (None,) when no pool follows the sweep
     samplers: tuple[SamplerSpec, ...]
+    settings: tuple[tuple[str, str], ...] = ()  # server settings for this variant (applied with a restart)
+    probes: tuple[Probe, ...] = ()
 
     @property
     def uses_sweep(self) -> bool:
@@ -134,6 +148,7 @@ class Scenario:
     baselines: tuple[tuple[str, str], ...]  # group -> variant name
     seed: int = 1
     quick: bool = False
+    expect: tuple = ()  # claims.Claim
     extras: dict = field(default_factory=dict, compare=False)
 
     def variant(self, name: str) -> Variant:
