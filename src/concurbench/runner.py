@@ -18,6 +18,7 @@ from typing import Callable
 from .engines import postgres as pg
 from .errors import ConcurbenchError, Interrupted, RunError
 from .observers.hold import HeldTransaction
+from .observers.log_drain import LogDrain
 from .report.metrics import pool_metrics
 from .results.store import RunWriter
 from .samplers.base import SamplerDriver
@@ -27,6 +28,7 @@ from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
 
 Progress = Callable[[dict], None]
+BACKGROUND = {"hold_transaction": HeldTransaction, "log_drain": LogDrain}  # kind -> class(spec, conninfo)
 
 
 @dataclass
@@ -39,7 +41,7 @@ class RunOutcome:
 
     @property
     def claims_failed(self) -> int:
-        return sum(1 for c in self.claims if not c["passed"])
+        return sum(1 for c in self.claims if c["passed"] is False)
 
 
 @contextlib.contextmanager
@@ -91,7 +93,8 @@ class Runner:
             status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
-                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), results)] \
+                skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()}
+                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), results, skipped)] \
                     if self.scenario.expect and results else []
                 run_dir = writer.finish(results, status, error, claims=verdicts)
         return RunOutcome(run_dir, status, results, error, verdicts)
@@ -143,6 +146,12 @@ class Runner:
             if when in probe.when:
                 into.setdefault(probe.name, {})[when] = pg.query_rows(conn, probe.sql, f"probe {probe.name}")
 
+    def _variants_or_all(self) -> list[Variant]:
+        try:
+            return self._variants()
+        except RunError:
+            return list(self.scenario.variants)
+
     def _variants(self) -> list[Variant]:
         if not self.only:
             return list(self.scenario.variants)
@@ -161,7 +170,7 @@ class Runner:
             pg.run_script(conn, step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
-        holders = [HeldTransaction(b, conninfo) for b in variant.background]
+        holders = [BACKGROUND[b.kind](b, conninfo) for b in variant.background]
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: pg.connect(conninfo, application_name="concurbench:sampler"), version_num)
         result: dict = {"variant": variant.name, "group": variant.group, "point": point, "clients": clients}

@@ -87,3 +87,21 @@ def test_samplers_report_deltas(outcome):
     assert result["samplers"]["wal"]["bytes"] > 0
     assert result["samplers"]["database"]["xact_commit"] >= 150
     assert result["sampler_errors"] == []
+
+
+def test_stored_run_renders_again_and_is_listed(outcome):
+    from click.testing import CliRunner
+
+    from concurbench.cli.main import cli
+
+    run_dir = outcome[0].run_dir
+    runner = CliRunner()
+    md = runner.invoke(cli, ["report", str(run_dir), "--format", "md"])
+    assert md.exit_code == 0, md.output
+    assert md.output.strip() == (run_dir / "report.md").read_text().strip()
+    as_json = runner.invoke(cli, ["report", str(run_dir), "--format", "json"])
+    assert json.loads(as_json.output)["manifest"]["scenario"]["name"] == "hold-and-errors"
+    listing = runner.invoke(cli, ["results", str(run_dir.parent)])
+    assert listing.exit_code == 0 and "hold-and-errors" in listing.output and "ok" in listing.output
+    broken = runner.invoke(cli, ["report", str(run_dir / "samples")])
+    assert broken.exit_code != 0

@@ -278,7 +278,7 @@ def test_close_swallows_errors_of_a_broken_connection():
 def test_interval_option_and_default():
     assert WaitEvents().interval == WaitEvents.default_interval == 0.1
     assert WaitEvents(SamplerSpec("wait_events", (("interval", 0.5),))).interval == 0.5
-    assert set(SAMPLERS) == {"wait_events", "database", "wal", "multixact"}
+    assert set(SAMPLERS) == {"wait_events", "database", "wal", "multixact", "table_stats", "io", "checkpointer"}
     built = build([SamplerSpec("wal"), SamplerSpec("wait_events", (("interval", 0.2),))])
     assert [type(s) for s in built] == [Wal, WaitEvents]
     assert built[1].interval == 0.2
@@ -331,9 +331,9 @@ def test_multixact_summarize_without_disk_size():
 def test_wal_and_database_summarize():
     wal = Wal().summarize({"lsn_bytes": 1000, "records": 10, "fpi": 1}, {"lsn_bytes": 5096, "records": 60, "fpi": 4},
                           [], 1.0)
-    assert wal == {"bytes": 4096, "records": 50, "fpi": 3}
+    assert wal == {"bytes": 4096, "records": 50, "fpi": 3, "buffers_full": None}
     assert Wal().summarize({"lsn_bytes": 0}, {"lsn_bytes": 10}, [], 1.0) == {"bytes": 10, "records": None,
-                                                                            "fpi": None}
+                                                                            "fpi": None, "buffers_full": None}
     db = DatabaseCounters().summarize({"xact_commit": 5, "deadlocks": 0}, {"xact_commit": 105, "deadlocks": 2},
                                       [], 1.0)
     assert db == {"xact_commit": 100, "deadlocks": 2}

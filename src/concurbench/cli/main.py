@@ -89,18 +89,18 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     from ..scenario import load_scenario
     from .progress import Progress
 
+    progress = Progress(err)
     try:
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
             target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
-            host_network=host_network, keep=keep, allow_server_changes=allow_server_changes))
-            for version in wanted]
+            host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
+            extra={"progress": progress})) for version in wanted]
     except ConcurbenchError as exc:
         _fail(exc)
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    progress = Progress(err)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
                          variants=list(variants) or None, target=target).run()
@@ -180,6 +180,18 @@ def list_(path: Path, show_samplers: bool) -> None:
         except ConfigError as exc:
             table.add_row(str(file), "[red]invalid[/red]", "", "", f"{len(exc.problems) or 1} problem(s)")
     out.print(table)
+
+
+from .admin import doctor, gc_command  # noqa: E402 - the housekeeping commands live in their own module
+
+cli.add_command(doctor)
+cli.add_command(gc_command)
+
+
+from .stored import report as report_command, results as results_command  # noqa: E402
+
+cli.add_command(report_command)
+cli.add_command(results_command)
 
 
 def main() -> None:

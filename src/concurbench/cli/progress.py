@@ -46,6 +46,13 @@ class Progress:
                 tps = m["tps"] if m["tps"] is not None else 0
                 parts.append(f"{pool} {tps:,.0f} tps")
             self._line(f"  done {self.label} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
+        elif kind == "pull":
+            layer = f" {event['layer']}" if event.get("layer") else ""
+            text = f"  pulling {event['image']}{layer}: {event.get('status') or ''}"
+            if self.live:
+                self._status(text)
+            elif not event.get("layer"):
+                self.console.print(text, highlight=False)
         elif kind == "restart":
             settings = ", ".join(f"{k}={v}" for k, v in event["settings"].items()) or "the scenario's own"
             self._line(f"restarting the server with settings: {settings}")

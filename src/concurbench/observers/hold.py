@@ -26,6 +26,8 @@ class HeldTransaction:
         self.released_at_s: float | None = None
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._poller: threading.Thread | None = None
+        self._stop_polling = threading.Event()
         self._measure_from = 0
 
     def start(self) -> None:
@@ -48,9 +50,28 @@ class HeldTransaction:
             self._timer.daemon = True
             self._timer.start()
 
+        if self.spec.release_when:
+            self._stop_polling = threading.Event()
+            self._poller = threading.Thread(target=self._poll, name="concurbench-release-when", daemon=True)
+            self._poller.start()
+
+    def _poll(self, interval: float = 0.05) -> None:
+        """Commit the held transaction once `release_when` (run on a connection of its own) is true."""
+        try:
+            with pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}:poll") as conn:
+                while not self._stop_polling.wait(interval):
+                    if conn.execute(self.spec.release_when.encode()).fetchone()[0]:
+                        self.release()
+                        return
+        except Exception:  # noqa: BLE001 - the transaction is then held to the end, as without the condition
+            return
+
     def measurement_ended(self, end_ns: int) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._poller is not None:
+            self._stop_polling.set()
+            self._poller.join(timeout=5)
 
     def release(self) -> None:
         """End the transaction (commit) but keep nothing else open."""
@@ -66,6 +87,7 @@ class HeldTransaction:
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        self._stop_polling.set()
         with self._lock:
             if self.conn is None:
                 return

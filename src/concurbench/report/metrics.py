@@ -51,14 +51,12 @@ def row_metrics(result: dict, pool: str) -> dict:
         if wal.get("records") is not None:
             flat["wal.records"] = wal["records"]
             flat["wal.fpi"] = wal.get("fpi")
-    mx = samplers.get("multixact") or {}
-    for key, value in mx.items():
-        if key != "error":
-            flat[f"multixact.{key}"] = value
-    db = samplers.get("database") or {}
-    for key, value in db.items():
-        if key != "error":
-            flat[f"database.{key}"] = value
+    for name, summary in samplers.items():
+        if name in ("wal", "wait_events") or not isinstance(summary, dict):
+            continue
+        for key, value in summary.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                flat[f"{name}.{key}"] = value
     waits = (samplers.get("wait_events") or {}).get("share") or {}
     for key, value in waits.items():
         flat[f"waits.{key}"] = value

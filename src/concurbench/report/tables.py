@@ -151,13 +151,15 @@ def _first_measured(r: dict) -> tuple[str, dict]:
 
 
 def _statements(group: str, runs: list[dict]) -> Table:
-    table = Table(f"{group}: mean latency per statement (ms)", ["Variant", "Clients", "Pool", "Statement",
-                                                               "Mean", "p95", "Executed"])
+    multi = len({r.get("server") for r in runs}) > 1
+    table = Table(f"{group}: mean latency per statement (ms)", (["Server"] if multi else []) + [
+        "Variant", "Clients", "Pool", "Statement", "Mean", "p95", "Executed"])
     for r in runs:
         for pool, data in r["pools"].items():
             for name, s in data["metrics"]["statements"].items():
-                table.rows.append([r["variant"], fmt(data["clients"]), pool, name, fmt(s.get("mean_ms"), 3),
-                                   fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+                table.rows.append(([str(r.get("server", ""))] if multi else []) + [
+                    r["variant"], fmt(data["clients"]), pool, name, fmt(s.get("mean_ms"), 3),
+                    fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
     return table
 
 
@@ -189,10 +191,12 @@ def _probes(group: str, runs: list[dict]) -> list[Table]:
 def _claims(claims: list[dict]) -> Table:
     table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Server", "Why"])
     for c in claims:
-        table.rows.append(["PASS" if c["passed"] else "FAIL", c["claim"], fmt(c.get("left"), 3),
+        table.rows.append([{True: "PASS", False: "FAIL", None: "–"}[c["passed"]], c["claim"], fmt(c.get("left"), 3),
                            fmt(c.get("right"), 3), c.get("server") or "", c.get("error") or c.get("description", "")])
-    failed = sum(1 for c in claims if not c["passed"])
-    table.notes.append(f"{len(claims) - failed} of {len(claims)} claims hold" + (f"; {failed} failed" if failed else ""))
+    failed = sum(1 for c in claims if c["passed"] is False)
+    held = sum(1 for c in claims if c["passed"])
+    table.notes.append(f"{held} of {len(claims)} claims hold" + (f"; {failed} failed" if failed else "")
+                       + (f"; {len(claims) - held - failed} not evaluated" if len(claims) - held - failed else ""))
     return table
 
 

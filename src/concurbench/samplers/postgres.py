@@ -64,13 +64,16 @@ class Wal(Sampler):
         out = {"lsn_bytes": int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").fetchone()[0])}
         if self.has_stat_wal:
             conn.execute("SELECT pg_stat_clear_snapshot()")
-            records, fpi = conn.execute("SELECT wal_records, wal_fpi FROM pg_stat_wal").fetchone()
-            out.update(records=int(records), fpi=int(fpi))
+            # wal_records, wal_fpi and wal_buffers_full exist from 14 through 18 (18 moved the
+            # write and sync timings to pg_stat_io), so these columns read alike on every major
+            records, fpi, full = conn.execute("SELECT wal_records, wal_fpi, wal_buffers_full FROM pg_stat_wal").fetchone()
+            out.update(records=int(records), fpi=int(fpi), buffers_full=int(full))
         return out
 
     def summarize(self, before, after, rows, elapsed_s):
         delta = numeric_delta(before, after)
-        return {"bytes": delta.get("lsn_bytes"), "records": delta.get("records"), "fpi": delta.get("fpi")}
+        return {"bytes": delta.get("lsn_bytes"), "records": delta.get("records"), "fpi": delta.get("fpi"),
+                "buffers_full": delta.get("buffers_full")}
 
 
 class MultiXact(Sampler):
@@ -117,3 +120,85 @@ class MultiXact(Sampler):
             out["disk_bytes_after"] = after["disk_bytes"]
             out["disk_bytes_growth"] = delta.get("disk_bytes")
         return out
+
+
+class TableStats(Sampler):
+    """Table and index activity of user tables (all, or those named in `tables`), as deltas.
+
+    idx_tup_read against idx_tup_fetch shows index entries walked per row returned: when dead
+    versions cannot be cleaned up, scans read ever more entries for the same rows.
+    """
+
+    name = "table_stats"
+    kind = "snapshot"
+    options = ("tables",)
+    description = "pg_stat_user_tables and pg_stat_user_indexes deltas (rows, HOT updates, index entries read)"
+    TABLES = ("SELECT coalesce(sum(seq_scan), 0), coalesce(sum(seq_tup_read), 0), coalesce(sum(n_tup_ins), 0), "
+              "coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0), coalesce(sum(n_tup_del), 0), "
+              "coalesce(sum(n_dead_tup), 0), coalesce(sum(n_live_tup), 0), "
+              "coalesce(sum(autovacuum_count + vacuum_count), 0) FROM pg_stat_user_tables {where}")
+    INDEXES = ("SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_read), 0), coalesce(sum(idx_tup_fetch), 0) "
+               "FROM pg_stat_user_indexes {where}")
+    TABLE_KEYS = ("seq_scan", "seq_tup_read", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
+                  "n_dead_tup", "n_live_tup", "vacuums")
+    INDEX_KEYS = ("idx_scan", "idx_tup_read", "idx_tup_fetch")
+
+    def read(self, conn):
+        tables = self.spec.option("tables")
+        where, args = ("WHERE relname = ANY(%s)", (list(tables),)) if tables else ("", None)
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute(self.TABLES.format(where=where), args).fetchone()
+        out = {k: int(v) for k, v in zip(self.TABLE_KEYS, row)}
+        row = conn.execute(self.INDEXES.format(where=where), args).fetchone()
+        out.update({k: int(v) for k, v in zip(self.INDEX_KEYS, row)})
+        return out
+
+    def summarize(self, before, after, rows, elapsed_s):
+        delta = numeric_delta(before, after)
+        # dead and live tuples are states, not counters: report where they ended
+        delta["n_dead_tup"] = after["n_dead_tup"]
+        delta["n_live_tup"] = after["n_live_tup"]
+        fetched = delta.get("idx_tup_fetch") or 0
+        delta["index_entries_per_fetch"] = round(delta["idx_tup_read"] / fetched, 2) if fetched else None
+        return delta
+
+
+class Io(Sampler):
+    """pg_stat_io (PostgreSQL 16 and later) summed over backend types: reads, writes, extends, hits, fsyncs."""
+
+    name = "io"
+    kind = "snapshot"
+    description = "pg_stat_io deltas (16+): reads, writes, extends, hits, evictions, fsyncs; absent before 16"
+    QUERY = ("SELECT coalesce(sum(reads), 0), coalesce(sum(writes), 0), coalesce(sum(extends), 0), "
+             "coalesce(sum(hits), 0), coalesce(sum(evictions), 0), coalesce(sum(fsyncs), 0) FROM pg_stat_io")
+    KEYS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
+
+    def read(self, conn):
+        if self.version_num < 160000:
+            return {"unavailable": 1}
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        return {k: int(v) for k, v in zip(self.KEYS, conn.execute(self.QUERY).fetchone())}
+
+    def summarize(self, before, after, rows, elapsed_s):
+        if "unavailable" in after:
+            return {"note": "pg_stat_io exists from PostgreSQL 16"}
+        return numeric_delta(before, after)
+
+
+class Checkpointer(Sampler):
+    """Checkpoints and buffers they wrote: pg_stat_checkpointer from 17, pg_stat_bgwriter before."""
+
+    name = "checkpointer"
+    kind = "snapshot"
+    description = "checkpoints (timed, requested) and buffers written by them; pg_stat_checkpointer (17+) or pg_stat_bgwriter"
+    NEW = "SELECT num_timed, num_requested, buffers_written FROM pg_stat_checkpointer"
+    OLD = "SELECT checkpoints_timed, checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter"
+
+    def read(self, conn):
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        query = self.NEW if self.version_num >= 170000 else self.OLD
+        timed, requested, written = conn.execute(query).fetchone()
+        return {"timed": int(timed), "requested": int(requested), "buffers_written": int(written)}
+
+    def summarize(self, before, after, rows, elapsed_s):
+        return numeric_delta(before, after)

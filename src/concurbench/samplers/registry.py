@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from .base import Sampler
-from .postgres import DatabaseCounters, MultiXact, Wal, WaitEvents
+from .postgres import Checkpointer, DatabaseCounters, Io, MultiXact, TableStats, Wal, WaitEvents
 
 SAMPLERS: dict[str, type[Sampler]] = {
-    cls.name: cls for cls in (WaitEvents, DatabaseCounters, Wal, MultiXact)
+    cls.name: cls for cls in (WaitEvents, DatabaseCounters, Wal, MultiXact, TableStats, Io, Checkpointer)
 }
 
 

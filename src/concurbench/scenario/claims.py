@@ -88,7 +88,7 @@ def _ref(text: str) -> Ref:
 class Verdict:
     claim: Claim
     server: str | None
-    passed: bool
+    passed: bool | None  # None: not evaluated, because a variant it names was not run
     left: float | None
     right: float | None
     error: str = ""
@@ -98,8 +98,11 @@ class Verdict:
                 "passed": self.passed, "left": self.left, "right": self.right, "error": self.error}
 
 
-def evaluate(claims: list[Claim], results: list[dict]) -> list[Verdict]:
-    """Evaluate every claim against the results of each server in the run."""
+def evaluate(claims: list[Claim], results: list[dict], skipped: set[str] | frozenset = frozenset()) -> list[Verdict]:
+    """Evaluate every claim against the results of each server in the run.
+
+    Claims naming a variant in `skipped` (left out with --variant) are reported as not evaluated.
+    """
     servers: list = []
     for r in results:
         if r.get("server") not in servers:
@@ -108,7 +111,12 @@ def evaluate(claims: list[Claim], results: list[dict]) -> list[Verdict]:
     for server in servers or [None]:
         mine = [r for r in results if r.get("server") == server]
         for claim in claims:
-            verdicts.append(_one(claim, mine, server))
+            left_out = [r.variant for r in claim.refs() if r.variant in skipped]
+            if left_out:
+                verdicts.append(Verdict(claim, server, None, None, None,
+                                        f"not evaluated: {', '.join(sorted(set(left_out)))} was not run"))
+            else:
+                verdicts.append(_one(claim, mine, server))
     return verdicts
 
 

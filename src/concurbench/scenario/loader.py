@@ -15,6 +15,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..errors import ConfigError
 from ..engines.postgres import PROTOCOLS
+from ..observers.log_drain import parse_rate
 from ..workload.distributions import parse_distribution
 from .claims import parse_claim
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
@@ -26,9 +27,9 @@ TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "param
 VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
                 "sweep", "samplers", "server", "probes"]
 PROBE_KEYS = ["name", "sql", "when"]
-POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol"]
-BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after"]
-BACKGROUND_KINDS = ["hold_transaction"]
+POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol", "init"]
+BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate"]
+BACKGROUND_KINDS = ["hold_transaction", "log_drain"]
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
 PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note"]
 ENGINES = ["postgres"]
@@ -408,8 +409,19 @@ class _Builder:
                 transactions=self.check.integer(pnode, "transactions", path, minimum=1, default=None),
                 max_tries=self.check.integer(pnode, "max_tries", path, minimum=1, default=1),
                 think=self.check.duration(pnode, "think", path, default=0.0),
-                protocol=self._choice(pnode, "protocol", path, PROTOCOLS, "prepared")))
+                protocol=self._choice(pnode, "protocol", path, PROTOCOLS, "prepared"),
+                init=self._texts(pnode, "init", join(path, "init"))))
         return tuple(pools)
+
+    def _texts(self, node, key, path) -> tuple[str, ...]:
+        value = node.get(key)
+        if value is None:
+            return ()
+        value = [value] if isinstance(value, str) else value
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            self.check.add(node, key, path, "must be SQL text or a list of SQL texts")
+            return ()
+        return tuple(value)
 
     def _choice(self, node, key, path, choices, default):
         value = self.check.string(node, key, path, default=default) or default
@@ -490,10 +502,24 @@ class _Builder:
             if not isinstance(sql, list) or not all(isinstance(s, str) for s in sql):
                 self.check.add(item, "sql", join(sub, "sql"), "must be SQL text or a list of SQL texts")
                 sql = []
+            rate = None
+            if kind == "log_drain":
+                for key in ("isolation", "sql", "release_after", "release_when"):
+                    if key in item:
+                        self.check.add(item, key, join(sub, key), "does not apply to kind log_drain", of_key=True)
+                try:
+                    rate = parse_rate(item["rate"]) if "rate" in item else None
+                except ValueError as exc:
+                    self.check.add(item, "rate", join(sub, "rate"), str(exc))
+                if "rate" not in item:
+                    self.check.add(value, i, join(sub, "rate"), "a log_drain needs a 'rate', such as 32kB/s")
+            elif "rate" in item:
+                self.check.add(item, "rate", join(sub, "rate"), "applies only to kind log_drain", of_key=True)
             out.append(Background(
                 name=self.check.string(item, "name", sub, default=f"{kind}{i + 1}") or kind, kind=kind,
                 isolation=isolation, sql=tuple(sql),
-                release_after=self.check.duration(item, "release_after", sub, default=None)))
+                release_after=self.check.duration(item, "release_after", sub, default=None),
+                release_when=self.check.string(item, "release_when", sub, default=None), rate=rate))
         return tuple(out)
 
     def _baselines(self, doc, variants) -> tuple:

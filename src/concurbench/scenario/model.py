@@ -38,6 +38,7 @@ class Pool:
     max_tries: int = 1
     think: float = 0.0  # seconds between transactions
     protocol: str = "prepared"  # prepared | extended | simple, as pgbench -M
+    init: tuple[str, ...] = ()  # SQL run once by each session right after it connects (SET ...)
 
     def clients_at(self, point: int | None) -> int:
         if self.clients is not None:
@@ -56,10 +57,12 @@ class Background:
     """A session kept beside the pools, e.g. an idle transaction holding a snapshot."""
 
     name: str
-    kind: str  # "hold_transaction"
+    kind: str  # "hold_transaction" or "log_drain"
     isolation: str
     sql: tuple[str, ...]
     release_after: float | None = None  # seconds into the measurement; None: held to the end
+    rate: float | None = None  # log_drain: bytes per second the drain reads from the server's log FIFO
+    release_when: str | None = None  # or: SQL polled on another connection; commit once it returns true
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,8 @@ class Checker:
 
     def known_keys(self, node: dict, path: str, allowed: set[str] | list[str], required: tuple = ()) -> None:
         for key in node:
+            if str(key).startswith("x-"):  # extension keys hold YAML anchors to reuse, as in compose files
+                continue
             if key not in allowed:
                 self.add(node, key, join(path, key), f"unknown key '{key}'{suggest(key, allowed)}", of_key=True)
         for key in required:

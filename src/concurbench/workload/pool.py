@@ -118,11 +118,17 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
         session.begin(clock(), window)
         settle(session)
     busy = (RUNNING, ROLLING_BACK)
+    parent = os.getppid()
+    next_parent_check = clock()
     try:
         while remaining:
             now = clock()
             if now >= window[2]:
                 return
+            if now >= next_parent_check:  # a killed harness must not leave its workers behind
+                if os.getppid() != parent:
+                    return
+                next_parent_check = now + 200_000_000
             timeout = 0.05 if not sleeping else max(0.0, min(0.05, (sleeping[0][0] - now) / 1e9))
             for fd, _event in poller.poll(timeout):
                 session = by_fd.get(fd)

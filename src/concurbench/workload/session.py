@@ -73,6 +73,8 @@ class Session:
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
         self.conn = pg.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
+        for sql in self.pool.init:
+            self.conn.execute(sql.encode())
         self.runner = pg.StatementRunner(self.conn, self.statements, [n for n, _ in self.pool.params],
                                          self.pool.protocol)
         self.fd = self.runner.fileno()

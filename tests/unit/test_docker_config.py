@@ -1,0 +1,305 @@
+"""The docker target without an engine: container configurations, passwords, readiness, messages."""
+
+from __future__ import annotations
+
+import string
+import sys
+import types
+
+import pytest
+from docker.errors import APIError, ImageNotFound
+
+from concurbench.errors import ConfigError, ProvisionError
+from concurbench.provisioners import docker as target
+from concurbench.provisioners.registry import TargetOptions, make_provisioner
+
+LABELS = target.container_labels("run1", "postgres", "srv1")
+
+
+def pg_config(**kwargs):
+    args = dict(image="postgres:16", name="c1", settings={"max_connections": 300, "shared_buffers": "256MB"},
+                password="Secret-123", port=55432, labels=LABELS)
+    return target.postgres_container_config(**{**args, **kwargs})
+
+
+def mssql_config(**kwargs):
+    args = dict(image="mcr.microsoft.com/mssql/server:2022-latest", name="c2", settings={},
+                password="Pw-1234567890abcd", port=51433, labels=target.container_labels("run1", "mssql", "srv2"))
+    return target.mssql_container_config(**{**args, **kwargs})
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------------
+def test_settings_become_dash_c_arguments_in_order():
+    assert target.postgres_args({"max_connections": 300, "fsync": False, "shared_buffers": "256MB"}) == [
+        "postgres", "-c", "max_connections=300", "-c", "fsync=off", "-c", "shared_buffers=256MB"]
+
+
+def test_published_port_on_loopback_by_default():
+    config = pg_config()
+    assert config["ports"] == {"5432/tcp": ("127.0.0.1", 55432)}
+    assert "network_mode" not in config
+    assert config["command"] == ["postgres", "-c", "max_connections=300", "-c", "shared_buffers=256MB"]
+    assert config["environment"]["POSTGRES_PASSWORD"] == "Secret-123"
+    assert config["detach"] is True and config["image"] == "postgres:16" and config["name"] == "c1"
+
+
+def test_host_network_listens_on_loopback_at_the_chosen_port_after_the_scenario_settings():
+    config = pg_config(host_network=True, settings={"port": 1, "work_mem": "4MB"})
+    assert config["network_mode"] == "host" and "ports" not in config
+    assert config["command"][-4:] == ["-c", "port=55432", "-c", "listen_addresses=127.0.0.1"]
+    assert config["command"].index("work_mem=4MB") < config["command"].index("port=55432")
+
+
+def test_labels_on_the_container_and_its_data_volume():
+    config = pg_config(data_dir="/var/lib/postgresql/18/docker")
+    assert config["labels"]["concurbench.run_id"] == "run1"
+    assert config["labels"]["concurbench.kind"] == "postgres"
+    mount = config["mounts"][0]
+    assert mount["Target"] == "/var/lib/postgresql/18/docker" and mount["Type"] == "volume"
+    assert mount["VolumeOptions"]["Labels"]["concurbench.run_id"] == "run1"
+    assert config["environment"]["PGDATA"] == "/var/lib/postgresql/18/docker"
+
+
+def test_labels_carry_owner_host_and_keep():
+    labels = target.container_labels("r", "mssql", "s", keep=True, owner_pid=42, host="box")
+    assert labels == {"concurbench.run_id": "r", "concurbench.kind": "mssql", "concurbench.server": "s",
+                      "concurbench.keep": "1", "concurbench.owner_pid": "42", "concurbench.host": "box"}
+
+
+def test_images_from_version_or_option():
+    assert target.postgres_image(TargetOptions(target="docker")) == "postgres:18"
+    assert target.postgres_image(TargetOptions(target="docker", server_version="16")) == "postgres:16"
+    assert target.postgres_image(TargetOptions(target="docker", server_version="16", image="my/pg:x")) == "my/pg:x"
+
+
+# -- SQL Server ---------------------------------------------------------------------------------------
+def test_mssql_environment_and_defaults():
+    config = mssql_config()
+    env = config["environment"]
+    assert env == {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": "Pw-1234567890abcd", "MSSQL_PID": "Developer"}
+    assert config["mem_limit"] == "4g"
+    assert config["ports"] == {"1433/tcp": ("127.0.0.1", 51433)}
+    assert "command" not in config  # the image's own
+    assert config["mounts"][0]["Target"] == "/var/opt/mssql"
+    assert config["labels"]["concurbench.kind"] == "mssql"
+
+
+def test_mssql_trace_flags_memory_edition_and_host_network():
+    config = mssql_config(settings={"trace_flags": "1222, -T3604", "memory_limit": "2g", "pid": "Express",
+                                    "collation": "Latin1_General_100_BIN2"}, host_network=True)
+    assert config["command"] == ["/opt/mssql/bin/sqlservr", "-T1222", "-T3604"]
+    assert config["mem_limit"] == "2g"
+    env = config["environment"]
+    assert env["MSSQL_PID"] == "Express" and env["MSSQL_COLLATION"] == "Latin1_General_100_BIN2"
+    assert env["MSSQL_TCP_PORT"] == "51433" and env["MSSQL_IP_ADDRESS"] == "127.0.0.1"
+    assert config["network_mode"] == "host" and "ports" not in config
+
+
+@pytest.mark.parametrize("value, flags", [([1222, 3604], ["-T1222", "-T3604"]), ("1222,3604", ["-T1222", "-T3604"]),
+                                          ("T1117", ["-T1117"]), (None, []), ("", [])])
+def test_trace_flags_forms(value, flags):
+    assert target.trace_flags(value) == flags
+
+
+def test_trace_flag_that_is_not_a_number():
+    with pytest.raises(ConfigError, match="trace flag 'deadlocks'"):
+        target.trace_flags(["deadlocks"])
+
+
+def test_mssql_images_by_year():
+    assert target.mssql_image(TargetOptions(target="docker")) == "mcr.microsoft.com/mssql/server:2022-latest"
+    assert target.mssql_image(TargetOptions(target="docker", server_version="2019")).endswith(":2019-latest")
+    assert target.mssql_image(TargetOptions(target="docker", server_version="2025")).endswith(":2025-latest")
+    with pytest.raises(ConfigError, match="2017 is not one of 2019, 2022, 2025"):
+        target.mssql_image(TargetOptions(target="docker", server_version="2017"))
+
+
+def test_mssql_container_settings_are_not_left_for_the_engine():
+    server = target.DockerServer("mssql", "img:1", {"memory_limit": "4g", "trace_flags": [1222],
+                                                   "max degree of parallelism": 1})
+    assert server.server_settings == {"max degree of parallelism": 1}
+
+
+# -- passwords ------------------------------------------------------------------------------------------
+def test_generated_passwords_are_strong_and_need_no_quoting():
+    seen = set()
+    for _ in range(300):
+        password = target.generate_password()
+        assert len(password) >= 16
+        assert any(c in string.ascii_uppercase for c in password)
+        assert any(c in string.ascii_lowercase for c in password)
+        assert any(c in string.digits for c in password)
+        assert any(c in target.PASSWORD_SYMBOLS for c in password)
+        assert not set(password) & set(";{}'\"\\$ `&|<>")
+        seen.add(password)
+    assert len(seen) == 300
+
+
+@pytest.mark.parametrize("engine", ["postgres", "mssql"])
+def test_password_is_in_conninfo_only(engine):
+    server = target.DockerServer(engine, "img:1", {"work_mem": "4MB"}, run_id="r1")
+    server.port = 50001
+    server._odbc_driver = "ODBC Driver 18 for SQL Server"
+    password = server._password
+    connection = server.connection()
+    assert password in connection.conninfo
+    assert password not in connection.safe and password not in str(connection.extra)
+    assert password not in str(server.describe()) and password not in server.connect_hint()
+    assert password not in repr(server.labels)
+    assert "printenv" in server.connect_hint() and "docker rm -f -v" in server.connect_hint()
+    assert server.describe()["container"].startswith("concurbench-r1-")
+
+
+# -- the target in the registry ---------------------------------------------------------------------------
+def test_factory_through_the_registry():
+    server = make_provisioner("postgres", {"work_mem": "4MB"}, TargetOptions(
+        target="docker", server_version="16", host_network=True, keep=True, run_id="abc"))
+    assert isinstance(server, target.DockerServer)
+    assert server.image == "postgres:16" and server.host_network and server.keep
+    assert server.labels["concurbench.run_id"] == "abc" and server.labels["concurbench.keep"] == "1"
+    assert server.ready_timeout == 60
+    mssql = make_provisioner("mssql", {}, TargetOptions(target="docker", extra={"ready_timeout": 5}))
+    assert mssql.image.endswith("server:2022-latest") and mssql.ready_timeout == 5
+    assert target.DockerServer("mssql", "x:1").ready_timeout == 180
+
+
+def test_factory_refuses_other_engines():
+    with pytest.raises(ConfigError, match="postgres or mssql"):
+        make_provisioner("mysql", {}, TargetOptions(target="docker"))
+
+
+# -- readiness, with an injected clock ------------------------------------------------------------------
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+def test_ready_after_a_few_failures():
+    clock, calls = FakeClock(), []
+
+    def probe(left):
+        calls.append(left)
+        if len(calls) < 4:
+            raise ConnectionRefusedError("not yet")
+        return "up"
+
+    assert target.wait_until_ready(probe, timeout=10, clock=clock, sleep=clock.sleep, interval=0.5) == "up"
+    assert len(calls) == 4 and clock.sleeps == [0.5] * 3
+    assert calls[0] == 10
+
+
+def test_timeout_keeps_the_last_error():
+    clock = FakeClock()
+
+    def probe(left):
+        raise OSError(f"refused at {clock.now:g}")
+
+    with pytest.raises(TimeoutError) as info:
+        target.wait_until_ready(probe, timeout=3, clock=clock, sleep=clock.sleep, interval=1)
+    assert str(info.value.__cause__) == "refused at 3"
+
+
+def test_a_dead_container_ends_the_wait_at_once():
+    clock = FakeClock()
+
+    def check():
+        raise ProvisionError("the container stopped (exit 1)")
+
+    with pytest.raises(ProvisionError, match="exit 1"):
+        target.wait_until_ready(lambda left: None, timeout=60, check=check, clock=clock, sleep=clock.sleep)
+    assert clock.sleeps == []
+
+
+# -- no engine, no driver, no registry ---------------------------------------------------------------------
+def test_unreachable_engine_is_one_paragraph(monkeypatch, tmp_path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(ProvisionError) as info:
+        target.DockerServer("postgres", "postgres:18").start()
+    message = info.value.message
+    assert "dockerd running" in message and "/var/run/docker.sock" in message and "\n" not in message
+    status = target.engine_status()
+    assert status["reachable"] is False and status["version"] is None and status["images"] == []
+    assert "dockerd" in status["error"]
+
+
+def test_mssql_without_pyodbc_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pyodbc", None)
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with pytest.raises(ProvisionError, match="pip install pyodbc"):
+        target.DockerServer("mssql", "mcr.microsoft.com/mssql/server:2022-latest").start()
+
+
+def test_mssql_driver_choice(monkeypatch):
+    fake = types.ModuleType("pyodbc")
+    fake.drivers = lambda: ["PostgreSQL Unicode"]
+    monkeypatch.setitem(sys.modules, "pyodbc", fake)
+    with pytest.raises(ProvisionError, match="no SQL Server ODBC driver.*PostgreSQL Unicode"):
+        target.mssql_odbc_driver()
+    fake.drivers = lambda: ["ODBC Driver 18 for SQL Server", "ODBC Driver 17 for SQL Server"]
+    assert target.mssql_odbc_driver() == "ODBC Driver 18 for SQL Server"
+
+
+class FakeImages:
+    def __init__(self, present: bool):
+        self.present = present
+
+    def get(self, name):
+        if not self.present:
+            raise ImageNotFound(f"No such image: {name}")
+        return types.SimpleNamespace(id="sha256:abc", tags=[name])
+
+
+class FakeApi:
+    def __init__(self, lines, images):
+        self.lines, self.images, self.pulled = lines, images, []
+
+    def pull(self, repository, tag, stream, decode):
+        self.pulled.append((repository, tag))
+        for line in self.lines:
+            yield line
+        self.images.present = True
+
+
+def fake_client(lines):
+    images = FakeImages(False)
+    return types.SimpleNamespace(images=images, api=FakeApi(lines, images))
+
+
+def test_pull_reports_each_layer_status_once():
+    client = fake_client([{"status": "Pulling from library/postgres", "id": "16"},
+                          {"status": "Downloading", "id": "a1", "progress": "[=>  ] 1MB"},
+                          {"status": "Downloading", "id": "a1", "progress": "[==> ] 2MB"},
+                          {"status": "Pull complete", "id": "a1"}])
+    events = []
+    image = target.ensure_image(client, "postgres:16", events.append)
+    assert image.id == "sha256:abc" and client.api.pulled == [("postgres", "16")]
+    assert [(e.get("layer"), e["status"]) for e in events] == [
+        (None, "pulling"), ("16", "Pulling from library/postgres"), ("a1", "Downloading"), ("a1", "Pull complete")]
+
+
+def test_failed_pull_names_the_image_and_how_to_bring_it():
+    client = fake_client([{"error": "Get \"https://registry-1.docker.io/v2/\": dial tcp: no such host"}])
+    with pytest.raises(ProvisionError) as info:
+        target.ensure_image(client, "postgres:16")
+    message = info.value.message
+    assert "cannot pull the image postgres:16" in message and "no such host" in message
+    assert "docker load" in message and "docker pull postgres:16" in message and "--image" in message
+
+
+def test_pull_refused_by_the_engine():
+    client = fake_client([])
+
+    def refuse(*args, **kwargs):
+        raise APIError("500 Server Error", explanation="pull access denied for nope/nope")
+
+    client.api.pull = refuse
+    with pytest.raises(ProvisionError, match="cannot pull the image nope/nope:1: pull access denied"):
+        target.ensure_image(client, "nope/nope:1")
