@@ -51,7 +51,7 @@ def test_password_from_env_is_used_and_stored_nowhere(bench_role, tmp_path):
     for path in files:
         assert PASSWORD not in path.read_text(errors="replace"), path
     assert PASSWORD not in result.stdout + result.stderr
-    assert f"postgresql://bench@127.0.0.1" in (run_dir / "manifest.json").read_text()
+    assert "postgresql://bench@127.0.0.1" in (run_dir / "manifest.json").read_text()
 
 
 def test_wrong_password_fails_cleanly_without_echoing_it(bench_role, tmp_path):

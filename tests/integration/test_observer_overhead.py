@@ -8,6 +8,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 
 def leftovers() -> set[str]:
-    """Drain processes, FIFO directories and concurbench servers now present (pids and paths)."""
+    """Log drain processes and FIFO directories present now."""
     found = {str(p) for p in glob.glob(os.path.join(tempfile.gettempdir(), DIR_PREFIX + "*"))}
     for proc in psutil.process_iter(["name", "cmdline"]):
         try:
@@ -39,20 +40,17 @@ def leftovers() -> set[str]:
     return found
 
 
-def servers_of(run_dir: Path) -> set[int]:
-    """Postmaster pids the run recorded, if any is still alive."""
+def server_ports_open(run_dir: Path) -> list[int]:
+    """Ports of the run's servers that still accept connections (none should, once the run is over)."""
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    alive = set()
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        try:
-            cmd = " ".join(proc.info["cmdline"] or [])
-        except psutil.Error:
-            continue
-        for server in manifest.get("servers") or []:
-            port = str(server.get("connection", "")).rsplit(":", 1)[-1].split("/")[0]
-            if proc.info["name"] == "postgres" and port and f"-p {port}" in cmd:
-                alive.add(proc.pid)
-    return alive
+    open_ports = []
+    for server in manifest.get("servers") or []:
+        port = int(str(server["connection"]).rsplit(":", 1)[-1].split("/")[0])
+        with socket.socket() as sock:
+            sock.settimeout(2)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                open_ports.append(port)
+    return open_ports
 
 
 def test_quick_run_passes_its_claims_and_leaves_no_drain_or_fifo(tmp_path):
@@ -78,7 +76,8 @@ def test_quick_run_passes_its_claims_and_leaves_no_drain_or_fifo(tmp_path):
     assert observers["slow_log"]["log_statement"] == "all"
     assert observers["baseline_again"] == observers["baseline"]
     assert observers["baseline"]["preload"] == "" and observers["baseline"]["log_statement"] == "none"
-    assert leftovers() - before == set()
+    assert observers["baseline_again"]["log_directory"] == "log"  # the log_drain's ALTER SYSTEM was undone
+    assert leftovers() - before == set() and server_ports_open(run_dir) == []
     assert time.monotonic() - started < 90
 
 
@@ -106,7 +105,7 @@ def test_ctrl_c_in_the_slow_log_variant_stops_drain_fifo_and_server(tmp_path):
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
     time.sleep(0.5)
     assert leftovers() - before == set()
-    assert servers_of(run_dir) == set()
+    assert server_ports_open(run_dir) == []
 
 
 def test_log_drain_refuses_a_server_without_the_logging_collector(server):

@@ -105,3 +105,11 @@ def test_stored_run_renders_again_and_is_listed(outcome):
     assert listing.exit_code == 0 and "hold-and-errors" in listing.output and "ok" in listing.output
     broken = runner.invoke(cli, ["report", str(run_dir / "samples")])
     assert broken.exit_code != 0
+
+
+def test_fixed_count_of_failing_transactions_ends(outcome):
+    m = by_variant(outcome, "always_fails")["pools"]["failing"]["metrics"]
+    assert m["transactions"] == 0
+    assert m["failed"] == 2 * 5
+    assert m["errors"]["other"] == 10
+    assert any(key.startswith("22012") for key in m["error_messages"])  # division_by_zero

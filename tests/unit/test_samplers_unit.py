@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
 
 from concurbench.samplers.base import Sampler, SamplerDriver, numeric_delta
 from concurbench.samplers.postgres import DatabaseCounters, MultiXact, WaitEvents, Wal

@@ -309,3 +309,14 @@ def test_cli_validate_good_file_exits_0():
     result = CliRunner().invoke(cli, ["validate", "--quick", str(REAL)])
     assert result.exit_code == 0, result.output
     assert "7 variants" in result.output
+
+
+def test_several_statements_in_one_need_the_simple_protocol(tmp_path):
+    path = tmp_path / "multi.yaml"
+    path.write_text("name: multi\nengine: postgres\nvariants:\n  v:\n    pools:\n"
+                    "      p: {clients: 1, transaction: [\"SELECT 1; SELECT 2\"]}\n"
+                    "      q: {clients: 1, protocol: simple, transaction: [\"SELECT 1; SELECT 2\"]}\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    assert [(p.line, p.path) for p in info.value.problems] == [(6, "variants.v.pools.p.transaction[0]")]
+    assert "holds 2 statements" in info.value.problems[0].message

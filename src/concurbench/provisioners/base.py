@@ -46,3 +46,22 @@ def home_dir() -> Path:
         path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "concurbench"
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def make_readable(folder: Path) -> None:
+    """Make concurbench's home and a folder of binaries usable by the unprivileged server user.
+
+    Folders become traversable, files readable, and files executable by their owner executable
+    by everyone (as root the server does not run as the files' owner).
+    """
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        for path in (home_dir(), home_dir() / "installs"):
+            if path.exists():
+                path.chmod(0o755)
+    for root, _dirs, files in os.walk(folder):
+        os.chmod(root, 0o755)
+        for name in files:
+            full = os.path.join(root, name)
+            if not os.path.islink(full):
+                mode = os.stat(full).st_mode
+                os.chmod(full, mode | 0o444 | (0o111 if mode & 0o100 else 0))

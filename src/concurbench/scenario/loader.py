@@ -15,6 +15,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..errors import ConfigError
 from ..engines.postgres import PROTOCOLS
+from ..engines.sqlsplit import split_sql
 from ..observers.log_drain import parse_rate
 from ..workload.distributions import parse_distribution
 from .claims import parse_claim
@@ -470,6 +471,10 @@ class _Builder:
             seen.add(name)
             if not sql.strip():
                 self.check.add(value, i, sub, "has no SQL")
+            elif len(split_sql(sql)) > 1 and pnode.get("protocol", "prepared") != "simple":
+                self.check.add(value, i, sub, f"holds {len(split_sql(sql))} statements, but the "
+                                              f"{pnode.get('protocol', 'prepared')} protocol sends one at a time: "
+                                              f"make each a statement of its own, or set 'protocol: simple'")
             out.append(Statement(name, sql.strip()))
         return tuple(out)
 

@@ -60,7 +60,8 @@ class Session:
         self.runner: pg.StatementRunner | None = None
         self.state = IDLE
         self.fd = -1
-        self.counted = 0
+        self.counted = 0  # successful transactions in the window
+        self.finished = 0  # successful or failed for good, in the window (for `transactions:`)
         self.wake_at = 0
         self.n_statements = len(self.names)
         self.limit = pool.transactions
@@ -102,7 +103,7 @@ class Session:
     # no call it can avoid.
     def begin(self, now: int, window) -> None:
         """Start the next transaction, or finish when the window or the transaction count says so."""
-        if now >= window[2] or (self.limit is not None and self.counted >= self.limit):
+        if now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self.state = DONE
             return
         self.params = {name: draw() for name, draw in self.drawers} if self.drawers else None
@@ -140,6 +141,7 @@ class Session:
             return
         # The transaction is complete; record it, then start the next one right here.
         if self.measure_from <= now <= window[2]:
+            self.finished += 1
             counted = self.counted = self.counted + 1
             self._txn_append(now - self.t0)
             for append, ns in zip(self._appends, timings):
@@ -149,7 +151,7 @@ class Session:
                 self.stats.retries += self.retries
             if not counted & 4095:
                 self.stats.flush()
-        if self.think or now >= window[2] or (self.limit is not None and self.counted >= self.limit):
+        if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
         drawers = self.drawers
@@ -195,6 +197,7 @@ class Session:
         """End a transaction that failed for good (after its tries)."""
         stats = self.stats
         if self.measure_from <= now <= window[2]:
+            self.finished += 1  # a failed transaction counts toward `transactions:` too, as in pgbench -t
             stats.retries += self.retries
             stats.failed += 1
             stats.errors[failure[0]] += 1
