@@ -181,7 +181,7 @@ class Runner:
                 holder.start()
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                 seed=self.scenario.seed, processes=self.processes,
-                                listeners=[driver, *holders],
+                                listeners=[*holders, driver],  # observers end first: a sampler may wait on them
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
             outcome = runner.run()

@@ -48,6 +48,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import EngineError
@@ -100,6 +101,7 @@ class LogDrain:
         self.notes: list[str] = []
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self.marker = f"concurbench log_drain marker {uuid.uuid4().hex}"
 
     # -- start ----------------------------------------------------------------
     def start(self) -> None:
@@ -126,6 +128,12 @@ class LogDrain:
                     "a log_drain needs the server on this machine"
                 raise EngineError(f"background {self.spec.name}: the server did not switch its log to {self.fifo} "
                                   f"within {self.switch_timeout:.0f} s ({why}); it logs to {self._current_logfile()}")
+            # the same path may name another file for a server elsewhere (a container): prove the way
+            self.conn.execute(f"DO $$BEGIN RAISE LOG '{self.marker}'; END$$")
+            if self._drain_says(self.switch_timeout) != "marker":
+                raise EngineError(f"background {self.spec.name}: a message the server logged did not come through "
+                                  f"{self.fifo} within {self.switch_timeout:.0f} s (a log_drain needs the server on "
+                                  f"this machine, writing to the same /tmp)")
         except Exception as exc:
             self.close()
             if isinstance(exc, EngineError):
@@ -148,14 +156,17 @@ class LogDrain:
 
     def _start_drain(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "concurbench.observers.log_drain", self.fifo, str(self.spec.rate)],
+            [sys.executable, "-m", "concurbench.observers.log_drain", self.fifo, str(self.spec.rate), self.marker],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
-        ready, _, _ = select.select([self.proc.stdout], [], [], 15.0)
-        line = self.proc.stdout.readline() if ready else ""
-        if line.strip() != "ready":
+        line = self._drain_says(15.0)
+        if line != "ready":
             raise EngineError(f"background {self.spec.name}: the log drain did not start "
                               f"({(line or self._drain_stderr()).strip() or 'no answer within 15 s'})")
+
+    def _drain_says(self, timeout: float) -> str:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return self.proc.stdout.readline().strip() if ready else ""
 
     def _drain_stderr(self) -> str:
         if self.proc is None or self.proc.poll() is None:
@@ -298,8 +309,11 @@ class _Stop(Exception):
     pass
 
 
-def _drain(fifo: str, rate: float) -> dict:
-    """Read the FIFO at most `rate` bytes a second until SIGTERM; SIGUSR1 lifts the limit."""
+def _drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
+    """Read the FIFO at most `rate` bytes a second until SIGTERM; SIGUSR1 lifts the limit.
+
+    Prints `ready` once the FIFO is open and `marker` when `marker` has come through it.
+    """
     parent = os.getppid()
     fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # does not wait for a writer
     keep = os.open(fifo, os.O_WRONLY)  # a writer of our own: no end-of-file when the server closes it
@@ -327,6 +341,7 @@ def _drain(fifo: str, rate: float) -> dict:
     chunk = int(min(65536, max(512, rate / 20)))  # about 20 reads a second when throttled
     stats = {"bytes": 0, "lines": 0, "throttled_bytes": 0, "throttled_s": 0.0}
     started = time.monotonic()
+    tail = b""
     print("ready", flush=True)
     try:
         while True:
@@ -334,6 +349,11 @@ def _drain(fifo: str, rate: float) -> dict:
             data = os.read(fd, chunk if throttled[0] else 1 << 20)
             stats["bytes"] += len(data)
             stats["lines"] += data.count(b"\n")
+            if marker:
+                if marker in tail + data:
+                    print("marker", flush=True)
+                    marker = b""
+                tail = (tail + data)[-len(marker):] if marker else b""
             if throttled[0]:
                 stats["throttled_bytes"] += len(data)
                 # a chunk "takes" len/rate seconds; time spent waiting for data counts towards it
@@ -355,10 +375,10 @@ def _drain(fifo: str, rate: float) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m concurbench.observers.log_drain FIFO BYTES_PER_SECOND", file=sys.stderr)
+    if len(args) not in (2, 3):
+        print("usage: python -m concurbench.observers.log_drain FIFO BYTES_PER_SECOND [MARKER]", file=sys.stderr)
         return 2
-    print(json.dumps(_drain(args[0], float(args[1]))), flush=True)
+    print(json.dumps(_drain(args[0], float(args[1]), args[2].encode() if len(args) == 3 else b"")), flush=True)
     return 0
 
 

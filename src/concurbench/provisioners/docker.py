@@ -463,11 +463,11 @@ class DockerServer:
                           {**extra, "driver": self._odbc_driver})
 
     def restart(self, settings: dict | None = None) -> Connection:
-        """Recreate the container with the merged settings over the same volumes (data kept)."""
+        """Recreate the container with these settings (replacing the previous ones) over the same volumes."""
         if self._client is None:
             raise ProvisionError("restart() before start()")
-        if settings:
-            self.settings.update(settings)
+        if settings is not None:
+            self.settings = dict(settings)
         old = self._client.containers.get(self.container_name)
         try:
             old.stop(timeout=30)

@@ -188,8 +188,9 @@ class LocalPostgres:
         return Connection(info, f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}")
 
     def restart(self, settings: dict[str, str] | None = None) -> Connection:
+        """Restart the server; given settings replace the previous ones (None keeps them)."""
         if settings is not None:
-            self.settings.update(settings)
+            self.settings = dict(settings)
             self._write_conf()
         self._run([self._bin("pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop"], timeout=90)
         self._pg_ctl_start()
