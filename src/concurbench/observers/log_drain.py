@@ -32,7 +32,7 @@ FIFO is unlinked and then the drain stopped. The server cannot hang on a FIFO no
 The drain runs in a session of its own (a Ctrl-C at the terminal reaches the harness, which then
 stops it) and exits by itself, removing the FIFO, when the harness dies.
 
-The drain is this module run as a program: `python -m concurbench.observers.log_drain FIFO RATE`.
+The drain is a program of its own: `python -m concurbench.cli.log_drain FIFO RATE [MARKER]`.
 """
 
 from __future__ import annotations
@@ -156,7 +156,7 @@ class LogDrain:
 
     def _start_drain(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "concurbench.observers.log_drain", self.fifo, str(self.spec.rate), self.marker],
+            [sys.executable, "-m", "concurbench.cli.log_drain", self.fifo, str(self.spec.rate), self.marker],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         line = self._drain_says(15.0)
@@ -309,7 +309,7 @@ class _Stop(Exception):
     pass
 
 
-def _drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
+def drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
     """Read the FIFO at most `rate` bytes a second until SIGTERM; SIGUSR1 lifts the limit.
 
     Prints `ready` once the FIFO is open and `marker` when `marker` has come through it.
@@ -371,16 +371,3 @@ def _drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
     stats["throttled_rate_bytes_s"] = round(stats["throttled_bytes"] / stats["throttled_s"]) \
         if stats["throttled_s"] else None
     return stats
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (2, 3):
-        print("usage: python -m concurbench.observers.log_drain FIFO BYTES_PER_SECOND [MARKER]", file=sys.stderr)
-        return 2
-    print(json.dumps(_drain(args[0], float(args[1]), args[2].encode() if len(args) == 3 else b"")), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
