@@ -113,3 +113,19 @@ def test_fixed_count_of_failing_transactions_ends(outcome):
     assert m["failed"] == 2 * 5
     assert m["errors"]["other"] == 10
     assert any(key.startswith("22012") for key in m["error_messages"])  # division_by_zero
+
+
+def test_report_writes_charts_of_a_stored_run(outcome, tmp_path):
+    import shutil
+
+    from click.testing import CliRunner
+
+    from concurbench.cli.main import cli
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(outcome[0].run_dir, run_dir)
+    result = CliRunner().invoke(cli, ["report", str(run_dir), "--format", "md", "--plots"])
+    assert result.exit_code == 0, result.output
+    charts = sorted(p.name for p in (run_dir / "plots").iterdir())
+    assert "latency-main.png" in charts and "latency-main.svg" in charts
+    assert all((run_dir / "plots" / name).stat().st_size > 1000 for name in charts)

@@ -76,10 +76,11 @@ def cli() -> None:
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
 @click.option("--check", is_flag=True, help="Exit 1 when a claim of the scenario's `expect` section fails.")
+@click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool) -> None:
+        variants: tuple[str, ...], check: bool, plots: bool) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -110,6 +111,13 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     manifest, summary = load_run(outcome.run_dir)
     if summary["results"]:
         terminal(build_report(manifest, summary), out)
+        if plots:
+            from .stored import write_and_list_plots
+
+            try:
+                write_and_list_plots(outcome.run_dir)
+            except ConcurbenchError as exc:
+                err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
     if keep:
         for p in provisioners:
             hint = getattr(p, "connect_hint", None)

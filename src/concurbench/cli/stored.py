@@ -25,7 +25,8 @@ def _load(run_dir: Path):
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["table", "md", "csv", "json"]), default="table",
               show_default=True, help="table: the terminal tables; md: Markdown; csv: summary rows; json: the summary.")
-def report(run_dir: Path, fmt: str) -> None:
+@click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under RUN_DIR/plots/.")
+def report(run_dir: Path, fmt: str, plots: bool) -> None:
     """Render a stored run again."""
     from ..report.render import markdown, terminal
     from ..report.tables import build_report
@@ -40,6 +41,16 @@ def report(run_dir: Path, fmt: str) -> None:
         click.echo((run_dir / "summary.csv").read_text(), nl=False)
     else:
         click.echo(json.dumps({"manifest": manifest, **summary}, indent=2))
+    if plots:
+        write_and_list_plots(run_dir)
+
+
+def write_and_list_plots(run_dir: Path) -> None:
+    from ..report.plots import write_plots
+    from .main import err
+
+    paths = write_plots(run_dir)
+    err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
 
 
 @click.command(name="results")

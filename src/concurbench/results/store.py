@@ -92,7 +92,8 @@ class RunWriter:
         for r in results:
             for name, rows in (r.pop("samples", None) or {}).items():
                 for row in rows:
-                    samples.setdefault(name, []).append({"variant": r["variant"], "point": r["point"], **row})
+                    samples.setdefault(name, []).append({"variant": r["variant"], "point": r["point"],
+                                                         "server": r.get("server"), **row})
         published = [p.__dict__ for p in self.scenario.source.published]
         summary = {"format_version": FORMAT_VERSION, "results": results, "published": published,
                    "claims": claims or []}
