@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from ..errors import EngineError
-from .postgres import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION
+from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION
 
 __all__ = ["CONNECTION", "DEADLOCK", "LOCK_NOT_AVAILABLE", "OTHER", "RETRYABLE", "SERIALIZATION",
            "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "installed_drivers", "connection_string",

@@ -12,13 +12,7 @@ from psycopg.types.numeric import Int8Dumper
 from ..errors import EngineError
 from .sqlsplit import split_sql
 
-# Error classes shared by every engine's classifier.
-DEADLOCK = "deadlock"
-SERIALIZATION = "serialization"
-LOCK_NOT_AVAILABLE = "lock_not_available"
-CONNECTION = "connection"
-OTHER = "other"
-RETRYABLE = {DEADLOCK, SERIALIZATION}
+from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION  # noqa: F401
 
 _SQLSTATE_CLASSES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_NOT_AVAILABLE}
 

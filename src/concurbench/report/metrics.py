@@ -6,9 +6,8 @@ Names are dotted paths: `tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `err
 
 from __future__ import annotations
 
+from ..engines.classes import ALL as ERROR_CLASSES
 from ..workload.stats import PoolStats
-
-ERROR_CLASSES = ("deadlock", "serialization", "lock_not_available", "connection", "other")
 
 
 def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:
