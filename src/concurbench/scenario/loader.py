@@ -320,18 +320,11 @@ class _Builder:
         return tuple(out)
 
     def _probes(self, node, path, default) -> tuple[Probe, ...]:
-        value = node.get("probes")
-        if value is None:
-            return default
-        if not isinstance(value, list):
-            self.check.add(node, "probes", path, f"must be a list of probes, got {describe(value)}")
+        if node.get("probes") is None:
             return default
         out = []
-        for i, item in enumerate(value):
-            sub = join(path, i)
-            if not isinstance(item, dict):
-                self.check.add(value, i, sub, f"must be a mapping with 'name' and 'sql', got {describe(item)}")
-                continue
+        for i, item, sub in self.check.mappings(node, "probes", path, what="probes",
+                                                item="a mapping with 'name' and 'sql'"):
             self.check.known_keys(item, sub, PROBE_KEYS, required=("name", "sql"))
             when = item.get("when", ["after"])
             when = [when] if isinstance(when, str) else when
@@ -479,19 +472,9 @@ class _Builder:
         return tuple(out)
 
     def _background(self, vnode, vpath) -> tuple[Background, ...]:
-        value = vnode.get("background")
         path = join(vpath, "background")
-        if value is None:
-            return ()
-        if not isinstance(value, list):
-            self.check.add(vnode, "background", path, f"must be a list of sessions, got {describe(value)}")
-            return ()
         out = []
-        for i, item in enumerate(value):
-            sub = join(path, i)
-            if not isinstance(item, dict):
-                self.check.add(value, i, sub, f"must be a mapping, got {describe(item)}")
-                continue
+        for i, item, sub in self.check.mappings(vnode, "background", path, what="sessions"):
             self.check.known_keys(item, sub, BACKGROUND_KEYS, required=("kind",))
             kind = self.check.string(item, "kind", sub, default="hold_transaction") or "hold_transaction"
             if kind not in BACKGROUND_KINDS:
@@ -517,7 +500,8 @@ class _Builder:
                 except ValueError as exc:
                     self.check.add(item, "rate", join(sub, "rate"), str(exc))
                 if "rate" not in item:
-                    self.check.add(value, i, join(sub, "rate"), "a log_drain needs a 'rate', such as 32kB/s")
+                    self.check.add(vnode["background"], i, join(sub, "rate"),
+                                   "a log_drain needs a 'rate', such as 32kB/s")
             elif "rate" in item:
                 self.check.add(item, "rate", join(sub, "rate"), "applies only to kind log_drain", of_key=True)
             out.append(Background(
@@ -554,16 +538,8 @@ class _Builder:
             return Source()
         self.check.known_keys(node, "source", SOURCE_KEYS)
         published = []
-        value = node.get("published") or []
-        if not isinstance(value, list):
-            self.check.add(node, "published", "source.published", "must be a list of figures")
-            value = []
         names = [v.name for v in variants]
-        for i, item in enumerate(value):
-            sub = join("source.published", i)
-            if not isinstance(item, dict):
-                self.check.add(value, i, sub, f"must be a mapping, got {describe(item)}")
-                continue
+        for _i, item, sub in self.check.mappings(node, "published", "source.published", what="figures"):
             self.check.known_keys(item, sub, PUBLISHED_KEYS, required=("variant", "metric", "value"))
             variant = self.check.string(item, "variant", sub, default="") or ""
             if variant and variant not in names:

@@ -99,6 +99,22 @@ class Checker:
             return None
         return node
 
+    def mappings(self, parent: Any, key: str, path: str, *, what: str, item: str = "a mapping"):
+        """The mapping items of the list at parent[key] as (index, item, its path); other items are reported."""
+        value = parent.get(key) if isinstance(parent, dict) else None
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.add(parent, key, path, f"must be a list of {what}, got {describe(value)}")
+            return []
+        out = []
+        for i, entry in enumerate(value):
+            if isinstance(entry, dict):
+                out.append((i, entry, join(path, i)))
+            else:
+                self.add(value, i, join(path, i), f"must be {item}, got {describe(entry)}")
+        return out
+
     def known_keys(self, node: dict, path: str, allowed: set[str] | list[str], required: tuple = ()) -> None:
         for key in node:
             if str(key).startswith("x-"):  # extension keys hold YAML anchors to reuse, as in compose files
