@@ -15,11 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .engines import postgres as pg
+from .engines.registry import get_engine
 from .errors import ConcurbenchError, Interrupted, RunError
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .report.metrics import pool_metrics
+from .report.repeats import collapse
 from .results.store import RunWriter
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
@@ -28,7 +29,18 @@ from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
 
 Progress = Callable[[dict], None]
-BACKGROUND = {"hold_transaction": HeldTransaction, "log_drain": LogDrain}  # kind -> class(spec, conninfo)
+
+
+def make_background(spec, conninfo: str, engine):
+    """The background part of a variant by its kind (an idle transaction, a log drain, a trace)."""
+    if spec.kind == "hold_transaction":
+        return HeldTransaction(spec, conninfo, engine=engine)
+    if spec.kind == "log_drain":
+        return LogDrain(spec, conninfo)
+    from .observers.mssql import SqlTrace, XEventSession
+
+    cls = {"xevents": XEventSession, "sql_trace": SqlTrace}[spec.kind]
+    return cls(spec, conninfo)
 
 
 @dataclass
@@ -68,7 +80,7 @@ class Runner:
 
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Progress | None = None, processes: int | None = None,
-                 variants: list[str] | None = None, target: str = "embedded"):
+                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -76,9 +88,12 @@ class Runner:
         self.processes = processes
         self.only = variants
         self.target = target
+        self.repeat = max(1, repeat)
+        self.eng = get_engine(scenario.engine)
 
     def run(self) -> RunOutcome:
-        writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes)
+        writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes,
+                                  repeat=self.repeat)
         results: list[dict] = []
         status, error = "ok", None
         try:
@@ -94,57 +109,86 @@ class Runner:
         finally:
             with deferred_interrupts():
                 skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()}
-                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), results, skipped)] \
+                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), collapse(results), skipped)] \
                     if self.scenario.expect and results else []
                 run_dir = writer.finish(results, status, error, claims=verdicts)
         return RunOutcome(run_dir, status, results, error, verdicts)
 
     def _run_on(self, provisioner, variants: list[Variant], writer, results: list[dict]) -> None:
         """One server: start, set up, every variant at every point, tear down, always stop."""
-        conn = None
+        conn = config = None
         try:
             self.progress({"event": "provisioning", "target": self.target})
             connection = provisioner.start()
-            conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
-            server = pg.server_info(conn, [k for k, _ in self.scenario.settings])
+            conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
+            config = self.eng.configurator(provisioner, connection.conninfo) \
+                if hasattr(self.eng, "configurator") else None
+            current = dict(self.scenario.settings)
+            connection, conn = self._configure(config, provisioner, connection, conn, current,
+                                               dict(self.scenario.database))
+            server = self.eng.server_info(conn, [k for k, _ in self.scenario.settings])
             server.update(target=self.target, connection=connection.safe)
             writer.servers.append(server)
-            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe})
+            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe,
+                           "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
             for step in self.scenario.setup:
                 self.progress({"event": "setup", "origin": step.origin})
-                pg.run_script(conn, step.sql, step.origin)
-            current = dict(self.scenario.settings)
-            for variant in variants:
-                wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
-                if wanted != current:
-                    self.progress({"event": "restart", "settings": dict(variant.settings)})
-                    conn.close()
-                    connection = provisioner.restart(wanted)
-                    conn = pg.connect(connection.conninfo, application_name="concurbench:admin")
-                    current = wanted
-                for point in variant.sweep:
-                    result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
-                    if variant.settings:
-                        result["settings"] = pg.server_info(conn, list(dict(variant.settings)))["settings"]
-                    result["server"] = server["version_short"]
-                    results.append(result)
-                    if result["status"] == "interrupted":
-                        raise KeyboardInterrupt
+                self.eng.run_script(conn, step.sql, step.origin)
+            # repeats interleave (A B A B, not A A B B) so that drift of the machine hits every variant alike
+            for repeat in range(1, self.repeat + 1):
+                for variant in variants:
+                    wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
+                    if wanted != current:
+                        self.progress({"event": "restart", "settings": dict(variant.settings)})
+                        conn.close()
+                        connection = provisioner.restart(wanted)
+                        conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
+                        current = wanted
+                    if config is not None:
+                        connection, conn = self._configure(config, provisioner, connection, conn, current, {
+                            **dict(self.scenario.database), **dict(variant.database)})
+                    for point in variant.sweep:
+                        if self.repeat > 1:
+                            self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat})
+                        result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
+                        if variant.settings:
+                            result["settings"] = self.eng.server_info(conn, list(dict(variant.settings)))["settings"]
+                        result["server"] = server["version_short"]
+                        result["repeat"] = repeat
+                        results.append(result)
+                        if result["status"] == "interrupted":
+                            raise KeyboardInterrupt
             for step in self.scenario.teardown:
-                pg.run_script(conn, step.sql, step.origin)
+                self.eng.run_script(conn, step.sql, step.origin)
         finally:
             with deferred_interrupts():
+                if conn is not None and config is not None:
+                    try:
+                        for problem in config.restore(conn):
+                            self.progress({"event": "warning", "message": problem})
+                    except Exception as exc:  # noqa: BLE001 - the server must still be let go
+                        self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         conn.close()
                 self.progress({"event": "stopping"})
                 provisioner.stop()
 
-    @staticmethod
-    def _probe(conn, variant: Variant, when: str, into: dict) -> None:
+    def _configure(self, config, provisioner, connection, conn, server: dict, database: dict):
+        """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
+        if config is None:
+            return connection, conn
+        if config.apply(conn, server, database):
+            self.progress({"event": "restart", "settings": server})
+            conn.close()
+            connection = provisioner.restart(server)
+            conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
+        return connection, conn
+
+    def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
             if when in probe.when:
-                into.setdefault(probe.name, {})[when] = pg.query_rows(conn, probe.sql, f"probe {probe.name}")
+                into.setdefault(probe.name, {})[when] = self.eng.query_rows(conn, probe.sql, f"probe {probe.name}")
 
     def _variants_or_all(self) -> list[Variant]:
         try:
@@ -167,20 +211,21 @@ class Runner:
         self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
                        "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
         for step in variant.setup:
-            pg.run_script(conn, step.sql, step.origin)
+            self.eng.run_script(conn, step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
-        holders = [BACKGROUND[b.kind](b, conninfo) for b in variant.background]
+        holders = [make_background(b, conninfo, self.eng) for b in variant.background]
         driver = SamplerDriver(build_samplers(variant.samplers),
-                               lambda: pg.connect(conninfo, application_name="concurbench:sampler"), version_num)
-        result: dict = {"variant": variant.name, "group": variant.group, "point": point, "clients": clients}
+                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num)
+        result: dict = {"variant": variant.name, "group": variant.group, "point": point, "clients": clients,
+                        "fixed": variant.fixed_count}
         started = time.time()
         try:
             driver.open()
             for holder in holders:
                 holder.start()
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
-                                seed=self.scenario.seed, processes=self.processes,
+                                seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
                                 listeners=[*holders, driver],  # observers end first: a sampler may wait on them
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
@@ -193,7 +238,8 @@ class Runner:
         elapsed = outcome.elapsed_s
         result.update(
             status="interrupted" if outcome.interrupted else "ok", elapsed_s=round(elapsed, 4),
-            started=started, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s], messages=outcome.messages,
+            started=started, warmup_s=variant.warmup, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=outcome.messages,
             pools={p.name: {"measure": p.measure, "clients": p.clients,
                             "metrics": pool_metrics(outcome.pools[p.name], elapsed),
                             "stats": outcome.pools[p.name].to_dict()} for p in pools},
@@ -201,7 +247,7 @@ class Runner:
             samples=driver.rows, background=[h.describe() for h in holders], probes=probes)
         self._probe(conn, variant, "after", probes)
         for step in variant.teardown:
-            pg.run_script(conn, step.sql, step.origin)
+            self.eng.run_script(conn, step.sql, step.origin)
         self._probe(conn, variant, "final", probes)
         self.progress({"event": "variant_done", "result": result})
         return result

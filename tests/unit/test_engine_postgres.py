@@ -6,7 +6,8 @@ import psycopg
 import psycopg.errors
 import pytest
 
-from concurbench.engines.postgres import (CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE,
+from concurbench.engines.classes import RETRYABLE
+from concurbench.engines.postgres import (CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER,
                                           SERIALIZATION, _inline, _text, classify, classify_sqlstate, error_key,
                                           positional)
 

@@ -77,10 +77,12 @@ def cli() -> None:
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
 @click.option("--check", is_flag=True, help="Exit 1 when a claim of the scenario's `expect` section fails.")
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run every variant N times, interleaved (A B A B); reports give means with 95% intervals.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, plots: bool) -> None:
+        variants: tuple[str, ...], check: bool, plots: bool, repeat: int) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -104,7 +106,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target).run()
+                         variants=list(variants) or None, target=target, repeat=repeat).run()
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
@@ -200,6 +202,10 @@ from .stored import report as report_command, results as results_command  # noqa
 
 cli.add_command(report_command)
 cli.add_command(results_command)
+
+from .compare import compare  # noqa: E402
+
+cli.add_command(compare)
 
 
 def main() -> None:

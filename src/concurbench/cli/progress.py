@@ -14,19 +14,21 @@ class Progress:
         self.status = None
         self._last_plain = 0.0
         self.label = ""
+        self.repeat = ""
 
     def __call__(self, event: dict) -> None:
         kind = event["event"]
         if kind == "provisioning":
             self._line(f"starting the {event['target']} server")
         elif kind == "server":
-            self._line(f"server PostgreSQL {event['version']} at {event['connection']}")
+            self._line(f"server {event.get('engine', 'PostgreSQL')} {event['version']} at {event['connection']}")
         elif kind == "setup":
             self._line(f"setup: {event['origin']}")
         elif kind == "variant":
             clients = ", ".join(f"{p}={n}" for p, n in event["clients"].items())
             what = "transactions per client" if event["fixed"] else f"{event['duration']:g} s"
-            self.label = f"{event['variant']}" + (f" @ {event['point']}" if event["point"] is not None else "")
+            self.label = f"{event['variant']}" + (f" @ {event['point']}" if event["point"] is not None else "") \
+                + self.repeat
             self._line(f"variant {self.label}: clients {clients}; warm-up {event['warmup']:g} s, {what}")
         elif kind == "tick":
             phase = event["phase"]
@@ -46,6 +48,8 @@ class Progress:
                 tps = m["tps"] if m["tps"] is not None else 0
                 parts.append(f"{pool} {tps:,.0f} tps")
             self._line(f"  done {self.label} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
+        elif kind == "repeat":
+            self.repeat = f" (repeat {event['repeat']}/{event['of']})"
         elif kind == "pull":
             layer = f" {event['layer']}" if event.get("layer") else ""
             text = f"  pulling {event['image']}{layer}: {event.get('status') or ''}"
@@ -56,6 +60,8 @@ class Progress:
         elif kind == "restart":
             settings = ", ".join(f"{k}={v}" for k, v in event["settings"].items()) or "the scenario's own"
             self._line(f"restarting the server with settings: {settings}")
+        elif kind == "warning":
+            self._line(f"warning: {event['message']}")
         elif kind == "stopping":
             self._line("stopping the server")
 

@@ -1,4 +1,4 @@
-"""Error classes shared by every engine's classifier (and by reports and claims)."""
+"""What every engine shares: error classes (used by reports and claims too), and values made JSON-ready."""
 
 DEADLOCK = "deadlock"
 SERIALIZATION = "serialization"
@@ -7,3 +7,14 @@ CONNECTION = "connection"
 OTHER = "other"
 RETRYABLE = frozenset({DEADLOCK, SERIALIZATION})
 ALL = (DEADLOCK, SERIALIZATION, LOCK_NOT_AVAILABLE, CONNECTION, OTHER)
+
+
+def plain(value):
+    """A value read from a server as JSON keeps it: numbers stay numbers (decimals become floats), the rest text."""
+    import decimal
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return str(value)

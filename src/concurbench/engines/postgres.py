@@ -12,7 +12,7 @@ from psycopg.types.numeric import Int8Dumper
 from ..errors import EngineError
 from .sqlsplit import split_sql
 
-from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION  # noqa: F401
+from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, SERIALIZATION, plain
 
 _SQLSTATE_CLASSES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_NOT_AVAILABLE}
 
@@ -80,19 +80,9 @@ def query_rows(conn: psycopg.Connection, sql: str, what: str) -> list[dict]:
         if cur.description is None:
             return []
         names = [d.name for d in cur.description]
-        return [{n: _plain(v) for n, v in zip(names, row)} for row in cur.fetchall()]
+        return [{n: plain(v) for n, v in zip(names, row)} for row in cur.fetchall()]
     except psycopg.Error as exc:
         raise EngineError(f"{what} failed: {first_line(exc)}", exc) from exc
-
-
-def _plain(value):
-    import decimal
-
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, decimal.Decimal):
-        return float(value)
-    return str(value)
 
 
 def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
@@ -107,6 +97,33 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
 
 
 SUCCESS = (None, None)
+BEGIN, COMMIT = "BEGIN", "COMMIT"
+
+
+def init(conn: psycopg.Connection, sql: str) -> None:
+    """A pool's per-session statement (SET ..., a temp table), run once after connecting."""
+    conn.execute(sql.encode())
+
+
+def begin_isolated(conn: psycopg.Connection, isolation: str) -> None:
+    conn.execute(f"BEGIN ISOLATION LEVEL {isolation.upper()}")
+
+
+def execute(conn: psycopg.Connection, sql: str) -> None:
+    conn.execute(sql.encode())
+
+
+def scalar(conn: psycopg.Connection, sql: str):
+    row = conn.execute(sql.encode()).fetchone()
+    return row[0] if row else None
+
+
+def session_id(conn: psycopg.Connection) -> int:
+    return conn.info.backend_pid
+
+
+def statement_runner(conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
+    return StatementRunner(conn, statements, params, protocol)
 
 _PARAM_REF = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)\b")
 PROTOCOLS = ("prepared", "extended", "simple")
@@ -234,6 +251,14 @@ class StatementRunner:
             self.pgconn.get_cancel().cancel()
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
+
+    def rollback_now(self) -> None:
+        """At the end of a run: end an open transaction, waiting for the answer."""
+        if not self.broken() and self.in_transaction():
+            self.pgconn.exec_(b"ROLLBACK")
+
+    def close(self) -> None:
+        """Nothing of its own to release: the connection is closed by its owner."""
 
 
 _OK = frozenset({pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY})

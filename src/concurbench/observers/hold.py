@@ -17,8 +17,10 @@ from ..scenario.model import Background
 
 
 class HeldTransaction:
-    def __init__(self, spec: Background, conninfo: str, *, clock: Callable[[], int] = time.perf_counter_ns):
+    def __init__(self, spec: Background, conninfo: str, *, clock: Callable[[], int] = time.perf_counter_ns,
+                 engine=pg):
         self.spec = spec
+        self.engine = engine
         self.conninfo = conninfo
         self.clock = clock
         self.conn = None
@@ -31,15 +33,17 @@ class HeldTransaction:
         self._measure_from = 0
 
     def start(self) -> None:
-        self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
-        self.pid = self.conn.info.backend_pid
+        engine = self.engine
+        self.conn = engine.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
         try:
-            self.conn.execute(f"BEGIN ISOLATION LEVEL {self.spec.isolation.upper()}")
+            self.pid = engine.session_id(self.conn)
+            engine.begin_isolated(self.conn, self.spec.isolation)
             for sql in self.spec.sql or ("SELECT 1",):
-                self.conn.execute(sql.encode())
+                engine.execute(self.conn, sql)
         except Exception as exc:
             self.close()
-            raise EngineError(f"background session {self.spec.name} failed to start: {pg.first_line(exc)}", exc) from exc
+            raise EngineError(f"background session {self.spec.name} failed to start: {engine.first_line(exc)}",
+                              exc) from exc
 
     # WindowListener ---------------------------------------------------------------
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
@@ -58,11 +62,14 @@ class HeldTransaction:
     def _poll(self, interval: float = 0.05) -> None:
         """Commit the held transaction once `release_when` (run on a connection of its own) is true."""
         try:
-            with pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}:poll") as conn:
+            conn = self.engine.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}:poll")
+            try:
                 while not self._stop_polling.wait(interval):
-                    if conn.execute(self.spec.release_when.encode()).fetchone()[0]:
+                    if self.engine.scalar(conn, self.spec.release_when):
                         self.release()
                         return
+            finally:
+                conn.close()
         except Exception:  # noqa: BLE001 - the transaction is then held to the end, as without the condition
             return
 
@@ -79,7 +86,7 @@ class HeldTransaction:
             if self.conn is None or self.released_at_s is not None:
                 return
             try:
-                self.conn.execute("COMMIT")
+                self.engine.execute(self.conn, "COMMIT")
             except Exception:  # noqa: BLE001 - close() below ends it anyway
                 pass
             self.released_at_s = (self.clock() - self._measure_from) / 1e9 if self._measure_from else 0.0
@@ -92,7 +99,7 @@ class HeldTransaction:
             if self.conn is None:
                 return
             try:
-                self.conn.execute("ROLLBACK")
+                self.engine.execute(self.conn, "ROLLBACK")
             except Exception:  # noqa: BLE001
                 pass
             try:

@@ -7,7 +7,8 @@
                                    stacked sessions by wait, top 8 waits and "other")
     wait-profile-<group>.png       share of sampled sessions by wait, one horizontal bar per variant run
 
-matplotlib is optional: it is imported when plots are asked for, with the Agg backend.
+With repeats, bars and points are means and error bars their 95% intervals; time series show the
+first repeat. matplotlib is optional: it is imported when plots are asked for, with the Agg backend.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import re
 from pathlib import Path
 
 from ..errors import ConfigError
+from .repeats import cell_stats, collapse
+from .tables import ENGINE_NAMES
 
 FIGSIZE = (8.0, 4.5)
 DPI = 150
@@ -36,7 +39,8 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
     if not formats or unknown:
         raise ConfigError(f"plot formats must be among png, svg, pdf (got {', '.join(map(str, formats)) or 'none'})")
     manifest, summary = _load(run_dir)
-    results = summary["results"]
+    results = collapse(summary["results"])  # repeats folded: means, with their intervals as error bars
+    first = [r for r in summary["results"] if r.get("repeat", 1) == 1]  # time series: the first repeat's
     plt = _pyplot()
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -50,8 +54,11 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
             runs = [r for r in results if r["group"] == group]
             figures.append((f"throughput-{_slug(group)}", _throughput(plt, ctx, group, runs)))
             figures.append((f"latency-{_slug(group)}", _latency(plt, ctx, group, runs)))
+        series_ctx = _Context(manifest, first)
         for name, rows in _samples(run_dir).items():
-            figures.extend(_timeseries(plt, ctx, name, rows))
+            rows = [row for row in rows if str(row.get("repeat") or 1) == "1"]
+            if rows:
+                figures.extend(_timeseries(plt, series_ctx, name, rows))
         for group in ctx.groups:
             figures.append((f"wait-profile-{_slug(group)}",
                             _wait_profile(plt, ctx, group, [r for r in results if r["group"] == group])))
@@ -129,7 +136,10 @@ class _Context:
         versions = [s.get("version_short") or "?" for s in servers]
         if not versions:
             versions = sorted({str(r["server"]) for r in results if r.get("server")})
-        self.server_label = "PostgreSQL " + ", ".join(versions) if versions else "server not recorded"
+        engine = ENGINE_NAMES.get(scen.get("engine") or "postgres", "")
+        self.server_label = f"{engine} " + ", ".join(versions) if versions else "server not recorded"
+        if (manifest.get("repeat") or 1) > 1:
+            self.server_label += f"; means of {manifest['repeat']} repeats, bars: 95% interval"
         self.results = results
         self.multi_server = len({r.get("server") for r in results}) > 1
         self.groups: list[str] = []
@@ -151,6 +161,11 @@ class _Context:
 
 # Charts ----------------------------------------------------------------------------------------------
 
+def _half(r: dict, pool: str, metric: str) -> float:
+    s = cell_stats(r, pool, metric)
+    return float(s["ci95"]) if s and s.get("ci95") is not None else 0.0
+
+
 def _measured(r: dict) -> list[tuple[str, dict]]:
     pools = [(p, d) for p, d in r["pools"].items() if d.get("measure")]
     return pools or [next(iter(r["pools"].items()))]
@@ -160,7 +175,7 @@ def _throughput(plt, ctx: _Context, group: str, runs: list[dict]):
     points = {r["point"] for r in runs if r["point"] is not None}
     if len(points) < 2:
         return None
-    lines: dict[str, list[tuple[float, float]]] = {}
+    lines: dict[str, list[tuple[float, float, float]]] = {}
     for r in runs:
         if r["point"] is None:
             continue
@@ -171,13 +186,15 @@ def _throughput(plt, ctx: _Context, group: str, runs: list[dict]):
             label = r["variant"] + (f" [{pool}]" if len(_measured(r)) > 1 else "")
             if ctx.multi_server:
                 label += f" ({r.get('server', '?')})"
-            lines.setdefault(label, []).append((r["point"], tps))
+            lines.setdefault(label, []).append((r["point"], tps, _half(r, pool, "tps")))
     if not lines:
         raise ConfigError(f"group {group}: a sweep but no TPS figures to plot")
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
     for label, xy in lines.items():
         xy.sort()
-        ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", label=label)
+        errors = [e for _, _, e in xy]
+        ax.errorbar([x for x, _, _ in xy], [y for _, y, _ in xy], yerr=errors if any(errors) else None,
+                    marker="o", capsize=3, label=label)
     ax.set_xlabel("clients (concurrent sessions)")
     ax.set_ylabel("throughput (transactions/s)")
     ax.set_xticks(sorted(points))
@@ -199,15 +216,17 @@ def _latency(plt, ctx: _Context, group: str, runs: list[dict]):
             if all(v is None for v in values):
                 continue
             label = ctx.run_label(r) + (f" [{pool}]" if len(pools) > 1 else "")
-            bars.append((label, [v if v is not None else math.nan for v in values]))
+            bars.append((label, [v if v is not None else math.nan for v in values],
+                         [_half(r, pool, f"latency.{key}") for key, _ in PERCENTILES]))
     if not bars:
         return None
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
     width = 0.8 / len(PERCENTILES)
     for i, (_, name) in enumerate(PERCENTILES):
         xs = [j + (i - (len(PERCENTILES) - 1) / 2) * width for j in range(len(bars))]
-        ax.bar(xs, [b[1][i] for b in bars], width, label=name)
-    finite = [v for _, vals in bars for v in vals if v == v and v > 0]
+        errors = [b[2][i] for b in bars]
+        ax.bar(xs, [b[1][i] for b in bars], width, label=name, yerr=errors if any(errors) else None, capsize=2)
+    finite = [v for _, vals, _ in bars for v in vals if v == v and v > 0]
     log = bool(finite) and max(finite) / min(finite) > 50
     if log:
         from matplotlib.ticker import FuncFormatter

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .metrics import ERROR_CLASSES, row_metrics, top_waits
+from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 
 
 @dataclass
@@ -45,6 +46,17 @@ def human_bytes(value) -> str:
     return str(value)
 
 
+def stat_cell(result: dict, pool: str, metric: str, value, digits: int = 1) -> str:
+    """The value, or `mean ± 95% half-width` when the result folds several repeats."""
+    s = cell_stats(result, pool, metric)
+    if s and s.get("ci95") is not None:
+        return f"{fmt(s['mean'], digits)} ± {fmt(float(s['ci95']), digits)}"
+    return fmt(value, digits)
+
+
+ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
+
+
 def _point_label(point, clients: dict) -> str:
     if point is not None:
         return f"{point} clients"
@@ -61,11 +73,14 @@ def build_report(manifest: dict, summary: dict) -> Report:
     lines = [
         f"Scenario: {scen['name']}{' (quick)' if scen.get('quick') else ''} — {scen.get('title', '')}",
         (f"Server: {server.get('version', 'not reached')} ({manifest.get('target')})" if len(servers) <= 1 else
-         f"Servers: PostgreSQL {versions} ({manifest.get('target')}), side by side"),
+         f"Servers: {ENGINE_NAMES.get(scen.get('engine') or 'postgres', '')} {versions} ({manifest.get('target')}), side by side"),
         f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {manifest.get('processes')} worker processes",
         f"Status: {manifest['status']}" + (f" — {manifest['error']}" if manifest.get("error") else ""),
     ]
-    results = summary["results"]
+    repeat = manifest.get("repeat") or 1
+    if repeat > 1:
+        lines.append(f"Repeats: {repeat} per variant, interleaved; figures are means, ± the 95% confidence half-width")
+    results = collapse(summary["results"])
     baselines = scen.get("baselines", {})
     tables = []
     groups: list[str] = []
@@ -92,7 +107,7 @@ def build_report(manifest: dict, summary: dict) -> Report:
         tables.append(_published(published, results, manifest))
     if summary.get("claims"):
         tables.append(_claims(summary["claims"]))
-    warnings = []
+    warnings = run_warnings(summary["results"])
     for r in results:
         for msg in r.get("messages", []) + r.get("sampler_errors", []):
             warnings.append(f"{r['variant']}: {msg}")
@@ -109,7 +124,7 @@ def _version_key(version) -> tuple:
 def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi: bool = False) -> Table:
     title = f"{group}: {point} clients" if point is not None else group
     columns = ["Variant", "Pool", "Clients", "TPS", "vs base", "p50 ms", "p95 ms", "p99 ms",
-               "Errors", "Top waits", "WAL B/txn", "MultiXacts"]
+               "Errors", "Top waits", "WAL B/txn", "MultiXacts", "Client CPU"]
     table = Table(title, (["Server"] if multi else []) + columns)
     base_tps: dict = {}
     for r in runs:
@@ -126,19 +141,31 @@ def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi
             if data["measure"] and base and tps is not None:
                 vs = "base" if r["variant"] == baseline else f"{tps / base:.2f}×"
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
+            cpu = client_cpu(r) if first else None
             table.rows.append(([str(r.get("server", ""))] if multi else []) + [
                 r["variant"] + (" *" if r.get("status") != "ok" else ""),
-                pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]), fmt(tps),
-                vs, fmt(m.get("latency.p50_ms"), 2), fmt(m.get("latency.p95_ms"), 2), fmt(m.get("latency.p99_ms"), 2),
+                pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]),
+                stat_cell(r, pool, "tps", tps), vs,
+                *[stat_cell(r, pool, f"latency.{p}_ms", m.get(f"latency.{p}_ms"), 2) for p in ("p50", "p95", "p99")],
                 errors or "0", waits or ("–" if first else ""),
                 fmt(m.get("wal.bytes_per_txn"), 0) if first else "",
-                fmt(m.get("multixact.created")) if first else ""])
+                fmt(m.get("multixact.created")) if first else "",
+                f"{cpu:.2f}" if cpu is not None else ""])
             first = False
     if any(r.get("status") != "ok" for r in runs):
         table.notes.append("* interrupted: figures cover the part that ran")
     table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
                        "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
-                       "by every pool's transactions.")
+                       "by every pool's transactions; Client CPU is the CPUs the load generator's processes used.")
+    return _drop_empty_columns(table, keep=2)
+
+
+def _drop_empty_columns(table: Table, keep: int) -> Table:
+    """Leave out columns no row fills (WAL and MultiXacts on a server that has neither), past the first `keep`."""
+    wanted = [i for i, _ in enumerate(table.columns)
+              if i < keep or any(str(row[i]) not in ("", "–") for row in table.rows)]
+    table.columns = [table.columns[i] for i in wanted]
+    table.rows = [[row[i] for i in wanted] for row in table.rows]
     return table
 
 
@@ -158,7 +185,8 @@ def _statements(group: str, runs: list[dict]) -> Table:
         for pool, data in r["pools"].items():
             for name, s in data["metrics"]["statements"].items():
                 table.rows.append(([str(r.get("server", ""))] if multi else []) + [
-                    r["variant"], fmt(data["clients"]), pool, name, fmt(s.get("mean_ms"), 3),
+                    r["variant"], fmt(data["clients"]), pool, name,
+                    stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
     return table
 
@@ -230,7 +258,7 @@ def _published(published: list[dict], results: list[dict], manifest: dict) -> Ta
         table.rows.append([p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
                            (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
     table.notes.append(f"Article: {src.get('engine') or 'unknown server'} on {src.get('hardware') or 'unknown hardware'}. "
-                       f"Here: PostgreSQL {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
+                       f"Here: {ENGINE_NAMES.get(manifest['scenario'].get('engine') or 'postgres', '')} {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")
     return table

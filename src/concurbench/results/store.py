@@ -39,8 +39,9 @@ def host_info() -> dict:
 
 
 class RunWriter:
-    def __init__(self, path: Path, scenario: Scenario, target: str, processes: int | None):
+    def __init__(self, path: Path, scenario: Scenario, target: str, processes: int | None, repeat: int = 1):
         self.path = path
+        self.repeat = repeat
         self.scenario = scenario
         self.target = target
         self.processes = processes
@@ -48,14 +49,15 @@ class RunWriter:
         self.servers: list[dict] = []  # one per server the scenario ran on (a version matrix has several)
 
     @classmethod
-    def create(cls, out_dir: Path, scenario: Scenario, *, target: str, processes: int | None) -> "RunWriter":
+    def create(cls, out_dir: Path, scenario: Scenario, *, target: str, processes: int | None,
+               repeat: int = 1) -> "RunWriter":
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         for n in range(1000):
             name = f"{stamp}-{scenario.name}" + (f"-{n}" if n else "")
             try:
                 (out_dir / name).mkdir()
-                return cls(out_dir / name, scenario, target, processes)
+                return cls(out_dir / name, scenario, target, processes, repeat)
             except FileExistsError:
                 continue
         raise ConcurbenchError(f"cannot create a run directory under {out_dir}")
@@ -78,6 +80,7 @@ class RunWriter:
             "target": self.target,
             "host": host_info(),
             "processes": self.processes or os.cpu_count(),
+            "repeat": self.repeat,
             "started": self.started.isoformat(),
             "ended": datetime.now(timezone.utc).isoformat(),
         }
@@ -93,7 +96,8 @@ class RunWriter:
             for name, rows in (r.pop("samples", None) or {}).items():
                 for row in rows:
                     samples.setdefault(name, []).append({"variant": r["variant"], "point": r["point"],
-                                                         "server": r.get("server"), **row})
+                                                         "server": r.get("server"), "repeat": r.get("repeat", 1),
+                                                         **row})
         published = [p.__dict__ for p in self.scenario.source.published]
         summary = {"format_version": FORMAT_VERSION, "results": results, "published": published,
                    "claims": claims or []}
@@ -115,7 +119,8 @@ def _csv_rows(results: list[dict]) -> list[dict]:
     for r in results:
         for pool, data in r["pools"].items():
             flat = {k: v for k, v in row_metrics(r, pool).items() if not k.startswith("error_messages")}
-            rows.append({"variant": r["variant"], "group": r["group"], "point": r["point"], "pool": pool,
+            rows.append({"variant": r["variant"], "group": r["group"], "point": r["point"],
+                         "repeat": r.get("repeat", 1), "server": r.get("server"), "pool": pool,
                          "measured": data["measure"], "clients": data["clients"], "status": r["status"], **flat})
     return rows
 

@@ -18,6 +18,7 @@ class Sampler:
     """Base class: subclasses set `name`, `kind`, and implement `read` (and `summarize`)."""
 
     name: ClassVar[str] = ""
+    engine: ClassVar[str] = "postgres"  # or "mssql"
     kind: ClassVar[str] = "snapshot"  # or "periodic"
     options: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""

@@ -63,6 +63,7 @@ class Background:
     release_after: float | None = None  # seconds into the measurement; None: held to the end
     rate: float | None = None  # log_drain: bytes per second the drain reads from the server's log FIFO
     release_when: str | None = None  # or: SQL polled on another connection; commit once it returns true
+    options: dict = field(default_factory=dict, compare=False)  # xevents / sql_trace: target, events, file...
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class Variant:
     sweep: tuple[int | None, ...]  # (None,) when no pool follows the sweep
     samplers: tuple[SamplerSpec, ...]
     settings: tuple[tuple[str, str], ...] = ()  # server settings for this variant (applied with a restart)
+    database: tuple[tuple[str, object], ...] = ()  # SQL Server database options for this variant
     probes: tuple[Probe, ...] = ()
 
     @property
@@ -153,6 +155,8 @@ class Scenario:
     quick: bool = False
     expect: tuple = ()  # claims.Claim
     extras: dict = field(default_factory=dict, compare=False)
+    database: tuple[tuple[str, object], ...] = ()  # SQL Server: ALTER DATABASE options for every variant
+    versions: tuple[str, ...] = ()  # server.versions: the default version matrix of docker and binaries targets
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

@@ -40,7 +40,8 @@ class PoolRunResult:
     pools: dict[str, PoolStats]
     elapsed_s: float  # length of the measurement window actually used
     interrupted: bool = False
-    worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process
+    worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
+    worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
     messages: list[str] = field(default_factory=list)
 
 
@@ -51,11 +52,14 @@ class _SessionSpec:
     slot: int
 
 
-def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
+def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
             results) -> None:
     """One worker process: connect its sessions, then step them all from one event loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot) for s in specs]
+    from ..engines.registry import get_engine
+
+    engine = get_engine(engine_name)
+    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine) for s in specs]
     problems: list[str] = []
     live = []
     for spec, session in zip(specs, sessions):
@@ -66,6 +70,7 @@ def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counter
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
             problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
             status[spec.slot] = FAILED
+    usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
         _loop(live, window, status, finished)
     except Exception as exc:  # noqa: BLE001 - keep what was measured
@@ -80,8 +85,11 @@ def _worker(conninfo: str, specs: list[_SessionSpec], seed: int, window, counter
     for session in sessions:
         merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.settle_stats())
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
+    # whether this worker process was itself the bottleneck
     results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
-                 "cpu_s": usage.ru_utime + usage.ru_stime})
+                 "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
+                 "wall_s": time.perf_counter() - wall0})
 
 
 def _loop(sessions: list[Session], window, status, finished) -> None:
@@ -161,11 +169,12 @@ class PoolRunner:
     def __init__(self, conninfo: str, pools: list[Pool], *, warmup: float, duration: float, seed: int = 1,
                  processes: int | None = None, connect_timeout: float = 60.0,
                  progress: Callable[[dict], None] | None = None,
-                 listeners: list[WindowListener] | None = None, tick: float = 0.5):
+                 listeners: list[WindowListener] | None = None, tick: float = 0.5, engine: str = "postgres"):
         for pool in pools:
             if pool.clients is None:
                 raise ValueError(f"pool {pool.name} has no client count")
         self.conninfo = conninfo
+        self.engine = engine
         self.pools = pools
         self.warmup = warmup
         self.duration = duration
@@ -187,7 +196,7 @@ class PoolRunner:
         results = ctx.Queue()
         buckets = _spread(self.pools, self.processes)
         procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
-                             args=(self.conninfo, b, self.seed, window, counters, status, finished, results))
+                             args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished, results))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
         interrupted = False
@@ -291,16 +300,17 @@ class PoolRunner:
     def _result(self, collected, workers, measure_from, end, interrupted) -> PoolRunResult:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
-        cpu = []
+        cpu, wall = [], []
         for item in collected:
             for name, data in item["pools"].items():
                 pools[name].merge(PoolStats.from_dict(data))
             messages.extend(item["problems"])
             cpu.append(item["cpu_s"])
+            wall.append(item["wall_s"])
         if len(collected) < workers:
             messages.append(f"{workers - len(collected)} of {workers} worker processes sent no results")
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
-        return PoolRunResult(pools, elapsed, interrupted, cpu, messages)
+        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages)
 
 
 def resolve_clients(pools, point: int | None) -> list[Pool]:

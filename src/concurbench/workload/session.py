@@ -12,9 +12,8 @@ import random
 import time
 from dataclasses import dataclass
 
-import psycopg
-
 from ..engines import postgres as pg
+from ..engines.classes import CONNECTION, RETRYABLE
 from ..scenario.model import Pool
 from .distributions import make_drawer
 from .stats import PoolStats
@@ -42,8 +41,9 @@ class Window:
 
 
 class Session:
-    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int):
+    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg):
         self.conninfo = conninfo
+        self.engine = engine  # the engine module: postgres or sqlserver
         self.pool = pool
         self.index = index
         self.counter = counter  # shared array: completed measured transactions per session
@@ -52,12 +52,12 @@ class Session:
         self.drawers = [(name, make_drawer(dist, rng, index, pool.clients or 1)) for name, dist in pool.params]
         statements = [(st.name, st.sql) for st in pool.transaction]
         if pool.atomic:
-            statements = [("begin", "BEGIN"), *statements, ("commit", "COMMIT")]
+            statements = [("begin", engine.BEGIN), *statements, ("commit", engine.COMMIT)]
         self.names = [name for name, _ in statements]
         self.statements = statements
         self.stats = PoolStats(pool.name, sessions=1)
-        self.conn: psycopg.Connection | None = None
-        self.runner: pg.StatementRunner | None = None
+        self.conn = None
+        self.runner = None
         self.state = IDLE
         self.fd = -1
         self.counted = 0  # successful transactions in the window
@@ -73,18 +73,21 @@ class Session:
 
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
-        self.conn = pg.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
+        engine = self.engine
+        self.conn = engine.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
         for sql in self.pool.init:
-            self.conn.execute(sql.encode())
-        self.runner = pg.StatementRunner(self.conn, self.statements, [n for n, _ in self.pool.params],
-                                         self.pool.protocol)
+            engine.init(self.conn, sql)
+        self.runner = engine.statement_runner(self.conn, self.statements, [n for n, _ in self.pool.params],
+                                              self.pool.protocol)
         self.fd = self.runner.fileno()
 
     def close(self) -> None:
+        if self.runner is not None:
+            self.runner.close()
         if self.conn is not None:
             try:
                 self.conn.close()
-            except psycopg.Error:
+            except Exception:  # noqa: BLE001 - closing a broken connection
                 pass
             self.conn = None
 
@@ -114,7 +117,7 @@ class Session:
 
     def _start_attempt(self, now: int, window) -> None:
         if self.runner is None and not self._reconnect():
-            self._finish(now, window, (pg.CONNECTION, "connection: cannot reconnect"))
+            self._finish(now, window, (CONNECTION, "connection: cannot reconnect"))
             return
         self._timings.clear()
         self.step = 0
@@ -128,7 +131,7 @@ class Session:
         outcome = runner.receive()
         if outcome is None:
             return
-        if outcome is not pg.SUCCESS or self.state != RUNNING:
+        if outcome[0] is not None or self.state != RUNNING:
             self._slow_path(outcome, now, window)
             return
         timings = self._timings
@@ -167,7 +170,7 @@ class Session:
             self._after_rollback(now, window)
             return
         self.failure = outcome
-        if outcome[0] == pg.CONNECTION:
+        if outcome[0] == CONNECTION:
             self.close()
             self.runner = None
         elif self.runner.in_transaction():
@@ -186,7 +189,7 @@ class Session:
 
     def _after_rollback(self, now: int, window) -> None:
         kind = self.failure[0]
-        if kind in pg.RETRYABLE and self.attempt + 1 < self.pool.max_tries:
+        if kind in RETRYABLE and self.attempt + 1 < self.pool.max_tries:
             self.attempt += 1
             self.retries += 1
             self._start_attempt(now, window)
@@ -202,7 +205,7 @@ class Session:
             stats.failed += 1
             stats.errors[failure[0]] += 1
             stats.error_messages[failure[1]] += 1
-        if failure[0] == pg.CONNECTION:
+        if failure[0] == CONNECTION:
             self.state = THINKING  # back off before reconnecting
             self.wake_at = now + 100_000_000
             return
@@ -234,7 +237,7 @@ class Session:
                 while runner.receive() is None and time.monotonic() < deadline:
                     time.sleep(0.001)
             if not runner.broken() and runner.in_transaction():
-                self.conn.pgconn.exec_(b"ROLLBACK")
+                runner.rollback_now()
         except Exception:  # noqa: BLE001 - closing the connection ends the transaction anyway
             pass
         self.state = DONE

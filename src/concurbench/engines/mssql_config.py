@@ -1,0 +1,286 @@
+"""SQL Server configuration a scenario asks for, applied over a connection and put back afterwards.
+
+Database options (`database:` in a scenario) are set with ALTER DATABASE; server options (`server:`)
+are sp_configure settings, global trace flags (DBCC TRACEON(n, -1), when the provisioner cannot pass
+`-T` at start-up), MEMORY_OPTIMIZED TEMPDB_METADATA (takes effect after a restart) and the number of
+tempdb data files. Each change is recorded with the value it replaced, so `restore` can undo exactly
+what this run changed and nothing else.
+
+Sources (Microsoft Learn): ALTER DATABASE SET options (READ_COMMITTED_SNAPSHOT, ALLOW_SNAPSHOT_ISOLATION,
+ACCELERATED_DATABASE_RECOVERY, DELAYED_DURABILITY, RECOVERY; WITH ROLLBACK IMMEDIATE to get the
+exclusive access the first and the third need); sys.databases (is_read_committed_snapshot_on,
+snapshot_isolation_state, is_accelerated_database_recovery_on (2019+), delayed_durability_desc,
+recovery_model_desc); ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA and
+SERVERPROPERTY('IsTempdbMetadataMemoryOptimized'); DBCC TRACEON/TRACEOFF/TRACESTATUS; sp_configure and
+sys.configurations; ALTER DATABASE ... ADD FILE / REMOVE FILE and DBCC SHRINKFILE (EMPTYFILE).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import EngineError, ProvisionError
+
+DATABASE_OPTIONS = ("read_committed_snapshot", "allow_snapshot_isolation", "accelerated_database_recovery",
+                    "delayed_durability", "recovery")
+DURABILITY = ("disabled", "allowed", "forced")
+RECOVERY = ("simple", "full", "bulk_logged")
+# Server keys the runner handles; anything else under `server:` settings is an sp_configure name.
+SERVER_KEYS = ("trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files")
+CONTAINER_KEYS = ("memory_limit", "pid", "collation")  # only the docker provisioner reads these
+
+
+def quote_name(name: str) -> str:
+    return "[" + str(name).replace("]", "]]") + "]"
+
+
+def literal(text) -> str:
+    return "N'" + str(text).replace("'", "''") + "'"
+
+
+# -- database options ------------------------------------------------------------------------------------
+def read_database(conn, database: str) -> dict:
+    cur = conn.execute("SELECT is_read_committed_snapshot_on, snapshot_isolation_state, delayed_durability_desc, "
+                       "recovery_model_desc FROM sys.databases WHERE name = ?", database)
+    row = cur.fetchone()
+    if row is None:
+        raise EngineError(f"database {database} does not exist")
+    out = {"read_committed_snapshot": bool(row[0]), "allow_snapshot_isolation": row[1] == 1,
+           "delayed_durability": str(row[2]).lower(), "recovery": str(row[3]).lower()}
+    try:  # the column exists from SQL Server 2019 on
+        adr = conn.execute("SELECT is_accelerated_database_recovery_on FROM sys.databases WHERE name = ?",
+                           database).fetchone()
+        out["accelerated_database_recovery"] = bool(adr[0])
+    except Exception:  # noqa: BLE001 - older servers have no ADR
+        out["accelerated_database_recovery"] = None
+    return out
+
+
+def database_statement(database: str, option: str, value) -> str:
+    db = quote_name(database)
+    if option == "read_committed_snapshot":
+        return f"ALTER DATABASE {db} SET READ_COMMITTED_SNAPSHOT {_on(value)} WITH ROLLBACK IMMEDIATE"
+    if option == "allow_snapshot_isolation":
+        return f"ALTER DATABASE {db} SET ALLOW_SNAPSHOT_ISOLATION {_on(value)}"
+    if option == "accelerated_database_recovery":
+        return f"ALTER DATABASE {db} SET ACCELERATED_DATABASE_RECOVERY = {_on(value)} WITH ROLLBACK IMMEDIATE"
+    if option == "delayed_durability":
+        if str(value).lower() not in DURABILITY:
+            raise ValueError(f"delayed_durability must be one of {', '.join(DURABILITY)}")
+        return f"ALTER DATABASE {db} SET DELAYED_DURABILITY = {str(value).upper()}"
+    if option == "recovery":
+        if str(value).lower() not in RECOVERY:
+            raise ValueError(f"recovery must be one of {', '.join(RECOVERY)}")
+        return f"ALTER DATABASE {db} SET RECOVERY {str(value).upper()}"
+    raise ValueError(f"unknown database option {option}")
+
+
+def _on(value) -> str:
+    return "ON" if value else "OFF"
+
+
+@dataclass
+class Change:
+    """One thing this run changed: the statement that did it and the one that puts it back."""
+
+    what: str
+    apply: list[str]
+    undo: list[str]
+
+
+@dataclass
+class Plan:
+    changes: list[Change] = field(default_factory=list)
+    restart: bool = False  # the server must restart before the changes take effect
+
+
+def plan_database(current: dict, wanted: dict, database: str) -> Plan:
+    """Statements that bring `current` to `wanted` (only what differs), each with its undo."""
+    plan = Plan()
+    for option in DATABASE_OPTIONS:
+        if option not in wanted or wanted[option] is None:
+            continue
+        new, old = _norm(wanted[option]), _norm(current.get(option))
+        if new == old:
+            continue
+        if old is None:
+            raise EngineError(f"this server has no {option} (ACCELERATED_DATABASE_RECOVERY needs SQL Server 2019 "
+                              f"or later)")
+        plan.changes.append(Change(f"{database}.{option}: {old} -> {new}",
+                                   [database_statement(database, option, new)],
+                                   [database_statement(database, option, old)]))
+    return plan
+
+
+def _norm(value):
+    return value.lower() if isinstance(value, str) else value
+
+
+# -- server options -------------------------------------------------------------------------------------
+def read_server(conn, names) -> dict:
+    """What the server has now for the keys a scenario may set (for the manifest and for planning)."""
+    out: dict = {}
+    names = list(names or [])
+    try:
+        rows = conn.execute("DBCC TRACESTATUS(-1) WITH NO_INFOMSGS").fetchall()
+        out["trace_flags"] = sorted(int(r[0]) for r in rows if int(r[2]) == 1)  # TraceFlag, Status, Global
+    except Exception:  # noqa: BLE001 - needs sysadmin; leave it out
+        pass
+    try:
+        row = conn.execute("SELECT CAST(SERVERPROPERTY('IsTempdbMetadataMemoryOptimized') AS int)").fetchone()
+        out["memory_optimized_tempdb_metadata"] = None if row[0] is None else bool(row[0])
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        row = conn.execute("SELECT COUNT(*) FROM tempdb.sys.database_files WHERE type = 0").fetchone()
+        out["tempdb_files"] = int(row[0])
+    except Exception:  # noqa: BLE001
+        pass
+    configure = [n for n in names if n not in SERVER_KEYS and n not in CONTAINER_KEYS]
+    for name in configure:
+        row = conn.execute("SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?",
+                           name).fetchone()
+        out[name] = None if row is None else int(row[0])
+    return out
+
+
+def plan_server(current: dict, wanted: dict, *, startup_flags: bool, tempdb_dir: str | None = None,
+                tempdb_names: list[str] | None = None) -> Plan:
+    """Statements for the server keys of `wanted` that differ from `current`.
+
+    With `startup_flags` (a server we start, such as a container) trace flags were passed as `-T`
+    and are not set here; otherwise each missing flag is turned on globally and off again afterwards.
+    """
+    plan = Plan()
+    for name, value in wanted.items():
+        if name in CONTAINER_KEYS:
+            continue
+        if name == "trace_flags":
+            if startup_flags:
+                continue
+            have = set(current.get("trace_flags") or [])
+            for flag in sorted(set(flag_numbers(value)) - have):
+                plan.changes.append(Change(f"trace flag {flag} on", [f"DBCC TRACEON({flag}, -1)"],
+                                           [f"DBCC TRACEOFF({flag}, -1)"]))
+        elif name == "memory_optimized_tempdb_metadata":
+            old, new = current.get(name), truth(value)
+            if old is None or new != bool(old):
+                plan.changes.append(Change(f"{name}: {old} -> {new}", [_tempdb_metadata(new)],
+                                           [_tempdb_metadata(bool(old))] if old is not None else []))
+                plan.restart = True
+        elif name == "tempdb_files":
+            plan.changes.extend(_tempdb_files(int(current.get(name) or 1), int(value), tempdb_dir or "",
+                                              tempdb_names or []))
+        else:
+            old = current.get(name)
+            if old is None:
+                raise EngineError(f"sp_configure has no option named {name!r} on this server")
+            if int(value) != int(old):
+                plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", _configure(name, value),
+                                           _configure(name, old)))
+    return plan
+
+
+def flag_numbers(value) -> list[int]:
+    """Trace flags from `[7006, 1222]`, `"7006,1222"` or `-T7006`."""
+    items = value if isinstance(value, (list, tuple)) else str(value or "").replace(";", ",").split(",")
+    return [int(str(item).strip().lstrip("-").lstrip("Tt")) for item in items if str(item).strip()]
+
+
+def truth(value) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("on", "true", "yes", "1")
+    return bool(value)
+
+
+def _tempdb_metadata(on: bool) -> str:
+    return f"ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA = {_on(on)}"
+
+
+def _configure(name: str, value) -> list[str]:
+    return ["EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
+            f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
+
+
+def _tempdb_files(have: int, want: int, directory: str, names: list[str]) -> list[Change]:
+    """Add files named concurbench_tempN, or empty and remove the last data files (never the primary)."""
+    if want < 1:
+        raise ValueError("tempdb_files must be at least 1")
+    changes = []
+    for n in range(have + 1, want + 1):
+        name = f"concurbench_temp{n}"
+        path = f"{directory.rstrip('/')}/{name}.ndf" if directory else f"{name}.ndf"
+        changes.append(Change(f"tempdb file {name} added",
+                              [f"ALTER DATABASE tempdb ADD FILE (NAME = {quote_name(name)}, FILENAME = {literal(path)}, "
+                               f"SIZE = 8MB, FILEGROWTH = 64MB)"],
+                              [f"USE tempdb; DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS",
+                               f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"]))
+    for name in list(reversed(names[want:have] if names else []))[: max(0, have - want)]:
+        changes.append(Change(f"tempdb file {name} removed",
+                              [f"USE tempdb; DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS",
+                               f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"],
+                              []))  # a removed file of a server we own is not put back; see apply()
+    return changes
+
+
+def tempdb_layout(conn) -> tuple[str, list[str]]:
+    """The folder of tempdb's primary data file and the logical names of its data files, primary first."""
+    rows = conn.execute("SELECT name, physical_name FROM tempdb.sys.database_files WHERE type = 0 "
+                        "ORDER BY file_id").fetchall()
+    if not rows:
+        return "", []
+    path = str(rows[0][1]).replace("\\", "/")
+    return path.rsplit("/", 1)[0] if "/" in path else "", [str(r[0]) for r in rows]
+
+
+# -- applying and restoring --------------------------------------------------------------------------------
+def apply(conn, plan: Plan) -> list[Change]:
+    """Run the plan; on a failure undo what was done and raise. Returns the changes made (for restore)."""
+    done: list[Change] = []
+    for change in plan.changes:
+        try:
+            for sql in change.apply:
+                _run(conn, sql)
+        except Exception as exc:  # noqa: BLE001 - pyodbc errors
+            restore(conn, done)
+            raise EngineError(f"cannot change {change.what}: {_first(exc)}", exc) from exc
+        done.append(change)
+    return done
+
+
+def restore(conn, changes: list[Change]) -> list[str]:
+    """Undo the changes, last first; returns the problems met (restoring carries on past each)."""
+    problems = []
+    for change in reversed(changes):
+        for sql in change.undo:
+            try:
+                _run(conn, sql)
+            except Exception as exc:  # noqa: BLE001
+                problems.append(f"could not put back {change.what}: {_first(exc)}")
+                break
+    return problems
+
+
+def _run(conn, sql: str) -> None:
+    cursor = conn.execute(sql)
+    while cursor.nextset():
+        pass
+
+
+def _first(exc: BaseException) -> str:
+    from .sqlserver import first_line
+
+    return first_line(exc)
+
+
+def refuse_unowned(plan: Plan, allowed: bool, what: str) -> None:
+    """A server we do not own: changes need --allow-server-changes, and a restart is out of the question."""
+    if not plan.changes:
+        return
+    if not allowed:
+        raise ProvisionError(f"this scenario changes {what} ({'; '.join(c.what for c in plan.changes)}) on a server "
+                             f"concurbench does not own: add --allow-server-changes to let it make the changes for "
+                             f"the run and put them back afterwards")
+    if plan.restart:
+        raise ProvisionError(f"{'; '.join(c.what for c in plan.changes)} needs a server restart, which concurbench "
+                             f"does not do to a server it does not own; set it yourself or use --target docker")

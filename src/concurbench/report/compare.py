@@ -1,0 +1,440 @@
+"""Compare two stored runs of one scenario, a baseline and a contender, metric by metric.
+
+Pairing. Results are paired by (variant, client-count point, measured pool); when either run covers
+several servers (a version matrix) the server is part of the key too, and both runs must list the
+same servers (with `force`, only the servers in both are compared). Each side's repeats (`repeat`
+1..N of `--repeat N`) become one Estimate: mean, n and 95% interval.
+
+Refusals and warnings. Runs of different scenarios, or written in different format versions, are
+refused (ConfigError) unless `force`; a changed scenario file (SHA-256), a different `--quick`, other
+parameters, another host, a run or variant that did not finish ok, and variants found in one run only
+are returned as warnings.
+
+Direction. `tps` and any per-second rate (`*_per_s`) are better higher; any `*_ms` latency,
+`elapsed_s`, `failed`, `retries`, `errors.*` and `wal.bytes_per_txn` are better lower. Every other
+metric is neutral: reported, never gated.
+
+Default metrics: tps, latency mean/p50/p95/p99, every statement's mean (`statements.*.mean_ms`),
+and `elapsed_s` for fixed-count variants only. A fixed-count variant (pools with `transactions:`)
+runs a set number of transactions, so its elapsed time is the result; a timed variant's elapsed time
+is its configured duration and says nothing. The result's `fixed` flag decides when present;
+otherwise a variant counts as fixed-count when its measured pools attempted (transactions + failed)
+exactly the same number of transactions in every repeat of both runs, which a timed run never does
+in practice. `metrics` (glob patterns, matched with fnmatch) replaces the defaults; metrics named by
+`fail_above` patterns are compared as well.
+
+Significance and the gate. With at least two repeats on both sides, Welch's t-test decides whether
+a change is significant (p < 0.05). A metric regresses when it moved in its worse direction by more
+than its `fail_above` threshold (percent of the baseline mean) and the move is significant. A change
+that is not significant is reported as "within noise" and does not fail, however large. When
+either side ran once there is no test: such a move is reported as an "untested" regression and does
+count, because a gate that could never fire on single runs would be useless; the report says to use
+`--repeat 3` or more for a significance test. Without `fail_above` nothing is gated.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..results.store import load_run
+from .metrics import row_metrics
+from .stats import Estimate, estimate, welch
+
+DEFAULT_METRICS = ("tps", "latency.mean_ms", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms",
+                   "statements.*.mean_ms")
+FIXED_COUNT_METRICS = ("elapsed_s",)
+ALPHA = 0.05
+HIGHER, LOWER, NEUTRAL = "higher", "lower", "neutral"
+REPEAT_HINT = "use --repeat 3 or more for a significance test"
+
+
+def direction(metric: str) -> str:
+    """Which way is better for a metric: HIGHER, LOWER or NEUTRAL (never gated)."""
+    last = metric.rsplit(".", 1)[-1]
+    if last == "tps" or last.endswith(("_per_s", "_per_sec", "_per_second")):
+        return HIGHER
+    if (last.endswith("_ms") or metric in ("elapsed_s", "failed", "retries", "wal.bytes_per_txn")
+            or metric.startswith("errors.")):
+        return LOWER
+    return NEUTRAL
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """`fail_above` percentages: per metric pattern (first match wins), else the overall value."""
+
+    overall: float | None = None
+    patterns: tuple[tuple[str, float], ...] = ()
+
+    @classmethod
+    def of(cls, value) -> "Thresholds":
+        """From None, one percentage, a Thresholds, or a mapping pattern -> percentage ('*': overall)."""
+        if value is None:
+            return cls()
+        if isinstance(value, Thresholds):
+            return value
+        if isinstance(value, Mapping):
+            items = {str(k): _percent(v, str(k)) for k, v in value.items()}
+            return cls(items.pop("*", None), tuple(items.items()))
+        return cls(_percent(value, "fail_above"))
+
+    @classmethod
+    def parse(cls, values: Iterable[str]) -> "Thresholds":
+        """From command-line values: `10` (overall), `tps=5`, `latency.p99_ms=20`."""
+        overall, patterns = None, []
+        for text in values:
+            pattern, sep, number = text.rpartition("=") if "=" in text else ("", "", text)
+            pattern = pattern.strip()
+            if sep and not pattern:
+                raise ConfigError(f"--fail-above {text}: expected PERCENT or METRIC=PERCENT, e.g. 10 or tps=5")
+            pct = _percent(number, text)
+            if not sep:
+                if overall is not None:
+                    raise ConfigError(f"--fail-above {text}: the overall threshold is given twice")
+                overall = pct
+            else:
+                patterns.append((pattern, pct))
+        return cls(overall, tuple(patterns))
+
+    def __bool__(self) -> bool:
+        return self.overall is not None or bool(self.patterns)
+
+    def for_metric(self, metric: str) -> float | None:
+        for pattern, pct in self.patterns:
+            if fnmatchcase(metric, pattern):
+                return pct
+        return self.overall
+
+    def as_dict(self) -> dict:
+        return {"overall": self.overall, "metrics": dict(self.patterns)}
+
+
+def _percent(value, what: str) -> float:
+    try:
+        pct = float(str(value).strip().removesuffix("%"))
+    except ValueError:
+        raise ConfigError(f"--fail-above {what}: {value!r} is not a percentage; expected PERCENT or "
+                          f"METRIC=PERCENT, e.g. 10 or tps=5") from None
+    if not math.isfinite(pct) or pct < 0:
+        raise ConfigError(f"--fail-above {what}: the percentage must be a number of 0 or more")
+    return pct
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    path: Path
+    scenario: str
+    title: str
+    quick: bool
+    status: str
+    servers: tuple[str, ...]
+    host: str
+    repeats: int  # the most repeats of any variant run
+
+    def as_dict(self) -> dict:
+        return {"path": str(self.path), "scenario": self.scenario, "title": self.title, "quick": self.quick,
+                "status": self.status, "servers": list(self.servers), "host": self.host, "repeats": self.repeats}
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str | None
+    variant: str
+    point: int | None
+    pool: str
+    server: str | None  # set only when the runs are paired by server
+    metric: str
+    baseline: Estimate
+    contender: Estimate
+    pct: float | None  # (contender - baseline) / |baseline| * 100; None when the baseline is 0
+    direction: str
+    verdict: str  # better, worse, same, or neutral (a metric with no better direction)
+    significant: bool | None  # None: untested, a side ran once
+    p_value: float | None
+    threshold: float | None
+    regression: bool
+
+    @property
+    def where(self) -> str:
+        text = self.variant + (f"@{self.point}" if self.point is not None else "") + f"/{self.pool}"
+        return text + (f" ({self.server})" if self.server else "")
+
+    @property
+    def beyond(self) -> bool:
+        """Moved by more than the threshold (a move away from a zero baseline counts as beyond)."""
+        if self.threshold is None or self.contender.mean == self.baseline.mean:
+            return False
+        return self.pct is None or abs(self.pct) > self.threshold
+
+    @property
+    def label(self) -> str:
+        if self.regression:
+            return "regression" if self.significant else "regression (untested)"
+        if self.significant is False and self.verdict in ("better", "worse"):
+            return "within noise"
+        return self.verdict
+
+    def as_dict(self) -> dict:
+        return {"group": self.group, "variant": self.variant, "point": self.point, "pool": self.pool,
+                "server": self.server, "metric": self.metric, "baseline": self.baseline.as_dict(),
+                "contender": self.contender.as_dict(), "pct": self.pct, "direction": self.direction,
+                "verdict": self.verdict, "label": self.label, "significant": self.significant,
+                "p_value": self.p_value, "threshold": self.threshold, "regression": self.regression}
+
+
+@dataclass(frozen=True)
+class Summary:
+    compared: int
+    regressions: int
+    untested_regressions: int
+    improvements: int  # significant moves in the better direction
+    within_noise: int
+    gated: bool  # a fail_above threshold was given
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: RunInfo
+    contender: RunInfo
+    rows: list[Row]
+    warnings: list[str] = field(default_factory=list)
+    thresholds: Thresholds = Thresholds()
+    by_server: bool = False
+
+    @property
+    def regressions(self) -> list[Row]:
+        return [r for r in self.rows if r.regression]
+
+    @property
+    def summary(self) -> Summary:
+        regressions = self.regressions
+        return Summary(compared=len(self.rows), regressions=len(regressions),
+                       untested_regressions=sum(1 for r in regressions if r.significant is None),
+                       improvements=sum(1 for r in self.rows if r.verdict == "better" and r.significant),
+                       within_noise=sum(1 for r in self.rows if r.label == "within noise"),
+                       gated=bool(self.thresholds))
+
+    @property
+    def untested(self) -> bool:
+        return any(r.significant is None for r in self.rows)
+
+    def as_dict(self) -> dict:
+        return {"baseline": self.baseline.as_dict(), "contender": self.contender.as_dict(),
+                "by_server": self.by_server, "thresholds": self.thresholds.as_dict(),
+                "summary": self.summary.as_dict(), "warnings": list(self.warnings),
+                "rows": [r.as_dict() for r in self.rows]}
+
+
+# -- comparing -------------------------------------------------------------------------------
+
+def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[str] | None = None,
+                 fail_above=None, force: bool = False) -> Comparison:
+    """Compare the contender run with the baseline run; see the module docstring for the rules."""
+    baseline_dir, contender_dir = Path(baseline_dir), Path(contender_dir)
+    thresholds = Thresholds.of(fail_above)
+    bm, bs = _read(baseline_dir)
+    cm, cs = _read(contender_dir)
+    warnings = _check(baseline_dir, bm, bs, contender_dir, cm, cs, force)
+    b_servers, c_servers = _servers(bm, bs), _servers(cm, cs)
+    by_server = len(b_servers) > 1 or len(c_servers) > 1
+    if by_server and sorted(b_servers) != sorted(c_servers):
+        servers = (f"the baseline ran on {', '.join(b_servers) or '?'} and the contender on "
+                   f"{', '.join(c_servers) or '?'}")
+        if not force:
+            raise ConfigError(f"cannot compare {baseline_dir} with {contender_dir}: a run that covers several "
+                              f"servers is compared server by server, and {servers}. Compare runs of the same "
+                              f"server matrix, or pass --force to compare only the servers both have.")
+        warnings.append(f"compared only the servers in both runs: {servers}")
+    b_groups, c_groups = _group(bs["results"], by_server), _group(cs["results"], by_server)
+    wanted = list(metrics or [])
+    gate_patterns = [p for p, _ in thresholds.patterns]
+    matched: set[str] = set()
+    available: set[str] = set()
+    rows: list[Row] = []
+    for key, b_runs in b_groups.items():
+        c_runs = c_groups.get(key)
+        if not c_runs:
+            continue
+        fixed = _fixed_count(b_runs + c_runs)
+        for pool, data in b_runs[0]["pools"].items():
+            if not data.get("measure", True) or pool not in c_runs[0]["pools"]:
+                continue
+            b_rows = [row_metrics(r, pool) for r in b_runs if pool in r["pools"]]
+            c_rows = [row_metrics(r, pool) for r in c_runs if pool in r["pools"]]
+            names = [n for n in b_rows[0] if _values(b_rows, n) and _values(c_rows, n)]
+            available.update(names)
+            patterns = wanted or list(DEFAULT_METRICS) + (list(FIXED_COUNT_METRICS) if fixed else [])
+            chosen = _select(names, patterns, matched)
+            gated = _select(names, gate_patterns, matched, gated_only=True)
+            chosen += [n for n in gated if n not in chosen]
+            for metric in chosen:
+                rows.append(_row(b_runs[0], key, pool, metric, _values(b_rows, metric), _values(c_rows, metric),
+                                 thresholds, by_server))
+    for pattern in wanted + gate_patterns:
+        if available and pattern not in matched:
+            hint = difflib.get_close_matches(pattern, sorted(available), n=3)
+            flag = "--metric" if pattern in wanted else "--fail-above"
+            raise ConfigError(f"{flag} {pattern}: no metric of these runs matches it"
+                              + (f" (did you mean {', '.join(hint)}?)" if hint else
+                                 f"; metrics include {', '.join(sorted(available)[:12])}"))
+    if not rows:
+        raise ConfigError(f"nothing to compare between {baseline_dir} and {contender_dir}: no variant, client "
+                          f"count and measured pool ran in both with the metrics asked for")
+    for pattern in gate_patterns:
+        if not any(fnmatchcase(m, pattern) and direction(m) != NEUTRAL for m in available):
+            neutral = sorted(m for m in available if fnmatchcase(m, pattern))
+            warnings.append(f"--fail-above {pattern}: {', '.join(neutral[:5])} "
+                            f"{'has' if len(neutral) == 1 else 'have'} no better direction, so nothing is gated")
+    only_b = [_key_label(k) for k in b_groups if k not in c_groups]
+    only_c = [_key_label(k) for k in c_groups if k not in b_groups]
+    if only_b:
+        warnings.append(f"only in the baseline, not compared: {', '.join(only_b)}")
+    if only_c:
+        warnings.append(f"only in the contender, not compared: {', '.join(only_c)}")
+    return Comparison(_info(baseline_dir, bm, bs), _info(contender_dir, cm, cs), rows, warnings, thresholds,
+                      by_server)
+
+
+def _read(path: Path) -> tuple[dict, dict]:
+    if not (path / "manifest.json").is_file() or not (path / "summary.json").is_file():
+        raise ConfigError(f"{path}: not a run directory (no manifest.json and summary.json)")
+    try:
+        return load_run(path)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot read the run: {exc}", cause=exc) from exc
+
+
+def _check(b_dir: Path, bm: dict, bs: dict, c_dir: Path, cm: dict, cs: dict, force: bool) -> list[str]:
+    """Refuse what cannot be compared (unless force); return warnings about what may mislead."""
+    b_scn, c_scn = bm.get("scenario") or {}, cm.get("scenario") or {}
+    refusals = []
+    if b_scn.get("name") != c_scn.get("name"):
+        refusals.append(f"they ran different scenarios ({b_scn.get('name')} and {c_scn.get('name')}), and a "
+                        f"comparison pairs the variants of one scenario")
+    b_fmt = (bm.get("format_version"), bs.get("format_version"))
+    c_fmt = (cm.get("format_version"), cs.get("format_version"))
+    if b_fmt != c_fmt:
+        refusals.append(f"they were written in different run-directory format versions ({b_fmt[0]} and "
+                        f"{c_fmt[0]}), whose metrics may not mean the same")
+    if refusals and not force:
+        raise ConfigError(f"cannot compare {b_dir} with {c_dir}: {'; and '.join(refusals)}. "
+                          f"Pass --force to compare them anyway.")
+    warnings = [f"compared although {r}" for r in refusals]
+    if b_scn.get("name") == c_scn.get("name") and b_scn.get("sha256") != c_scn.get("sha256"):
+        warnings.append(f"the scenario file changed between the runs (SHA-256 {str(b_scn.get('sha256'))[:12]} "
+                        f"and {str(c_scn.get('sha256'))[:12]}): a difference may come from the scenario")
+    if bool(b_scn.get("quick")) != bool(c_scn.get("quick")):
+        which = "baseline" if b_scn.get("quick") else "contender"
+        warnings.append(f"only the {which} ran with --quick: the runs did different amounts of work")
+    b_par, c_par = b_scn.get("parameters") or {}, c_scn.get("parameters") or {}
+    changed = [f"{k} {b_par.get(k, '–')} → {c_par.get(k, '–')}" for k in dict.fromkeys([*b_par, *c_par])
+               if b_par.get(k) != c_par.get(k)]
+    if changed:
+        warnings.append(f"parameters differ: {', '.join(changed)}")
+    b_host, c_host = _host(bm), _host(cm)
+    if b_host != c_host:
+        warnings.append(f"the runs come from different hosts ({b_host} and {c_host}): "
+                        f"a difference may come from the machine")
+    for side, manifest, summary in (("baseline", bm, bs), ("contender", cm, cs)):
+        if manifest.get("status", "ok") != "ok":
+            warnings.append(f"the {side} run's status is {manifest.get('status')}: its figures may be partial")
+        bad = [_key_label((None, r["variant"], r.get("point"))) + f" {r.get('status')}"
+               for r in summary.get("results", []) if r.get("status", "ok") != "ok"]
+        if bad:
+            warnings.append(f"{side} variant runs that did not finish ok: {', '.join(bad)}")
+    return warnings
+
+
+def _host(manifest: dict) -> str:
+    host = manifest.get("host") or {}
+    return f"{host.get('hostname', '?')} ({host.get('cpu_count', '?')} CPUs)"
+
+
+def _servers(manifest: dict, summary: dict) -> list[str]:
+    found = list(dict.fromkeys(r["server"] for r in summary.get("results", []) if r.get("server")))
+    return found or [s.get("version_short", "?") for s in manifest.get("servers") or []]
+
+
+def _info(path: Path, manifest: dict, summary: dict) -> RunInfo:
+    scn = manifest.get("scenario") or {}
+    counts: dict = {}
+    for r in summary.get("results", []):
+        key = (r.get("server"), r["variant"], r.get("point"))
+        counts[key] = counts.get(key, 0) + 1
+    return RunInfo(path, scn.get("name", "?"), scn.get("title") or "", bool(scn.get("quick")),
+                   manifest.get("status", "?"), tuple(_servers(manifest, summary)), _host(manifest),
+                   max(counts.values(), default=0))
+
+
+def _group(results: list[dict], by_server: bool) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r.get("server") if by_server else None, r["variant"], r.get("point")), []).append(r)
+    return groups
+
+
+def _key_label(key: tuple) -> str:
+    server, variant, point = key
+    return variant + (f"@{point}" if point is not None else "") + (f" ({server})" if server else "")
+
+
+def _fixed_count(runs: list[dict]) -> bool:
+    flags = [r["fixed"] for r in runs if r.get("fixed") is not None]
+    if flags:
+        return all(flags)
+    attempted = {sum((p["metrics"].get("transactions") or 0) + (p["metrics"].get("failed") or 0)
+                     for p in r["pools"].values() if p.get("measure", True)) for r in runs}
+    return len(attempted) == 1 and attempted != {0}
+
+
+def _values(rows: list[dict], metric: str) -> list[float]:
+    out = []
+    for row in rows:
+        v = row.get(metric)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def _select(names: list[str], patterns: list[str], matched: set[str], gated_only: bool = False) -> list[str]:
+    """Names matching any pattern, ordered by the first pattern each matches; `matched` collects the
+    patterns that matched a name. A gate pattern (gated_only) adds only metrics with a better direction."""
+    chosen: list[str] = []
+    for pattern in patterns:
+        for name in names:
+            if fnmatchcase(name, pattern):
+                matched.add(pattern)
+                if name not in chosen and not (gated_only and direction(name) == NEUTRAL):
+                    chosen.append(name)
+    return chosen
+
+
+def _row(first: dict, key: tuple, pool: str, metric: str, b_values: list[float], c_values: list[float],
+         thresholds: Thresholds, by_server: bool) -> Row:
+    b, c = estimate(b_values), estimate(c_values)
+    diff = c.mean - b.mean
+    pct = None if b.mean == 0 else diff / abs(b.mean) * 100
+    way = direction(metric)
+    if way == NEUTRAL:
+        verdict = "neutral"
+    elif diff == 0:
+        verdict = "same"
+    else:
+        verdict = "better" if (diff > 0) == (way == HIGHER) else "worse"
+    p_value = welch(b, c).p_value if b.n >= 2 and c.n >= 2 else None
+    significant = None if p_value is None else p_value < ALPHA
+    threshold = thresholds.for_metric(metric) if way != NEUTRAL else None
+    row = Row(first.get("group"), key[1], key[2], pool, key[0] if by_server else None, metric, b, c, pct, way,
+              verdict, significant, p_value, threshold, False)
+    if verdict == "worse" and row.beyond and significant is not False:
+        row = replace(row, regression=True)
+    return row

@@ -1,0 +1,176 @@
+"""SQL Server configuration: what is planned, applied and put back. No SQL Server can run here, so a
+stand-in connection records the statements and answers the few reads with canned rows."""
+
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from concurbench.engines import mssql_config as mc
+from concurbench.engines import sqlserver
+from concurbench.errors import EngineError, ProvisionError
+
+
+class StandInCursor:
+    def __init__(self, rows):
+        self.rows = rows
+        self.description = [("c",)] if rows is not None else None
+
+    def fetchall(self):
+        return list(self.rows or [])
+
+    def fetchone(self):
+        return (self.rows or [None])[0]
+
+    def nextset(self):
+        return False
+
+
+class StandInSqlServer:
+    """Stands in for a SQL Server connection: records statements, fails those matching `fail`."""
+
+    def __init__(self, answers=None, fail=()):
+        self.executed: list[str] = []
+        self.answers = answers or {}
+        self.fail = fail
+
+    def execute(self, sql, *params):
+        self.executed.append(sql)
+        if any(f in sql for f in self.fail):
+            raise RuntimeError(f"stand-in failure for: {sql}")
+        for key, rows in self.answers.items():
+            if key in sql:
+                return StandInCursor(rows)
+        return StandInCursor(None)
+
+
+CURRENT_DB = {"read_committed_snapshot": False, "allow_snapshot_isolation": False,
+              "accelerated_database_recovery": True, "delayed_durability": "disabled", "recovery": "full"}
+
+
+def test_database_plan_changes_only_what_differs_and_knows_the_way_back():
+    plan = mc.plan_database(CURRENT_DB, {"read_committed_snapshot": True, "recovery": "full",
+                                         "delayed_durability": "forced", "accelerated_database_recovery": False},
+                            "concurbench")
+    applied = [sql for c in plan.changes for sql in c.apply]
+    assert applied == [
+        "ALTER DATABASE [concurbench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE",
+        "ALTER DATABASE [concurbench] SET ACCELERATED_DATABASE_RECOVERY = OFF WITH ROLLBACK IMMEDIATE",
+        "ALTER DATABASE [concurbench] SET DELAYED_DURABILITY = FORCED"]
+    undo = [sql for c in plan.changes for sql in c.undo]
+    assert undo == [
+        "ALTER DATABASE [concurbench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE",
+        "ALTER DATABASE [concurbench] SET ACCELERATED_DATABASE_RECOVERY = ON WITH ROLLBACK IMMEDIATE",
+        "ALTER DATABASE [concurbench] SET DELAYED_DURABILITY = DISABLED"]
+    assert not plan.restart
+
+
+def test_adr_on_a_server_without_it_is_a_clear_error():
+    with pytest.raises(EngineError, match="2019"):
+        mc.plan_database({**CURRENT_DB, "accelerated_database_recovery": None},
+                         {"accelerated_database_recovery": False}, "db")
+
+
+def test_restore_undoes_in_reverse_order_and_carries_on_past_failures():
+    plan = mc.plan_database(CURRENT_DB, {"read_committed_snapshot": True, "recovery": "simple"}, "db")
+    conn = StandInSqlServer()
+    done = mc.apply(conn, plan)
+    assert conn.executed == ["ALTER DATABASE [db] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE",
+                             "ALTER DATABASE [db] SET RECOVERY SIMPLE"]
+    failing = StandInSqlServer(fail=("RECOVERY FULL",))
+    problems = mc.restore(failing, done)
+    assert failing.executed == ["ALTER DATABASE [db] SET RECOVERY FULL",
+                                "ALTER DATABASE [db] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE"]
+    assert len(problems) == 1 and "recovery" in problems[0]
+
+
+def test_a_failed_change_undoes_the_ones_before_it():
+    plan = mc.plan_database(CURRENT_DB, {"read_committed_snapshot": True, "recovery": "simple"}, "db")
+    conn = StandInSqlServer(fail=("RECOVERY SIMPLE",))
+    with pytest.raises(EngineError, match="cannot change db.recovery"):
+        mc.apply(conn, plan)
+    assert conn.executed[-1] == "ALTER DATABASE [db] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE"
+
+
+def test_server_plan_trace_flags_startup_or_global():
+    current = {"trace_flags": [3604], "memory_optimized_tempdb_metadata": False, "tempdb_files": 1,
+               "max degree of parallelism": 0}
+    wanted = {"trace_flags": "7006,3604", "max degree of parallelism": "1", "memory_limit": "4g"}
+    owned = mc.plan_server(current, wanted, startup_flags=True)
+    assert [c.apply for c in owned.changes] == [mc._configure("max degree of parallelism", 1)]
+    unowned = mc.plan_server(current, wanted, startup_flags=False)
+    assert unowned.changes[0].apply == ["DBCC TRACEON(7006, -1)"]
+    assert unowned.changes[0].undo == ["DBCC TRACEOFF(7006, -1)"]  # 3604 was on before: left alone
+    assert unowned.changes[1].undo == mc._configure("max degree of parallelism", 0)
+
+
+def test_memory_optimized_tempdb_metadata_needs_a_restart():
+    plan = mc.plan_server({"memory_optimized_tempdb_metadata": False}, {"memory_optimized_tempdb_metadata": "on"},
+                          startup_flags=True)
+    assert plan.restart
+    assert plan.changes[0].apply == ["ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA = ON"]
+    same = mc.plan_server({"memory_optimized_tempdb_metadata": True}, {"memory_optimized_tempdb_metadata": "on"},
+                          startup_flags=True)
+    assert not same.changes and not same.restart
+
+
+def test_tempdb_files_added_or_emptied_and_removed():
+    grow = mc.plan_server({"tempdb_files": 1}, {"tempdb_files": "3"}, startup_flags=True,
+                          tempdb_dir="/var/opt/mssql/data", tempdb_names=["tempdev"])
+    assert [c.what for c in grow.changes] == ["tempdb file concurbench_temp2 added", "tempdb file concurbench_temp3 added"]
+    assert "FILENAME = N'/var/opt/mssql/data/concurbench_temp2.ndf'" in grow.changes[0].apply[0]
+    shrink = mc.plan_server({"tempdb_files": 4}, {"tempdb_files": 1}, startup_flags=True,
+                            tempdb_names=["tempdev", "temp2", "temp3", "temp4"])
+    assert [c.apply[-1] for c in shrink.changes] == ["ALTER DATABASE tempdb REMOVE FILE [temp4]",
+                                                     "ALTER DATABASE tempdb REMOVE FILE [temp3]",
+                                                     "ALTER DATABASE tempdb REMOVE FILE [temp2]"]
+
+
+def test_unowned_servers_need_permission_and_no_restart():
+    plan = mc.plan_database(CURRENT_DB, {"read_committed_snapshot": True}, "db")
+    with pytest.raises(ProvisionError, match="--allow-server-changes"):
+        mc.refuse_unowned(plan, allowed=False, what="database options")
+    mc.refuse_unowned(plan, allowed=True, what="database options")
+    restart = mc.plan_server({"memory_optimized_tempdb_metadata": False}, {"memory_optimized_tempdb_metadata": True},
+                             startup_flags=False)
+    with pytest.raises(ProvisionError, match="restart"):
+        mc.refuse_unowned(restart, allowed=True, what="server options")
+    mc.refuse_unowned(mc.Plan(), allowed=False, what="nothing")
+
+
+def test_configurator_on_an_unowned_server_restores_what_it_changed():
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+               "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": [],
+               "IsTempdbMetadataMemoryOptimized": [(0,)], "tempdb.sys.database_files WHERE type = 0\"": [(1,)]}
+    conn = StandInSqlServer(answers)
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    assert config.apply(conn, {"trace_flags": "7006"}, {"read_committed_snapshot": True}) is False
+    assert "DBCC TRACEON(7006, -1)" in conn.executed
+    assert "ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE" in conn.executed
+    conn.executed.clear()
+    assert config.restore(conn) == []
+    assert conn.executed == ["ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE",
+                             "DBCC TRACEOFF(7006, -1)"]
+    refused = sqlserver.Configurator("bench", owned=False, allowed=False)
+    with pytest.raises(ProvisionError):
+        refused.apply(StandInSqlServer(answers), {}, {"read_committed_snapshot": True})
+
+
+def test_generated_statements_parse_as_tsql():
+    statements = [mc.database_statement("db", option, value) for option, value in (
+        ("read_committed_snapshot", True), ("allow_snapshot_isolation", False), ("delayed_durability", "forced"),
+        ("recovery", "simple"), ("accelerated_database_recovery", True))]
+    statements += mc._configure("max degree of parallelism", 1)
+    for sql in statements:
+        # sqlglot keeps ALTER DATABASE ... SET and sp_configure calls as commands; a parse error still raises
+        assert sqlglot.parse(sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+
+
+def test_connection_string_helpers():
+    s = "Driver={ODBC Driver 18 for SQL Server};Server=127.0.0.1,1433;Database=bench;UID=sa;PWD={p;w};APP=x;"
+    assert sqlserver.database_of(s) == "bench"
+    changed = sqlserver.with_option(s, "APP", "concurbench:admin")
+    assert changed.count("APP=") == 1 and changed.endswith("APP=concurbench:admin;")
+    assert "PWD={p;w}" in changed
+    assert sqlserver.version_num("16.0.4135.4") == 16_004_135
+    assert sqlserver.version_num("15.0.2000.5") // 1_000_000 == 15
