@@ -35,6 +35,10 @@ class EngineError(ConcurbenchError):
     """Talking to the server failed outside the measured workload (setup, samplers, sessions)."""
 
 
+class Unsupported(EngineError):
+    """The server cannot do what a variant asks (SQL Trace on SQL Server on Linux): the variant is skipped."""
+
+
 class RunError(ConcurbenchError):
     """The run could not be completed."""
 

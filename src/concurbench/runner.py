@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from .engines.registry import get_engine
-from .errors import ConcurbenchError, Interrupted, RunError
+from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .report.metrics import pool_metrics
@@ -90,6 +90,7 @@ class Runner:
         self.target = target
         self.repeat = max(1, repeat)
         self.eng = get_engine(scenario.engine)
+        self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
 
     def run(self) -> RunOutcome:
         writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes,
@@ -108,10 +109,11 @@ class Runner:
             status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
-                skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()}
+                skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()} \
+                    | set(self.unsupported)
                 verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), collapse(results), skipped)] \
                     if self.scenario.expect and results else []
-                run_dir = writer.finish(results, status, error, claims=verdicts)
+                run_dir = writer.finish(results, status, error, claims=verdicts, skipped=self.unsupported)
         return RunOutcome(run_dir, status, results, error, verdicts)
 
     def _run_on(self, provisioner, variants: list[Variant], writer, results: list[dict]) -> None:
@@ -150,7 +152,13 @@ class Runner:
                     for point in variant.sweep:
                         if self.repeat > 1:
                             self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat})
-                        result = self._run_variant(connection.conninfo, conn, variant, point, server["version_num"])
+                        try:
+                            result = self._run_variant(connection.conninfo, conn, variant, point,
+                                                       server["version_num"])
+                        except Unsupported as exc:
+                            self.unsupported.setdefault(variant.name, exc.message)
+                            self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
+                            break
                         if variant.settings:
                             result["settings"] = self.eng.server_info(conn, list(dict(variant.settings)))["settings"]
                         result["server"] = server["version_short"]

@@ -238,13 +238,16 @@ def test_mssql_without_pyodbc_says_what_to_install(monkeypatch, tmp_path):
 
 
 def test_mssql_driver_choice(monkeypatch):
+    """A stand-in pyodbc module (no ODBC stack here) lists the drivers the choice is made from."""
     fake = types.ModuleType("pyodbc")
     fake.drivers = lambda: ["PostgreSQL Unicode"]
     monkeypatch.setitem(sys.modules, "pyodbc", fake)
-    with pytest.raises(ProvisionError, match="no SQL Server ODBC driver.*PostgreSQL Unicode"):
+    with pytest.raises(ProvisionError, match="no ODBC driver for SQL Server.*PostgreSQL Unicode"):
         target.mssql_odbc_driver()
-    fake.drivers = lambda: ["ODBC Driver 18 for SQL Server", "ODBC Driver 17 for SQL Server"]
+    fake.drivers = lambda: ["ODBC Driver 17 for SQL Server", "FreeTDS", "ODBC Driver 18 for SQL Server"]
     assert target.mssql_odbc_driver() == "ODBC Driver 18 for SQL Server"
+    fake.drivers = lambda: ["FreeTDS"]
+    assert target.mssql_odbc_driver() == "FreeTDS"
 
 
 class FakeImages:

@@ -174,3 +174,15 @@ def test_connection_string_helpers():
     assert "PWD={p;w}" in changed
     assert sqlserver.version_num("16.0.4135.4") == 16_004_135
     assert sqlserver.version_num("15.0.2000.5") // 1_000_000 == 15
+
+
+def test_configurator_turns_off_the_flags_of_the_previous_variant():
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+               "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": []}
+    conn = StandInSqlServer(answers)
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config.apply(conn, {"trace_flags": "7006"}, {})
+    conn.executed.clear()
+    config.apply(conn, {}, {})
+    assert "DBCC TRACEOFF(7006, -1)" in conn.executed
+    assert config.changes == []

@@ -96,6 +96,8 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     try:
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        if not versions and not image and model.versions and target in ("docker", "binaries"):
+            wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
             target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
             host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,

@@ -86,6 +86,7 @@ class Change:
     what: str
     apply: list[str]
     undo: list[str]
+    flag: int | None = None  # a global trace flag this change turned on
 
 
 @dataclass
@@ -161,7 +162,7 @@ def plan_server(current: dict, wanted: dict, *, startup_flags: bool, tempdb_dir:
             have = set(current.get("trace_flags") or [])
             for flag in sorted(set(flag_numbers(value)) - have):
                 plan.changes.append(Change(f"trace flag {flag} on", [f"DBCC TRACEON({flag}, -1)"],
-                                           [f"DBCC TRACEOFF({flag}, -1)"]))
+                                           [f"DBCC TRACEOFF({flag}, -1)"], flag))
         elif name == "memory_optimized_tempdb_metadata":
             old, new = current.get(name), truth(value)
             if old is None or new != bool(old):

@@ -165,6 +165,12 @@ class Configurator:
         from . import mssql_config as mc
 
         wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
+        if not self.owned:  # flags an earlier variant turned on and this one does not want go off first
+            keep = set(mc.flag_numbers(wanted.get("trace_flags")))
+            dropped = [c for c in self.changes if c.flag is not None and c.flag not in keep]
+            self.changes = [c for c in self.changes if c not in dropped]
+            for problem in mc.restore(conn, dropped):
+                raise EngineError(problem)
         current = mc.read_server(conn, list(wanted))
         directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
         plan = mc.plan_server(current, wanted, startup_flags=self.owned, tempdb_dir=directory, tempdb_names=names)

@@ -431,8 +431,10 @@ class DockerServer:
         return make_conninfo(host="127.0.0.1", port=self.port, user="postgres", password=self._password, dbname=dbname)
 
     def _odbc(self, database: str) -> str:
-        return (f"DRIVER={{{self._odbc_driver}}};SERVER=127.0.0.1,{self.port};DATABASE={database};UID=sa;"
-                f"PWD={{{self._password}}};Encrypt=yes;TrustServerCertificate=yes")
+        from ..engines.mssql import connection_string
+
+        return connection_string(self._odbc_driver, "127.0.0.1", self.port, "sa", self._password, database,
+                                 trust_server_certificate=True, encrypt=True)
 
     def _prepare(self) -> Connection:
         """Create the run's database (like LocalPostgres) and say how to reach it."""
@@ -542,18 +544,19 @@ class DockerServer:
 
 
 def mssql_odbc_driver() -> str:
-    """The newest installed Microsoft ODBC driver for SQL Server, or a ProvisionError saying what to install."""
+    """The ODBC driver for SQL Server to use (Driver 18, 17, then FreeTDS), or a ProvisionError saying what to install."""
+    from ..engines import mssql
+    from ..errors import EngineError
+
     try:
-        import pyodbc
+        import pyodbc  # noqa: F401
     except ImportError as exc:
-        raise ProvisionError("SQL Server needs pyodbc and Microsoft's ODBC driver on this machine: pip install "
-                             "pyodbc, and install 'ODBC Driver 18 for SQL Server' (msodbcsql18)", exc) from None
-    drivers = [d for d in pyodbc.drivers() if "for SQL Server" in d]
-    if not drivers:
-        installed = ", ".join(pyodbc.drivers()) or "none"
-        raise ProvisionError(f"pyodbc finds no SQL Server ODBC driver (installed: {installed}); "
-                             f"install Microsoft's 'ODBC Driver 18 for SQL Server' (msodbcsql18)")
-    return sorted(drivers, key=lambda d: [int(n) for n in re.findall(r"\d+", d)] or [0])[-1]
+        raise ProvisionError(f"SQL Server needs pyodbc and an ODBC driver on this machine: {mssql.DRIVER_HELP}",
+                             exc) from None
+    try:
+        return mssql.detect_driver(mssql.installed_drivers())
+    except EngineError as exc:
+        raise ProvisionError(exc.message) from None
 
 
 def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> DockerServer:

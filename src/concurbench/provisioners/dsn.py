@@ -137,9 +137,17 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _factory(engine: str, settings: dict, options) -> ExistingServer:
-    if engine != "postgres":
-        raise ConfigError(f"the dsn target for engine {engine} is not available yet")
+def _factory(engine: str, settings: dict, options):
+    if engine == "mssql":
+        from .dsn_mssql import ExistingSqlServer
+
+        dsn = options.dsn or os.environ.get("CONCURBENCH_MSSQL_DSN")
+        if not dsn:
+            raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_MSSQL_DSN): an ODBC connection string "
+                              "('Server=host,1433;Database=bench;UID=user') or an mssql://user@host:1433/bench URL; "
+                              "the password may come from --password-env VAR")
+        return ExistingSqlServer(dsn, password_env=options.password_env,
+                                 allow_server_changes=options.allow_server_changes)
     dsn = options.dsn or os.environ.get("CONCURBENCH_DSN")
     if not dsn:
         raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_DSN): a postgresql:// URL or a "

@@ -107,7 +107,8 @@ def build_report(manifest: dict, summary: dict) -> Report:
         tables.append(_published(published, results, manifest))
     if summary.get("claims"):
         tables.append(_claims(summary["claims"]))
-    warnings = run_warnings(summary["results"])
+    warnings = [f"{name} was skipped: {why}" for name, why in (summary.get("skipped") or {}).items()]
+    warnings += run_warnings(summary["results"])
     for r in results:
         for msg in r.get("messages", []) + r.get("sampler_errors", []):
             warnings.append(f"{r['variant']}: {msg}")

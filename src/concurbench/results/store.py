@@ -86,7 +86,7 @@ class RunWriter:
         }
 
     def finish(self, results: list[dict], status: str, error: ConcurbenchError | None,
-               claims: list[dict] | None = None) -> Path:
+               claims: list[dict] | None = None, skipped: dict[str, str] | None = None) -> Path:
         from ..report.tables import build_report
         from ..report.render import markdown
 
@@ -100,7 +100,7 @@ class RunWriter:
                                                          **row})
         published = [p.__dict__ for p in self.scenario.source.published]
         summary = {"format_version": FORMAT_VERSION, "results": results, "published": published,
-                   "claims": claims or []}
+                   "claims": claims or [], "skipped": dict(skipped or {})}
         _write_json(self.path / "manifest.json", manifest)
         _write_json(self.path / "summary.json", summary)
         _write_csv(self.path / "summary.csv", _csv_rows(results))

@@ -88,6 +88,18 @@ def counter_key(obj: str, counter: str, instance: str) -> str:
     return f"{obj}/{counter}/{instance}" if instance else f"{obj}/{counter}"
 
 
+def counter_row_key(row: dict) -> str:
+    """The `counter_key` of a sys.dm_os_performance_counters row (named-instance prefix dropped)."""
+    return counter_key(*_key(row))
+
+
+def counter_totals(first: list[dict], last: list[dict]) -> dict[str, int]:
+    """Growth of each cumulative per-second counter (types 272696320, 272696576) between two readings."""
+    old = {counter_row_key(r): r["cntr_value"] for r in first if int(r["cntr_type"]) in RATE_TYPES}
+    return {key: r["cntr_value"] - old[key] for r in last
+            if int(r["cntr_type"]) in RATE_TYPES and (key := counter_row_key(r)) in old}
+
+
 def _base_names(counter: str) -> list[str]:
     low = counter.lower()
     plain = re.sub(r"\s*\([^)]*\)\s*$", "", low)  # "Average Wait Time (ms)" -> "average wait time"
@@ -194,3 +206,58 @@ def wait_deltas(before_rows: list[dict], after_rows: list[dict], top: int | None
         r["share"] = r["wait_time_ms"] / total if total > 0 else 0.0
     rows.sort(key=lambda r: (-r["wait_time_ms"], -r["waiting_tasks_count"], r["wait_type"]))
     return rows if top is None else rows[:top]
+
+
+# -- tempdb allocation latches -----------------------------------------------------------------------
+TEMPDB_ID = 2
+
+
+def latch_page_counts(rows: Iterable[tuple[str, str, int]], database_id: int = TEMPDB_ID) -> dict[tuple[str, str], int]:
+    """Waiting tasks by (wait type, page type) from (wait_type, resource_description, tasks) rows.
+
+    Rows of another database are skipped; a resource that does not read as db:file:page counts
+    under page type "unknown" (so a format change shows up instead of vanishing).
+    """
+    out: dict[tuple[str, str], int] = {}
+    for wait_type, resource, tasks in rows:
+        try:
+            db, _file, page = parse_pagelatch_resource(resource)
+        except ValueError:
+            kind = "unknown"
+        else:
+            if db != database_id:
+                continue
+            kind = page_type(page)
+        key = ((wait_type or "").strip().upper(), kind)
+        out[key] = out.get(key, 0) + int(tasks or 0)
+    return out
+
+
+# -- T-SQL quoting -----------------------------------------------------------------------------------
+_SIMPLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def check_name(name: str, what: str = "name") -> str:
+    """`name` if it is letters, digits and underscores only (the names scenarios may use), else ValueError."""
+    if not isinstance(name, str) or not _SIMPLE_NAME.match(name):
+        raise ValueError(f"{what} must be letters, digits and underscores, got {name!r}")
+    return name
+
+
+def quote_ident(name: str) -> str:
+    """A bracket-quoted identifier: `a]b` -> `[a]]b]` (QUOTENAME's rule)."""
+    if not name or "\x00" in name or len(name) > 128:
+        raise ValueError(f"not a valid identifier: {name!r}")
+    return "[" + name.replace("]", "]]") + "]"
+
+
+def quote_literal(text: str) -> str:
+    """A Unicode string literal: `it's` -> `N'it''s'`."""
+    if "\x00" in text:
+        raise ValueError("a string literal cannot hold NUL")
+    return "N'" + text.replace("'", "''") + "'"
+
+
+def like_prefix(text: str) -> str:
+    """A LIKE pattern matching strings that start with `text` (its `[`, `%` and `_` taken literally)."""
+    return text.replace("[", "[[]").replace("%", "[%]").replace("_", "[_]") + "%"

@@ -33,7 +33,7 @@ POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transacti
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options"]
 BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["hold_transaction", "xevents", "sql_trace"]}
 OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
-                    "sql_trace": ["events", "file", "max_file_size_mb"]}
+                    "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
 PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note"]
 ENGINES = ["postgres", "mssql"]
