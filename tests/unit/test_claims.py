@@ -71,3 +71,29 @@ def test_claims_validated_against_the_scenario(tmp_path):
     assert messages[1][:2] == (10, "expect[1]") and "no variant named 'b'" in messages[1][2]
     assert messages[2][:2] == (11, "expect[2]") and "no pool 'q'" in messages[2][2]
     assert messages[3][:2] == (12, "expect[3]") and "compares two sides" in messages[3][2]
+
+
+def test_a_claim_about_some_servers_is_not_evaluated_on_the_others():
+    results = [result("a", tps=200, server="2019-CU32"), result("b", tps=100, server="2019-CU32"),
+               result("a", tps=90, server="2022-CU18"), result("b", tps=100, server="2022-CU18")]
+    claim = parse_claim("a: tps > b: tps").__class__(**{**parse_claim("a: tps > b: tps").__dict__,
+                                                        "servers": ("2019",)})
+    verdicts = evaluate([claim], results)
+    assert [(v.server, v.passed) for v in verdicts] == [("2019-CU32", True), ("2022-CU18", None)]
+    assert "2019 only" in verdicts[1].error
+
+
+def test_server_versions_match_by_their_head():
+    from concurbench.scenario.claims import server_matches
+
+    assert server_matches("2022-CU18", "2022") and server_matches("16.4", "16") and server_matches("16.4", "16.4")
+    assert not server_matches("2022-CU18", "202") and not server_matches("16.4", "1")
+
+
+def test_published_figures_are_read_on_their_server():
+    from concurbench.report.tables import measured_value
+
+    results = [result("a", tps=200, server="2019-CU32"), result("a", tps=90, server="2022-CU18")]
+    assert measured_value(results, "a", "tps", server="2022")[0] == 90
+    assert measured_value(results, "a", "tps", server="2019")[0] == 200
+    assert measured_value(results, "a", "tps")[0] == 200

@@ -339,3 +339,14 @@ def test_wal_and_database_summarize():
     db = DatabaseCounters().summarize({"xact_commit": 5, "deadlocks": 0}, {"xact_commit": 105, "deadlocks": 2},
                                       [], 1.0)
     assert db == {"xact_commit": 100, "deadlocks": 2}
+
+
+def test_a_last_reading_when_the_window_ends_between_two_readings():
+    """A rate needs two readings: a window that ends mid-interval still gets one at its end."""
+    clock, log = FakeClock(), []
+    fast = Ticker(log, clock, moves=4, interval=0.1, name="fast")
+    slow = Ticker(log, clock, moves=10 ** 6, interval=0.3, name="slow", advance=False)
+    driver = SamplerDriver([fast, slow], FakeConn, 160000, clock=clock)
+    run_window(driver, fast.done)
+    assert [r["t_s"] for r in driver.rows["slow"]] == [0.0, 0.3, 0.4]
+    assert [r["t_s"] for r in driver.rows["fast"]] == [0.0, 0.1, 0.2, 0.3, 0.4]  # the last was just taken

@@ -320,3 +320,22 @@ def test_several_statements_in_one_need_the_simple_protocol(tmp_path):
         load_scenario(path)
     assert [(p.line, p.path) for p in info.value.problems] == [(6, "variants.v.pools.p.transaction[0]")]
     assert "holds 2 statements" in info.value.problems[0].message
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*/*.yaml")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_shipped_scenario_validates_full_and_quick(path):
+    for quick in (False, True):
+        scenario = load_scenario(path, quick=quick)
+        assert scenario.engine == path.parent.name
+        assert scenario.variants and scenario.expect
+
+
+def test_sql_server_scenario_keys_reach_the_model():
+    scenario = load_scenario(REPO / "scenarios" / "mssql" / "rcsi-ghost-churn.yaml", quick=True)
+    assert scenario.versions == ("2019", "2022", "2025")
+    assert dict(scenario.database)["delayed_durability"] == "forced"
+    assert dict(scenario.database)["recovery"] == "simple"
+    tf = scenario.variant("rcsi_tf7006")
+    assert dict(tf.settings)["trace_flags"] == "7006"
+    assert any(c.servers for c in scenario.expect)
+    assert any(p.server for p in scenario.source.published)

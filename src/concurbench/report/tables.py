@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .metrics import ERROR_CLASSES, row_metrics, top_waits
+from ..scenario.claims import server_matches
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 
 
@@ -229,9 +230,11 @@ def _claims(claims: list[dict]) -> Table:
     return table
 
 
-def measured_value(results: list[dict], variant: str, metric: str, clients=None, pool=None):
-    """The measured value of a metric for a published figure (nearest sweep point when clients differ)."""
-    runs = [r for r in results if r["variant"] == variant]
+def measured_value(results: list[dict], variant: str, metric: str, clients=None, pool=None, server=None):
+    """The measured value of a metric for a published figure (nearest sweep point when clients differ;
+    on the server version the figure names, when it names one)."""
+    runs = [r for r in results if r["variant"] == variant
+            and (server is None or r.get("server") is None or server_matches(r["server"], server))]
     if not runs:
         return None, None
     if clients is not None and any(r["point"] is not None for r in runs):
@@ -247,17 +250,22 @@ def _published(published: list[dict], results: list[dict], manifest: dict) -> Ta
     src = manifest["scenario"].get("source") or {}
     server = manifest.get("server") or {}
     host = manifest.get("host") or {}
+    by_server = any(p.get("server") for p in published)
     table = Table("Published beside measured", ["Variant", "Metric", "Published", "Clients (article)",
-                                                "Measured", "Clients (here)", "Note"])
+                                                "Measured", "Clients (here)", "Note"]
+                  if not by_server else ["Server", "Variant", "Metric", "Published", "Clients (article)", "Measured",
+                                         "Clients (here)", "Note"])
     for p in published:
-        value, run = measured_value(results, p["variant"], p["metric"], p.get("clients"), p.get("pool"))
+        value, run = measured_value(results, p["variant"], p["metric"], p.get("clients"), p.get("pool"),
+                                    p.get("server"))
         here = "–"
         if run is not None:
             pool = p.get("pool") or _first_measured(run)[0]
             here = fmt(run["clients"].get(pool))
         unit = f" {p['unit']}" if p.get("unit") else ""
-        table.rows.append([p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
-                           (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
+        table.rows.append(([p.get("server") or "any"] if by_server else []) + [
+            p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
+            (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
     table.notes.append(f"Article: {src.get('engine') or 'unknown server'} on {src.get('hardware') or 'unknown hardware'}. "
                        f"Here: {ENGINE_NAMES.get(manifest['scenario'].get('engine') or 'postgres', '')} {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "

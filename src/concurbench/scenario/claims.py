@@ -49,9 +49,19 @@ class Claim:
     op: str
     right: Side
     description: str = ""
+    servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
+
+    def applies_to(self, server) -> bool:
+        return not self.servers or server is None or any(server_matches(server, s) for s in self.servers)
 
     def refs(self) -> list[Ref]:
         return [s.ref for s in (self.left, self.right) if s.ref is not None]
+
+
+def server_matches(version, wanted: str) -> bool:
+    """`2022` matches SQL Server `2022-CU14`, `16` matches PostgreSQL `16.4`: the whole version or its head."""
+    text, wanted = str(version), str(wanted)
+    return text == wanted or text.startswith(wanted + "-") or text.startswith(wanted + ".")
 
 
 def parse_claim(text: str, description: str = "") -> Claim:
@@ -112,7 +122,10 @@ def evaluate(claims: list[Claim], results: list[dict], skipped: set[str] | froze
         mine = [r for r in results if r.get("server") == server]
         for claim in claims:
             left_out = [r.variant for r in claim.refs() if r.variant in skipped]
-            if left_out:
+            if not claim.applies_to(server):
+                verdicts.append(Verdict(claim, server, None, None, None,
+                                        f"not evaluated: the claim is about {', '.join(claim.servers)} only"))
+            elif left_out:
                 verdicts.append(Verdict(claim, server, None, None, None,
                                         f"not evaluated: {', '.join(sorted(set(left_out)))} was not run"))
             else:

@@ -6,6 +6,8 @@ here touches a server.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import hashlib
 import re
 from pathlib import Path
@@ -35,7 +37,7 @@ BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["ho
 OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
                     "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
-PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note"]
+PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note", "server"]
 ENGINES = ["postgres", "mssql"]
 ISOLATION = {"postgres": ["read committed", "repeatable read", "serializable"],
              "mssql": ["read uncommitted", "read committed", "repeatable read", "snapshot", "serializable"]}
@@ -434,18 +436,26 @@ class _Builder:
         out = []
         for i, item in enumerate(value):
             sub = join("expect", i)
-            text, description, where = item, "", (value, i)
+            text, description, where, servers = item, "", (value, i), []
             if isinstance(item, dict):
-                self.check.known_keys(item, sub, ["check", "claim"], required=("check",))
+                self.check.known_keys(item, sub, ["check", "claim", "servers"], required=("check",))
                 text = item.get("check")
                 description = str(item.get("claim") or "")
                 where = (item, "check")
+                servers = item.get("servers", [])
+                servers = [servers] if isinstance(servers, (str, int)) else servers
+                if not isinstance(servers, list) or not all(isinstance(v, (str, int)) for v in servers):
+                    self.check.add(item, "servers", join(sub, "servers"),
+                                   f"must be a list of server versions such as [\"2022\"], got {describe(servers)}")
+                    servers = []
             if not isinstance(text, str):
                 self.check.add(*where, sub, f"a claim is text such as 'holder: elapsed_s >= 3 * none: elapsed_s', "
                                             f"got {describe(text)}")
                 continue
             try:
                 claim = parse_claim(text, description)
+                if servers:
+                    claim = replace(claim, servers=tuple(str(v) for v in servers))
             except ValueError as exc:
                 self.check.add(*where, sub, str(exc))
                 continue
@@ -670,7 +680,8 @@ class _Builder:
                 unit=self.check.string(item, "unit", sub, default="") or "",
                 clients=self.check.integer(item, "clients", sub, minimum=1, default=None),
                 pool=self.check.string(item, "pool", sub, default=None),
-                note=self.check.string(item, "note", sub, default="") or ""))
+                note=self.check.string(item, "note", sub, default="") or "",
+                server=str(item["server"]) if item.get("server") is not None else None))
         s = self.check.string
         return Source(title=s(node, "title", "source", default="") or "", url=s(node, "url", "source", default="") or "",
                       author=s(node, "author", "source", default="") or "",

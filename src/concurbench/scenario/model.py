@@ -124,6 +124,7 @@ class Published:
     clients: int | None = None
     pool: str | None = None
     note: str = ""
+    server: str | None = None  # the server version the figure was measured on (`2019`); None: any
 
 
 @dataclass(frozen=True)
