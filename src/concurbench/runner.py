@@ -56,6 +56,24 @@ class RunOutcome:
         return sum(1 for c in self.claims if c["passed"] is False)
 
 
+@dataclass
+class _Server:
+    """One server of the run and what the runner keeps about it between variants."""
+
+    provisioner: object
+    started: bool = False
+    released: bool = False
+    connection: object = None
+    conn: object = None
+    config: object = None
+    info: dict = field(default_factory=dict)
+    current: dict = field(default_factory=dict)  # the settings it runs with now
+
+    @property
+    def version(self) -> str:
+        return self.info.get("version_short", "?")
+
+
 @contextlib.contextmanager
 def deferred_interrupts():
     """Hold Ctrl-C and SIGTERM while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
@@ -91,16 +109,26 @@ class Runner:
         self.repeat = max(1, repeat)
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
+        self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
 
     def run(self) -> RunOutcome:
         writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes,
                                   repeat=self.repeat)
         results: list[dict] = []
         status, error = "ok", None
+        servers = [_Server(p) for p in self.provisioners]
+        # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
+        # so drift of the machine hits every server alike; a single pass takes one server at a time.
+        batches = [servers] if self.repeat > 1 else [[server] for server in servers]
         try:
             variants = self._variants()
-            for provisioner in self.provisioners:
-                self._run_on(provisioner, variants, writer, results)
+            for batch in batches:
+                try:
+                    self._run_batch(batch, variants, writer, results)
+                finally:
+                    with deferred_interrupts():
+                        for server in batch:
+                            self._release(server)
         except KeyboardInterrupt:
             status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
@@ -109,6 +137,8 @@ class Runner:
             status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
+                for server in servers:
+                    self._release(server)
                 skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()} \
                     | set(self.unsupported)
                 verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), collapse(results), skipped)] \
@@ -116,82 +146,94 @@ class Runner:
                 run_dir = writer.finish(results, status, error, claims=verdicts, skipped=self.unsupported)
         return RunOutcome(run_dir, status, results, error, verdicts)
 
-    def _run_on(self, provisioner, variants: list[Variant], writer, results: list[dict]) -> None:
-        """One server: start, set up, every variant at every point, tear down, always stop."""
-        conn = config = None
-        try:
-            self.progress({"event": "provisioning", "target": self.target})
-            connection = provisioner.start()
-            conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
-            config = self.eng.configurator(provisioner, connection.conninfo) \
-                if hasattr(self.eng, "configurator") else None
-            current = dict(self.scenario.settings)
-            connection, conn = self._configure(config, provisioner, connection, conn, current,
-                                               dict(self.scenario.database))
-            server = self.eng.server_info(conn, [k for k, _ in self.scenario.settings])
-            server.update(target=self.target, connection=connection.safe)
-            writer.servers.append(server)
-            self.progress({"event": "server", "version": server["version_short"], "connection": connection.safe,
-                           "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
-            for step in self.scenario.setup:
-                self.progress({"event": "setup", "origin": step.origin})
-                self.eng.run_script(conn, step.sql, step.origin)
-            # repeats interleave (A B A B, not A A B B) so that drift of the machine hits every variant alike
-            for repeat in range(1, self.repeat + 1):
-                for variant in variants:
-                    wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
-                    if wanted != current:
-                        self.progress({"event": "restart", "settings": dict(variant.settings)})
-                        conn.close()
-                        connection = provisioner.restart(wanted)
-                        conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
-                        current = wanted
-                    if config is not None:
-                        connection, conn = self._configure(config, provisioner, connection, conn, current, {
-                            **dict(self.scenario.database), **dict(variant.database)})
-                    for point in variant.sweep:
-                        if self.repeat > 1:
-                            self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat})
-                        try:
-                            result = self._run_variant(connection.conninfo, conn, variant, point,
-                                                       server["version_num"])
-                        except Unsupported as exc:
-                            self.unsupported.setdefault(variant.name, exc.message)
-                            self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
-                            break
-                        if variant.settings:
-                            result["settings"] = self.eng.server_info(conn, list(dict(variant.settings)))["settings"]
-                        result["server"] = server["version_short"]
-                        result["repeat"] = repeat
-                        results.append(result)
-                        if result["status"] == "interrupted":
-                            raise KeyboardInterrupt
+    def _run_batch(self, servers: list["_Server"], variants: list[Variant], writer, results: list[dict]) -> None:
+        for server in servers:
+            self._start(server, writer)
+        # repeats interleave (A B A B, not A A B B) so that drift hits every variant alike
+        for repeat in range(1, self.repeat + 1):
+            for variant in variants:
+                for server in servers:
+                    self._variant_on(server, variant, repeat, results)
+        for server in servers:
             for step in self.scenario.teardown:
-                self.eng.run_script(conn, step.sql, step.origin)
-        finally:
-            with deferred_interrupts():
-                if conn is not None and config is not None:
-                    try:
-                        for problem in config.restore(conn):
-                            self.progress({"event": "warning", "message": problem})
-                    except Exception as exc:  # noqa: BLE001 - the server must still be let go
-                        self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.close()
-                self.progress({"event": "stopping"})
-                provisioner.stop()
+                self.eng.run_script(server.conn, step.sql, step.origin)
 
-    def _configure(self, config, provisioner, connection, conn, server: dict, database: dict):
+    def _start(self, server: "_Server", writer) -> None:
+        """Start one server, configure it, record what it is, and run the scenario's setup on it."""
+        self.progress({"event": "provisioning", "target": self.target})
+        server.started = True
+        server.connection = server.provisioner.start()
+        server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
+            if hasattr(self.eng, "configurator") else None
+        server.current = dict(self.scenario.settings)
+        self._configure(server, server.current, dict(self.scenario.database))
+        server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        server.info.update(target=self.target, connection=server.connection.safe)
+        writer.servers.append(server.info)
+        self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
+                       "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
+        for step in self.scenario.setup:
+            self.progress({"event": "setup", "origin": step.origin})
+            self.eng.run_script(server.conn, step.sql, step.origin)
+
+    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[dict]) -> None:
+        """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
+        if (variant.name, server.version) in self._skipped_on:
+            return
+        wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
+        if wanted != server.current:
+            self.progress({"event": "restart", "settings": dict(variant.settings)})
+            server.conn.close()
+            server.connection = server.provisioner.restart(wanted)
+            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.current = wanted
+        if server.config is not None:
+            self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
+        for point in variant.sweep:
+            self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat,
+                           "server": server.version if len(self.provisioners) > 1 else None})
+            try:
+                result = self._run_variant(server.connection.conninfo, server.conn, variant, point,
+                                           server.info["version_num"])
+            except Unsupported as exc:
+                self.unsupported.setdefault(variant.name, exc.message)
+                self._skipped_on.add((variant.name, server.version))
+                self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
+                return
+            if variant.settings:
+                result["settings"] = self.eng.server_info(server.conn, list(dict(variant.settings)))["settings"]
+            result["server"] = server.version
+            result["repeat"] = repeat
+            results.append(result)
+            if result["status"] == "interrupted":
+                raise KeyboardInterrupt
+
+    def _release(self, server: "_Server") -> None:
+        """Put back what the run changed on the server, close the connection, stop the server: always."""
+        if server.released:
+            return
+        server.released = True
+        if server.conn is not None and server.config is not None:
+            try:
+                for problem in server.config.restore(server.conn):
+                    self.progress({"event": "warning", "message": problem})
+            except Exception as exc:  # noqa: BLE001 - the server must still be let go
+                self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
+        if server.conn is not None:
+            with contextlib.suppress(Exception):
+                server.conn.close()
+        if server.started:
+            self.progress({"event": "stopping"})
+            server.provisioner.stop()
+
+    def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
-        if config is None:
-            return connection, conn
-        if config.apply(conn, server, database):
-            self.progress({"event": "restart", "settings": server})
-            conn.close()
-            connection = provisioner.restart(server)
-            conn = self.eng.connect(connection.conninfo, application_name="concurbench:admin")
-        return connection, conn
+        if server.config is not None and server.config.apply(server.conn, settings, database):
+            self.progress({"event": "restart", "settings": settings})
+            server.conn.close()
+            server.connection = server.provisioner.restart(settings)
+            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:

@@ -79,6 +79,29 @@ def test_matrix_run_puts_16_and_18_side_by_side(tmp_path):
         (v, s) for v in ("for_update", "for_share_many") for s in short}
 
 
+def test_repeats_on_a_matrix_interleave_servers_and_compare_them(tmp_path):
+    """--repeat 2 on 16 and 18: both servers up, each variant on each in turn; then compare --servers."""
+    need("16", "18")
+    result = subprocess.run(
+        [sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick", "--target", "binaries",
+         "--server-version", "16,18", "--variant", "bystander_alone", "--variant", "for_share_1", "--repeat", "2",
+         "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run_dir = Path(result.stdout.strip().splitlines()[-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    short = [s["version_short"] for s in json.loads((run_dir / "manifest.json").read_text())["servers"]]
+    order = [(r["repeat"], r["variant"], r["server"]) for r in summary["results"]]
+    assert order == [(rep, v, s) for rep in (1, 2) for v in ("bystander_alone", "for_share_1") for s in short]
+    assert "± " in (run_dir / "report.md").read_text()
+    compared = subprocess.run(
+        [sys.executable, "-m", "concurbench.cli.main", "compare", str(run_dir), "--servers", "16,18",
+         "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert compared.returncode == 0, compared.stderr[-2000:]
+    data = json.loads(compared.stdout)
+    assert data["baseline"]["servers"] == [short[0]] and data["contender"]["servers"] == [short[1]]
+    assert all(r["baseline"]["n"] == 2 and r["contender"]["n"] == 2 for r in data["rows"])
+
+
 def test_versions_outside_the_package_are_config_errors():
     with pytest.raises(ConfigError, match="14 to 18"):
         binaries.ensure_install("19")

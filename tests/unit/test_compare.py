@@ -388,3 +388,25 @@ def test_command_usage_errors_and_refusals(regressed, group, tmp_path):
     assert isinstance(refused.exception, ConfigError) and refused.exception.exit_code == 2
     forced = runner.invoke(group, ["compare", base, str(other), "--force"])
     assert forced.exit_code == 0, forced.output
+
+
+def test_two_servers_of_one_matrix_run(tmp_path, group):
+    """--servers OLD,NEW: one run's servers as the two sides (their variants ran interleaved)."""
+    results = []
+    for i, (old, new) in enumerate(zip([1000, 1010, 990], [800, 805, 795])):
+        results += [result("for_update", old, i + 1, server="16.4"), result("for_update", new, i + 1, server="17.2")]
+    run = write_run(tmp_path / "matrix", results)
+    comparison = compare_runs(run, run, fail_above=10, baseline_server="16", contender_server="17")
+    tps = row(comparison, "tps")
+    assert tps.baseline.mean == pytest.approx(1000) and tps.contender.mean == pytest.approx(800)
+    assert tps.regression and tps.significant
+    assert list(comparison.baseline.servers) == ["16.4"] and list(comparison.contender.servers) == ["17.2"]
+    runner = CliRunner()
+    out = runner.invoke(group, ["compare", str(run), "--servers", "16,17", "--fail-above", "10"])
+    assert out.exit_code == 1, out.output
+    same = runner.invoke(group, ["compare", str(run), "--servers", "16,16.4"])
+    assert same.exit_code == 0, same.output
+    wrong = runner.invoke(group, ["compare", str(run), "--servers", "15,17"])
+    assert isinstance(wrong.exception, ConfigError) and "no server matches 15" in wrong.exception.message
+    alone = runner.invoke(group, ["compare", str(run)])
+    assert isinstance(alone.exception, ConfigError) and "--servers" in alone.exception.message

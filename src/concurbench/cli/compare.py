@@ -24,7 +24,10 @@ def _thresholds(ctx, param, values: tuple[str, ...]):
 
 @click.command(name="compare")
 @click.argument("baseline_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.argument("contender_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("contender_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--servers", default=None, metavar="OLD,NEW",
+              help="Compare two servers of a version matrix: OLD's results as the baseline, NEW's as the "
+                   "contender (of one run, when CONTENDER_DIR is left out).")
 @click.option("--fail-above", "fail_above", multiple=True, metavar="[METRIC=]PERCENT", callback=_thresholds,
               help="Exit 1 when a metric got worse by more than PERCENT, significantly (or untested, with single "
                    "runs). `10` applies to every metric; `latency.p99_ms=20` (a glob) to the metrics it matches.")
@@ -37,9 +40,10 @@ def _thresholds(ctx, param, values: tuple[str, ...]):
               help="Also write JUnit XML: one test case per compared metric, a failure per regression.")
 @click.option("--force", is_flag=True,
               help="Compare runs of different scenarios, format versions or server matrices anyway.")
-def compare(baseline_dir: Path, contender_dir: Path, fail_above, metrics: tuple[str, ...], fmt: str,
-            junit_file: Path | None, force: bool) -> None:
-    """Compare CONTENDER_DIR with BASELINE_DIR, two runs of one scenario.
+def compare(baseline_dir: Path, contender_dir: Path | None, servers: str | None, fail_above,
+            metrics: tuple[str, ...], fmt: str, junit_file: Path | None, force: bool) -> None:
+    """Compare CONTENDER_DIR with BASELINE_DIR, two runs of one scenario; or, with --servers OLD,NEW,
+    two servers of one version-matrix run (their variants ran interleaved, so drift cancels out).
 
     Exit 1 when a metric regressed beyond a --fail-above threshold, 2 when the runs cannot be compared.
     Run both with --repeat 3 or more for a significance test; single runs are compared untested."""
@@ -49,8 +53,14 @@ def compare(baseline_dir: Path, contender_dir: Path, fail_above, metrics: tuple[
     from ..report.compare_render import junit, markdown, terminal, to_json
     from .main import err, out
 
-    comparison = compare_runs(baseline_dir, contender_dir, metrics=list(metrics), fail_above=fail_above,
-                              force=force)
+    pair = [v.strip() for v in servers.split(",")] if servers else []
+    if servers is not None and (len(pair) != 2 or not all(pair)):
+        raise ConfigError(f"--servers {servers}: expected two server versions, OLD,NEW (such as 16,17)")
+    if contender_dir is None and not pair:
+        raise ConfigError("compare needs CONTENDER_DIR, or --servers OLD,NEW to compare two servers of one run")
+    comparison = compare_runs(baseline_dir, contender_dir or baseline_dir, metrics=list(metrics),
+                              fail_above=fail_above, force=force, baseline_server=pair[0] if pair else None,
+                              contender_server=pair[1] if pair else None)
     for warning in comparison.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
     if fmt == "table":

@@ -176,9 +176,9 @@ def list_(path: Path, show_samplers: bool) -> None:
     if show_samplers:
         from ..samplers.registry import SAMPLERS
 
-        table = Table("sampler", "kind", "what it reads")
+        table = Table("sampler", "engine", "kind", "what it reads")
         for name, cls in SAMPLERS.items():
-            table.add_row(name, cls.kind, cls.description)
+            table.add_row(name, cls.engine, cls.kind, cls.description)
         out.print(table)
         return
     from ..scenario import load_scenario

@@ -49,7 +49,8 @@ class Progress:
                 parts.append(f"{pool} {tps:,.0f} tps")
             self._line(f"  done {self.label} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
         elif kind == "repeat":
-            self.repeat = f" (repeat {event['repeat']}/{event['of']})"
+            where = f" on {event['server']}" if event.get("server") else ""
+            self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")
         elif kind == "pull":
             layer = f" {event['layer']}" if event.get("layer") else ""
             text = f"  pulling {event['image']}{layer}: {event.get('status') or ''}"

@@ -237,12 +237,20 @@ class Comparison:
 # -- comparing -------------------------------------------------------------------------------
 
 def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[str] | None = None,
-                 fail_above=None, force: bool = False) -> Comparison:
-    """Compare the contender run with the baseline run; see the module docstring for the rules."""
+                 fail_above=None, force: bool = False, baseline_server: str | None = None,
+                 contender_server: str | None = None) -> Comparison:
+    """Compare the contender run with the baseline run; see the module docstring for the rules.
+
+    `baseline_server` and `contender_server` take one server of a version matrix each, so the two
+    sides of a comparison may be two servers of one run (whose variants ran interleaved)."""
     baseline_dir, contender_dir = Path(baseline_dir), Path(contender_dir)
     thresholds = Thresholds.of(fail_above)
     bm, bs = _read(baseline_dir)
     cm, cs = _read(contender_dir)
+    if baseline_server is not None:
+        bm, bs = _one_server(baseline_dir, bm, bs, baseline_server)
+    if contender_server is not None:
+        cm, cs = _one_server(contender_dir, cm, cs, contender_server)
     warnings = _check(baseline_dir, bm, bs, contender_dir, cm, cs, force)
     b_servers, c_servers = _servers(bm, bs), _servers(cm, cs)
     by_server = len(b_servers) > 1 or len(c_servers) > 1
@@ -302,6 +310,21 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
         warnings.append(f"only in the contender, not compared: {', '.join(only_c)}")
     return Comparison(_info(baseline_dir, bm, bs), _info(contender_dir, cm, cs), rows, warnings, thresholds,
                       by_server)
+
+
+def _one_server(path: Path, manifest: dict, summary: dict, wanted: str) -> tuple[dict, dict]:
+    """The run as if only the server matching `wanted` (`17` for 17.6, `2022` for 2022-CU18) had run."""
+    from ..scenario.claims import server_matches
+
+    servers = _servers(manifest, summary)
+    chosen = [v for v in servers if server_matches(v, wanted)]
+    if len(chosen) != 1:
+        raise ConfigError(f"{path}: {'no server' if not chosen else 'more than one server'} matches {wanted} "
+                          f"(the run has {', '.join(servers) or 'none'})")
+    manifest = {**manifest, "servers": [s for s in manifest.get("servers") or []
+                                        if s.get("version_short") == chosen[0]]}
+    summary = {**summary, "results": [r for r in summary["results"] if r.get("server") == chosen[0]]}
+    return manifest, summary
 
 
 def _read(path: Path) -> tuple[dict, dict]:

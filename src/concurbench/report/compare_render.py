@@ -9,7 +9,12 @@ from .compare import REPEAT_HINT, Comparison, Row, RunInfo
 from .stats import Estimate
 
 LEGEND = ("Change: contender against baseline; green better, red worse, dim not significant (Welch's t-test, "
-          "p ≥ 0.05). Untested: a side ran once, so there is no significance test; " + REPEAT_HINT + ".")
+          "p ≥ 0.05).")
+UNTESTED = " Untested: a side ran once, so there is no significance test; " + REPEAT_HINT + "."
+
+
+def legend(comparison: Comparison) -> str:
+    return LEGEND + (UNTESTED if any(r.significant is None for r in comparison.rows) else "")
 
 
 def num(value: float | None) -> str:
@@ -95,7 +100,7 @@ def terminal(comparison: Comparison, console) -> None:
     console.print(f"[bold]Compare: {escape(b.scenario)}[/bold]" + (f" ({escape(b.title)})" if b.title else ""))
     for role, info in (("baseline", b), ("contender", c)):
         console.print("  " + escape(_run_line(role, info)), highlight=False)
-    console.print(f"  [dim]{escape(LEGEND)}[/dim]", highlight=False)
+    console.print(f"  [dim]{escape(legend(comparison))}[/dim]", highlight=False)
     for title, cols, body in _tables(comparison):
         table = Table(title=escape(title), title_justify="left", header_style="bold")
         for name in cols:
@@ -130,7 +135,7 @@ def markdown(comparison: Comparison) -> str:
     b, c = comparison.baseline, comparison.contender
     out = [f"## concurbench compare: {b.scenario}", ""]
     out += [f"- {_md(_run_line(role, info))}" for role, info in (("Baseline", b), ("Contender", c))]
-    out += ["", f"_{_md(LEGEND)}_", ""]
+    out += ["", f"_{_md(legend(comparison))}_", ""]
     for title, cols, body in _tables(comparison):
         out += [f"### {_md(title)}", ""]
         out.append("| " + " | ".join(cols + ["Metric", "Baseline", "Contender", "Change", "Significance"]) + " |")
