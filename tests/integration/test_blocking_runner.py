@@ -8,6 +8,7 @@ epoll loop, transactions, error outcomes and rollbacks, cancelling at the end of
 
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -29,10 +30,11 @@ BLOCKING_PG = SimpleNamespace(
                                                                                         DIALECT))
 
 
-def run_sessions(conninfo, pool: Pool, seconds: float, warmup: float = 0.0):
+def run_sessions(conninfo, pool: Pool, seconds: float, warmup: float = 0.0, engine=BLOCKING_PG, counters=None):
     n = pool.clients
-    counters, status, finished = [0] * n, [0] * n, [0] * n
-    sessions = [Session(conninfo, pool, i, 7, counters, i, BLOCKING_PG) for i in range(n)]
+    counters = counters if counters is not None else [0] * n
+    status, finished = [0] * n, [0] * n
+    sessions = [Session(conninfo, pool, i, 7, counters, i, engine) for i in range(n)]
     for s in sessions:
         s.connect()
     now = time.perf_counter_ns()
@@ -102,3 +104,25 @@ def test_a_running_statement_is_cancelled_when_the_window_ends(server, admin):
     waiting = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' "
                             "AND state = 'active'").fetchone()[0]
     assert waiting == 0
+
+
+@pytest.mark.parametrize("engine", [BLOCKING_PG, pg], ids=["blocking", "libpq"])
+def test_sessions_reconnect_after_their_backends_are_killed(server, admin, engine):
+    """Both runners: a killed connection is a connection error, the session reconnects and goes on
+    (the new socket may get the old one's fd number; the loop must watch it again all the same)."""
+    pool = Pool("sleepers", 2, (Statement("nap", "SELECT pg_sleep(0.005)"),))
+    counters = [0, 0]
+    at_kill: list[int] = []
+
+    def kill():
+        time.sleep(1.0)
+        at_kill.append(sum(counters))
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                      "'concurbench:sleepers'")
+
+    killer = threading.Thread(target=kill)
+    killer.start()
+    stats = run_sessions(server[1].conninfo, pool, seconds=3.0, engine=engine, counters=counters)
+    killer.join()
+    assert stats.errors["connection"] >= 1
+    assert at_kill and stats.transactions > at_kill[0] + 20  # work went on after the kill

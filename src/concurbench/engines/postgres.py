@@ -100,17 +100,15 @@ SUCCESS = (None, None)
 BEGIN, COMMIT = "BEGIN", "COMMIT"
 
 
-def init(conn: psycopg.Connection, sql: str) -> None:
-    """A pool's per-session statement (SET ..., a temp table), run once after connecting."""
+def execute(conn: psycopg.Connection, sql: str) -> None:
     conn.execute(sql.encode())
+
+
+init = execute  # a pool's per-session statement (SET ..., a temp table), run once after connecting
 
 
 def begin_isolated(conn: psycopg.Connection, isolation: str) -> None:
     conn.execute(f"BEGIN ISOLATION LEVEL {isolation.upper()}")
-
-
-def execute(conn: psycopg.Connection, sql: str) -> None:
-    conn.execute(sql.encode())
 
 
 def scalar(conn: psycopg.Connection, sql: str):
@@ -124,6 +122,7 @@ def session_id(conn: psycopg.Connection) -> int:
 
 def statement_runner(conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
     return StatementRunner(conn, statements, params, protocol)
+
 
 _PARAM_REF = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)\b")
 PROTOCOLS = ("prepared", "extended", "simple")

@@ -102,6 +102,7 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
         time.sleep(delay / 1e9)
     poller = select.epoll()
     by_fd: dict[int, Session] = {}
+    polled: dict[int, object] = {}  # slot -> the runner whose fd is registered
     sleeping: list[tuple[int, int, Session]] = []  # (wake time, slot, session) for think times
     remaining = len(sessions)
 
@@ -115,7 +116,10 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
             remaining -= 1
         elif state == THINKING:
             heapq.heappush(sleeping, (session.wake_at, session.slot, session))
-        elif by_fd.get(session.fd) is not session:  # first statement, or a new connection
+        elif polled.get(session.slot) is not session.runner:  # first statement, or a new connection
+            # keyed by the runner, not the fd: a new connection may get the closed one's fd number,
+            # and closing an fd drops it from the epoll set
+            polled[session.slot] = session.runner
             by_fd[session.fd] = session
             with contextlib.suppress(OSError):
                 poller.unregister(session.fd)
@@ -142,7 +146,7 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
                 session = by_fd.get(fd)
                 if session is not None and session.state in busy:
                     session.readable(clock(), window)
-                    if session.state != RUNNING or by_fd.get(session.fd) is not session:
+                    if session.state != RUNNING or polled.get(session.slot) is not session.runner:
                         settle(session)
             while sleeping and sleeping[0][0] <= clock():
                 session = heapq.heappop(sleeping)[2]
