@@ -44,7 +44,7 @@ def test_every_sampler_reads_and_summarizes(major_server):
         assert version_num // 10000 == int(major)
         conn.execute("CREATE TABLE IF NOT EXISTS t (id int PRIMARY KEY, v int)")
         conn.execute("INSERT INTO t SELECT g, 0 FROM generate_series(1, 100) g ON CONFLICT DO NOTHING")
-        samplers = [cls(SamplerSpec(name)) for name, cls in SAMPLERS.items()]
+        samplers = [cls(SamplerSpec(name)) for name, cls in SAMPLERS.items() if cls.engine == "postgres"]
         for sampler in samplers:
             sampler.prepare(conn, version_num)
         before = {s.name: s.read(conn) for s in samplers if s.kind == "snapshot"}

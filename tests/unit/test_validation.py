@@ -339,3 +339,13 @@ def test_sql_server_scenario_keys_reach_the_model():
     assert dict(tf.settings)["trace_flags"] == "7006"
     assert any(c.servers for c in scenario.expect)
     assert any(p.server for p in scenario.source.published)
+
+
+def test_a_sampler_missing_a_required_option_is_reported_at_its_line(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: bad\nengine: mssql\nsamplers: [index_physical_stats]\nvariants:\n"
+                    "  a:\n    pools:\n      p: {clients: 1, transaction: [\"SELECT 1\"]}\n")
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    problem = caught.value.problems[0]
+    assert (problem.line, problem.path) == (3, "samplers[0]") and "needs the option `table`" in problem.message

@@ -368,7 +368,13 @@ class _Builder:
                             opts["interval"] = self.check.duration(options, "interval", sub, default=None)
                         elif opt_key in allowed:
                             opts[opt_key] = options[opt_key]
-            specs.append(SamplerSpec(name, tuple(opts.items())))
+            spec = SamplerSpec(name, tuple(opts.items()))
+            try:
+                known[name](spec)  # a sampler checks its own options when it is made
+            except ConfigError as exc:
+                self.check.add(container, where, sub, exc.message, of_key=isinstance(value, dict))
+                continue
+            specs.append(spec)
         return tuple(specs)
 
     def _variants(self, doc, duration, warmup, sweep, samplers, probes) -> tuple[Variant, ...]:
