@@ -126,3 +126,74 @@ def test_sessions_reconnect_after_their_backends_are_killed(server, admin, engin
     killer.join()
     assert stats.errors["connection"] >= 1
     assert at_kill and stats.transactions > at_kill[0] + 20  # work went on after the kill
+
+
+def _odbc_postgres(conninfo: str) -> str | None:
+    """An ODBC string for the test server through psqlODBC, or None when pyodbc or the driver is missing."""
+    try:
+        import pyodbc
+    except ImportError:
+        return None
+    if "PostgreSQL Unicode" not in pyodbc.drivers():
+        return None
+    from psycopg.conninfo import conninfo_to_dict
+
+    parts = conninfo_to_dict(conninfo)
+    return (f"Driver={{PostgreSQL Unicode}};Server={parts.get('host', '127.0.0.1')};Port={parts.get('port', 5432)};"
+            f"Database={parts['dbname']};Uid={parts['user']};Pwd={{{parts.get('password', '')}}};")
+
+
+def _pyodbc_pg_engine():
+    """The SQL Server engine's pieces (pyodbc connections, `?` markers, SQLCancel from another thread) with
+    PostgreSQL's transaction words and SQLSTATE classes, through the psqlODBC driver."""
+    import pyodbc
+
+    from concurbench.engines.mssql import error_key
+
+    def classify(exc):
+        state = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None
+        return pg.classify_sqlstate(state) if state and state != "HY000" else "other"
+
+    dialect = Dialect(marker="?", begin="BEGIN", commit="COMMIT", rollback="ROLLBACK", classify=classify,
+                      error_key=error_key, cancel=lambda conn, cursor: cursor.cancel())
+    return SimpleNamespace(
+        BEGIN="BEGIN", COMMIT="COMMIT",
+        connect=lambda conninfo, application_name="": pyodbc.connect(conninfo, autocommit=True),
+        init=lambda conn, sql: conn.execute(sql),
+        statement_runner=lambda conn, statements, params, protocol: BlockingStatementRunner(conn, statements,
+                                                                                            params, dialect))
+
+
+def test_pyodbc_sessions_through_odbc_run_commit_fail_and_cancel(server, admin, counters_table):
+    """pyodbc itself (the SQL Server engine's driver) against PostgreSQL via psqlODBC: `?` parameters,
+    transactions, a lock timeout classified by SQLSTATE and rolled back, SQLCancel at the end."""
+    conn_str = _odbc_postgres(server[1].conninfo)
+    if conn_str is None:
+        pytest.skip("pyodbc or psqlODBC ('PostgreSQL Unicode', Debian package odbc-postgresql) is not installed")
+    engine = _pyodbc_pg_engine()
+    pool = Pool("writers", 3, (Statement("bump", "UPDATE blocking_counts SET n = n + 1 WHERE k = :k"),
+                               Statement("read", "SELECT n, :k AS k FROM blocking_counts WHERE k = :k")),
+                params=(("k", parse_distribution("uniform(2, 10)")),), atomic=True, transactions=40)
+    stats = run_sessions(conn_str, pool, seconds=60, engine=engine)
+    assert stats.transactions == 120 and stats.failed == 0
+    assert admin.execute("SELECT sum(n) FROM blocking_counts").fetchone()[0] == 120
+
+    holder = pg.connect(server[1].conninfo)
+    try:
+        holder.execute("BEGIN")
+        holder.execute("UPDATE blocking_counts SET n = n WHERE k = 1")
+        blocked = Pool("blocked", 2, (Statement("bump", "UPDATE blocking_counts SET n = n + 1 WHERE k = 1"),),
+                       atomic=True, transactions=2, init=("SET lock_timeout = '50ms'",))
+        failed = run_sessions(conn_str, blocked, seconds=30, engine=engine)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert failed.failed == 4 and failed.errors["lock_not_available"] == 4
+
+    started = time.monotonic()
+    sleepers = run_sessions(conn_str, Pool("sleepers", 2, (Statement("sleep", "SELECT pg_sleep(30)"),)),
+                            seconds=0.5, engine=engine)
+    assert time.monotonic() - started < 10 and sleepers.transactions == 0
+    assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(30)%' "
+                         "AND state = 'active'").fetchone()[0] == 0
+    assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'").fetchone()[0] == 0
