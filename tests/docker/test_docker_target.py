@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from concurbench.errors import ProvisionError
-from concurbench.provisioners import docker as target
+from concurbench.provisioners import containers, docker as target
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
@@ -80,7 +80,7 @@ def test_kept_container_and_the_password_in_no_file(tmp_path, docker_client, con
         assert len(new) == 1, new
         container = docker_client.containers.get(new.pop())
         assert container.status == "running"
-        assert container.labels[target.LABEL_KEEP] == "1" and container.labels[target.LABEL_KIND] == "postgres"
+        assert container.labels[containers.LABEL_KEEP] == "1" and container.labels[containers.LABEL_KIND] == "postgres"
         env = dict(e.split("=", 1) for e in container.attrs["Config"]["Env"])
         password = env["POSTGRES_PASSWORD"]
         assert len(password) >= 16
@@ -153,8 +153,8 @@ def test_restart_applies_settings_and_keeps_the_data(docker_client, leftovers):
         connection = server.start()
         container = docker_client.containers.get(server.container_name)
         assert container.labels[target.LABEL_RUN] == server.run_id
-        assert container.labels[target.LABEL_KIND] == "postgres"
-        assert container.labels[target.LABEL_OWNER] == str(os.getpid())
+        assert container.labels[containers.LABEL_KIND] == "postgres"
+        assert container.labels[containers.LABEL_OWNER] == str(os.getpid())
         volumes = docker_client.volumes.list(filters={"label": f"{target.LABEL_SERVER}={server.server_id}"})
         assert len(volumes) == 1
         with psycopg.connect(connection.conninfo, autocommit=True) as conn:
@@ -215,7 +215,7 @@ def test_remove_leftover_containers_of_a_killed_run(docker_client, images):
     for run_id in (killed, other):
         made.append(docker_client.containers.run(
             images.sleeper, name=f"concurbench-{run_id}-postgres-18", detach=True, network_mode="host",
-            labels={target.LABEL_RUN: run_id, target.LABEL_KIND: "postgres"}))
+            labels={target.LABEL_RUN: run_id, containers.LABEL_KIND: "postgres"}))
     try:
         assert target.remove_leftover_containers({killed}) == [f"concurbench-{killed}-postgres-18"]
         names = {c.name for c in docker_client.containers.list(all=True)}

@@ -10,7 +10,7 @@ import pytest
 from docker.errors import APIError, ImageNotFound
 
 from concurbench.errors import ConfigError, ProvisionError
-from concurbench.provisioners import docker as target
+from concurbench.provisioners import containers, docker as target
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
 
 LABELS = target.container_labels("run1", "postgres", "srv1")
@@ -30,7 +30,7 @@ def mssql_config(**kwargs):
 
 # -- PostgreSQL --------------------------------------------------------------------------------------
 def test_settings_become_dash_c_arguments_in_order():
-    assert target.postgres_args({"max_connections": 300, "fsync": False, "shared_buffers": "256MB"}) == [
+    assert containers.postgres_args({"max_connections": 300, "fsync": False, "shared_buffers": "256MB"}) == [
         "postgres", "-c", "max_connections=300", "-c", "fsync=off", "-c", "shared_buffers=256MB"]
 
 
@@ -98,12 +98,12 @@ def test_mssql_trace_flags_memory_edition_and_host_network():
 @pytest.mark.parametrize("value, flags", [([1222, 3604], ["-T1222", "-T3604"]), ("1222,3604", ["-T1222", "-T3604"]),
                                           ("T1117", ["-T1117"]), (None, []), ("", [])])
 def test_trace_flags_forms(value, flags):
-    assert target.trace_flags(value) == flags
+    assert containers.trace_flags(value) == flags
 
 
 def test_trace_flag_that_is_not_a_number():
     with pytest.raises(ConfigError, match="trace flag 'deadlocks'"):
-        target.trace_flags(["deadlocks"])
+        containers.trace_flags(["deadlocks"])
 
 
 def test_mssql_images_by_year():
@@ -129,7 +129,7 @@ def test_generated_passwords_are_strong_and_need_no_quoting():
         assert any(c in string.ascii_uppercase for c in password)
         assert any(c in string.ascii_lowercase for c in password)
         assert any(c in string.digits for c in password)
-        assert any(c in target.PASSWORD_SYMBOLS for c in password)
+        assert any(c in containers.PASSWORD_SYMBOLS for c in password)
         assert not set(password) & set(";{}'\"\\$ `&|<>")
         seen.add(password)
     assert len(seen) == 300
