@@ -23,6 +23,7 @@ from ..workload.distributions import parse_distribution
 from .claims import parse_claim
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
+from .server_keys import ServerSections
 from .yamlpos import Checker, as_int, describe, join, load_yaml, suggest
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
@@ -34,17 +35,11 @@ PROBE_KEYS = ["name", "sql", "when"]
 POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol", "init"]
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options"]
 BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["hold_transaction", "xevents", "sql_trace"]}
-OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
-                    "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
 PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note", "server"]
 ENGINES = ["postgres", "mssql"]
 ISOLATION = {"postgres": ["read committed", "repeatable read", "serializable"],
              "mssql": ["read uncommitted", "read committed", "repeatable read", "snapshot", "serializable"]}
-# server: keys by engine (besides `settings`); variants may not set `versions`
-SERVER_KEYS = {"postgres": ["settings", "versions"],
-               "mssql": ["settings", "versions", "trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files",
-                         "memory_limit", "pid", "collation"]}
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 DEFAULT_DURATION = 10.0
@@ -140,7 +135,7 @@ def _expand(text: str, params: dict[str, Any], report) -> Any:
     return PARAM_REF.sub(one, text)
 
 
-class _Builder:
+class _Builder(ServerSections):
     def __init__(self, path: Path, check: Checker, params: dict[str, Any]):
         self.path = path
         self.check = check
@@ -185,93 +180,6 @@ class _Builder:
             expect=self._expect(doc, variants), database=database, versions=versions)
 
     # -- sections ----------------------------------------------------------
-    def _settings(self, doc, base: str = "") -> tuple:
-        server = self.check.mapping(doc, "server", join(base, "server"))
-        if server is None:
-            return ()
-        allowed = [k for k in SERVER_KEYS[self.engine] if not (base and k == "versions")]
-        self.check.known_keys(server, join(base, "server"), allowed)
-        out = self._mssql_server(server, base) if self.engine == "mssql" else []
-        node = self.check.mapping(server, "settings", join(base, "server.settings"))
-        if node is None:
-            return tuple(out)
-        for key, value in node.items():
-            if isinstance(value, (dict, list)) or value is None:
-                self.check.add(node, key, join(join(base, "server.settings"), key),
-                               f"must be a single value, got {describe(value)}")
-                continue
-            text = str(value).lower() if isinstance(value, bool) else str(value)
-            out.append((str(key), "on" if text == "true" else "off" if text == "false" else text))
-        return tuple(out)
-
-    def _mssql_server(self, server, base: str) -> list[tuple[str, str]]:
-        """SQL Server's own server keys, as settings the provisioner and the engine understand."""
-        out = []
-        path = join(base, "server")
-        if "trace_flags" in server:
-            flags = server["trace_flags"]
-            flags = [flags] if isinstance(flags, int) and not isinstance(flags, bool) else flags
-            if not isinstance(flags, list) or not all(as_int(f) is not None and as_int(f) > 0 for f in flags):
-                self.check.add(server, "trace_flags", join(path, "trace_flags"),
-                               f"must be a list of trace flag numbers such as [7006], got {describe(flags)}")
-            else:
-                out.append(("trace_flags", ",".join(str(as_int(f)) for f in flags)))
-        if "memory_optimized_tempdb_metadata" in server:
-            value = server["memory_optimized_tempdb_metadata"]
-            if not isinstance(value, bool):
-                self.check.add(server, "memory_optimized_tempdb_metadata",
-                               join(path, "memory_optimized_tempdb_metadata"), f"must be true or false, got {describe(value)}")
-            else:
-                out.append(("memory_optimized_tempdb_metadata", "on" if value else "off"))
-        if "tempdb_files" in server:
-            files = self.check.integer(server, "tempdb_files", path, minimum=1, default=None)
-            if files is not None:
-                out.append(("tempdb_files", str(files)))
-        for key in ("memory_limit", "pid", "collation"):
-            if key in server:
-                value = self.check.string(server, key, path, default=None)
-                if value:
-                    out.append((key, value))
-        return out
-
-    def _database(self, node, base: str = "") -> tuple:
-        """`database:` options of a SQL Server scenario or variant (ALTER DATABASE ... SET)."""
-        from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
-
-        db = self.check.mapping(node, "database", join(base, "database"))
-        if db is None:
-            return ()
-        path = join(base, "database")
-        if self.engine != "mssql":
-            self.check.add(node, "database", path, "database options apply to SQL Server scenarios (engine: mssql); "
-                                                   "PostgreSQL settings go under server.settings", of_key=True)
-            return ()
-        self.check.known_keys(db, path, list(DATABASE_OPTIONS))
-        out = []
-        for key, value in db.items():
-            if key not in DATABASE_OPTIONS:
-                continue
-            choices = {"delayed_durability": DURABILITY, "recovery": RECOVERY}.get(key)
-            if choices is None and not isinstance(value, bool):
-                self.check.add(db, key, join(path, key), f"must be true or false, got {describe(value)}")
-            elif choices is not None and str(value).lower() not in choices:
-                self.check.add(db, key, join(path, key), f"must be one of {', '.join(choices)}, got {describe(value)}"
-                                                         f"{suggest(str(value).lower(), choices)}")
-            else:
-                out.append((str(key), value if choices is None else str(value).lower()))
-        return tuple(out)
-
-    def _versions(self, doc) -> tuple[str, ...]:
-        server = doc.get("server")
-        if not isinstance(server, dict) or "versions" not in server:
-            return ()
-        value = server["versions"]
-        if not isinstance(value, list) or not value or not all(isinstance(v, (str, int)) for v in value):
-            self.check.add(server, "versions", "server.versions",
-                           f"must be a list of server versions such as [\"2019\", \"2022\"], got {describe(value)}")
-            return ()
-        return tuple(str(v) for v in value)
-
     def _sql_steps(self, node, key, path) -> tuple[SqlStep, ...]:
         value = node.get(key) if isinstance(node, dict) else None
         if value is None:
@@ -619,30 +527,6 @@ class _Builder:
                 release_when=self.check.string(item, "release_when", sub, default=None), rate=rate,
                 options=options))
         return tuple(out)
-
-    def _observer_options(self, item, kind: str, sub: str) -> dict:
-        """`options:` of an Extended Events session or a SQL Trace (other kinds take none)."""
-        node = item.get("options")
-        if node is None:
-            return {}
-        allowed = OBSERVER_OPTIONS.get(kind)
-        if allowed is None:
-            self.check.add(item, "options", join(sub, "options"), f"applies only to kinds "
-                                                                 f"{', '.join(OBSERVER_OPTIONS)}", of_key=True)
-            return {}
-        if not isinstance(node, dict):
-            self.check.add(item, "options", join(sub, "options"), f"must be a mapping, got {describe(node)}")
-            return {}
-        path = join(sub, "options")
-        self.check.known_keys(node, path, allowed)
-        if kind == "xevents" and "target" in node and node["target"] not in ("ring_buffer", "event_file"):
-            self.check.add(node, "target", join(path, "target"), f"must be ring_buffer or event_file, got "
-                                                                 f"{describe(node['target'])}")
-        if "no_event_loss" in node and not isinstance(node["no_event_loss"], bool):
-            self.check.add(node, "no_event_loss", join(path, "no_event_loss"), "must be true or false")
-        if "events" in node and (not isinstance(node["events"], list) or not node["events"]):
-            self.check.add(node, "events", join(path, "events"), f"must be a non-empty list, got {describe(node['events'])}")
-        return {str(k): (list(v) if isinstance(v, list) else v) for k, v in node.items() if k in allowed}
 
     def _baselines(self, doc, variants) -> tuple:
         names = {v.name: v for v in variants}

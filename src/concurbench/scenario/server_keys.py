@@ -1,0 +1,128 @@
+"""The parts of a scenario that say how to set up the server: `server:` (settings, versions, and SQL
+Server's trace flags, tempdb and container keys), SQL Server's `database:` options, and the options
+of SQL Server's observers. A mixin of the scenario builder: it reads `self.check` and `self.engine`.
+"""
+
+from __future__ import annotations
+
+from .yamlpos import as_int, describe, join, suggest
+
+# server: keys by engine (besides `settings`); variants may not set `versions`
+SERVER_KEYS = {"postgres": ["settings", "versions"],
+               "mssql": ["settings", "versions", "trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files",
+                         "memory_limit", "pid", "collation"]}
+OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
+                    "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
+
+
+class ServerSections:
+    def _settings(self, doc, base: str = "") -> tuple:
+        server = self.check.mapping(doc, "server", join(base, "server"))
+        if server is None:
+            return ()
+        allowed = [k for k in SERVER_KEYS[self.engine] if not (base and k == "versions")]
+        self.check.known_keys(server, join(base, "server"), allowed)
+        out = self._mssql_server(server, base) if self.engine == "mssql" else []
+        node = self.check.mapping(server, "settings", join(base, "server.settings"))
+        if node is None:
+            return tuple(out)
+        for key, value in node.items():
+            if isinstance(value, (dict, list)) or value is None:
+                self.check.add(node, key, join(join(base, "server.settings"), key),
+                               f"must be a single value, got {describe(value)}")
+                continue
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            out.append((str(key), "on" if text == "true" else "off" if text == "false" else text))
+        return tuple(out)
+
+    def _mssql_server(self, server, base: str) -> list[tuple[str, str]]:
+        """SQL Server's own server keys, as settings the provisioner and the engine understand."""
+        out = []
+        path = join(base, "server")
+        if "trace_flags" in server:
+            flags = server["trace_flags"]
+            flags = [flags] if isinstance(flags, int) and not isinstance(flags, bool) else flags
+            if not isinstance(flags, list) or not all(as_int(f) is not None and as_int(f) > 0 for f in flags):
+                self.check.add(server, "trace_flags", join(path, "trace_flags"),
+                               f"must be a list of trace flag numbers such as [7006], got {describe(flags)}")
+            else:
+                out.append(("trace_flags", ",".join(str(as_int(f)) for f in flags)))
+        if "memory_optimized_tempdb_metadata" in server:
+            value = server["memory_optimized_tempdb_metadata"]
+            if not isinstance(value, bool):
+                self.check.add(server, "memory_optimized_tempdb_metadata",
+                               join(path, "memory_optimized_tempdb_metadata"), f"must be true or false, got {describe(value)}")
+            else:
+                out.append(("memory_optimized_tempdb_metadata", "on" if value else "off"))
+        if "tempdb_files" in server:
+            files = self.check.integer(server, "tempdb_files", path, minimum=1, default=None)
+            if files is not None:
+                out.append(("tempdb_files", str(files)))
+        for key in ("memory_limit", "pid", "collation"):
+            if key in server:
+                value = self.check.string(server, key, path, default=None)
+                if value:
+                    out.append((key, value))
+        return out
+
+    def _database(self, node, base: str = "") -> tuple:
+        """`database:` options of a SQL Server scenario or variant (ALTER DATABASE ... SET)."""
+        from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
+
+        db = self.check.mapping(node, "database", join(base, "database"))
+        if db is None:
+            return ()
+        path = join(base, "database")
+        if self.engine != "mssql":
+            self.check.add(node, "database", path, "database options apply to SQL Server scenarios (engine: mssql); "
+                                                   "PostgreSQL settings go under server.settings", of_key=True)
+            return ()
+        self.check.known_keys(db, path, list(DATABASE_OPTIONS))
+        out = []
+        for key, value in db.items():
+            if key not in DATABASE_OPTIONS:
+                continue
+            choices = {"delayed_durability": DURABILITY, "recovery": RECOVERY}.get(key)
+            if choices is None and not isinstance(value, bool):
+                self.check.add(db, key, join(path, key), f"must be true or false, got {describe(value)}")
+            elif choices is not None and str(value).lower() not in choices:
+                self.check.add(db, key, join(path, key), f"must be one of {', '.join(choices)}, got {describe(value)}"
+                                                         f"{suggest(str(value).lower(), choices)}")
+            else:
+                out.append((str(key), value if choices is None else str(value).lower()))
+        return tuple(out)
+
+    def _versions(self, doc) -> tuple[str, ...]:
+        server = doc.get("server")
+        if not isinstance(server, dict) or "versions" not in server:
+            return ()
+        value = server["versions"]
+        if not isinstance(value, list) or not value or not all(isinstance(v, (str, int)) for v in value):
+            self.check.add(server, "versions", "server.versions",
+                           f"must be a list of server versions such as [\"2019\", \"2022\"], got {describe(value)}")
+            return ()
+        return tuple(str(v) for v in value)
+
+    def _observer_options(self, item, kind: str, sub: str) -> dict:
+        """`options:` of an Extended Events session or a SQL Trace (other kinds take none)."""
+        node = item.get("options")
+        if node is None:
+            return {}
+        allowed = OBSERVER_OPTIONS.get(kind)
+        if allowed is None:
+            self.check.add(item, "options", join(sub, "options"), f"applies only to kinds "
+                                                                 f"{', '.join(OBSERVER_OPTIONS)}", of_key=True)
+            return {}
+        if not isinstance(node, dict):
+            self.check.add(item, "options", join(sub, "options"), f"must be a mapping, got {describe(node)}")
+            return {}
+        path = join(sub, "options")
+        self.check.known_keys(node, path, allowed)
+        if kind == "xevents" and "target" in node and node["target"] not in ("ring_buffer", "event_file"):
+            self.check.add(node, "target", join(path, "target"), f"must be ring_buffer or event_file, got "
+                                                                 f"{describe(node['target'])}")
+        if "no_event_loss" in node and not isinstance(node["no_event_loss"], bool):
+            self.check.add(node, "no_event_loss", join(path, "no_event_loss"), "must be true or false")
+        if "events" in node and (not isinstance(node["events"], list) or not node["events"]):
+            self.check.add(node, "events", join(path, "events"), f"must be a non-empty list, got {describe(node['events'])}")
+        return {str(k): (list(v) if isinstance(v, list) else v) for k, v in node.items() if k in allowed}
