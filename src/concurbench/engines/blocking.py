@@ -18,9 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .classes import CONNECTION
+from .classes import CONNECTION, SUCCESS
 
-SUCCESS = (None, None)
 _PARAM_REF = re.compile(r"(?<![:\w@]):([A-Za-z_][A-Za-z0-9_]*)\b")
 
 

@@ -6,6 +6,7 @@ LOCK_NOT_AVAILABLE = "lock_not_available"
 CONNECTION = "connection"
 OTHER = "other"
 RETRYABLE = frozenset({DEADLOCK, SERIALIZATION})
+SUCCESS = (None, None)  # the outcome of a statement that worked, the same object for every engine
 ALL = (DEADLOCK, SERIALIZATION, LOCK_NOT_AVAILABLE, CONNECTION, OTHER)
 
 

@@ -12,7 +12,7 @@ from psycopg.types.numeric import Int8Dumper
 from ..errors import EngineError
 from .sqlsplit import split_sql
 
-from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, SERIALIZATION, plain
+from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, SERIALIZATION, SUCCESS, plain
 
 _SQLSTATE_CLASSES = {"40P01": DEADLOCK, "40001": SERIALIZATION, "55P03": LOCK_NOT_AVAILABLE}
 
@@ -96,7 +96,6 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
 
 
-SUCCESS = (None, None)
 BEGIN, COMMIT = "BEGIN", "COMMIT"
 
 

@@ -12,8 +12,8 @@ import time
 from typing import Callable
 
 from ..engines import postgres as pg
-from ..errors import EngineError
 from ..scenario.model import Background
+from .base import closed_on_failure
 
 
 class HeldTransaction:
@@ -35,15 +35,11 @@ class HeldTransaction:
     def start(self) -> None:
         engine = self.engine
         self.conn = engine.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
-        try:
+        with closed_on_failure(self, f"background session {self.spec.name} failed to start", engine.first_line):
             self.pid = engine.session_id(self.conn)
             engine.begin_isolated(self.conn, self.spec.isolation)
             for sql in self.spec.sql or ("SELECT 1",):
                 engine.execute(self.conn, sql)
-        except Exception as exc:
-            self.close()
-            raise EngineError(f"background session {self.spec.name} failed to start: {engine.first_line(exc)}",
-                              exc) from exc
 
     # WindowListener ---------------------------------------------------------------
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:

@@ -52,6 +52,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import EngineError
+from .base import closed_on_failure
 
 if TYPE_CHECKING:  # the drain process imports this module: keep it light and free of cycles
     from ..scenario.model import Background
@@ -107,7 +108,8 @@ class LogDrain:
     def start(self) -> None:
         from ..engines import postgres as pg
 
-        try:
+        with closed_on_failure(self, f"background {self.spec.name} (log_drain) failed to start", pg.first_line,
+                               wrap_engine_errors=False):
             self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
             # our own statements must not queue behind the log they throttle
             for sql in ("SET log_statement = 'none'", "SET log_min_duration_statement = -1",
@@ -134,12 +136,6 @@ class LogDrain:
                 raise EngineError(f"background {self.spec.name}: a message the server logged did not come through "
                                   f"{self.fifo} within {self.switch_timeout:.0f} s (a log_drain needs the server on "
                                   f"this machine, writing to the same /tmp)")
-        except Exception as exc:
-            self.close()
-            if isinstance(exc, EngineError):
-                raise
-            raise EngineError(f"background {self.spec.name} (log_drain) failed to start: {pg.first_line(exc)}",
-                              exc) from exc
 
     def _setting(self, name: str) -> str:
         return self.conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0]

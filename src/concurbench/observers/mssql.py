@@ -33,6 +33,7 @@ from typing import Callable
 
 from ..errors import ConfigError, EngineError, Unsupported
 from ..samplers.mssql_logic import check_name, like_prefix, quote_ident, quote_literal
+from .base import close_quietly, closed_on_failure
 
 LINUX_DATA_DIR = "/var/opt/mssql/data/"
 _EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
@@ -132,20 +133,12 @@ class _Observer:
                         failure = exc
                 if failure is not None:
                     self.error = "; ".join(filter(None, (self.error, f"cleanup: {_first_line(failure)}")))
-            if self.conn is not None:
-                try:
-                    self.conn.close()
-                except Exception:  # noqa: BLE001
-                    pass
-                self.conn = None
+            close_quietly(self.conn)
+            self.conn = None
 
     def _reconnect(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except Exception:  # noqa: BLE001
-                pass
-            self.conn = None
+        close_quietly(self.conn)
+        self.conn = None
         self.conn = self._connect(self.conninfo, application_name=f"concurbench:observer:{self.spec.name}:cleanup")
 
     def _teardown(self) -> None:
@@ -244,7 +237,8 @@ class XEventSession(_Observer):
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        try:
+        with closed_on_failure(self, f"xevents {self.spec.name}: could not start session {self.session}",
+                               _first_line):
             self._open()
             if self.target == "event_file" and not self.file:
                 self.file = _join(self._data_dir(), f"{self.session}.xel")
@@ -254,10 +248,6 @@ class XEventSession(_Observer):
             self.started = True
             if self.target == "event_file":
                 self.first_file = self._current_file()
-        except Exception as exc:
-            self.close()
-            raise EngineError(f"xevents {self.spec.name}: could not start session {self.session}: "
-                              f"{_first_line(exc)}", exc) from exc
 
     def _current_file(self) -> str | None:
         try:
@@ -399,7 +389,8 @@ class SqlTrace(_Observer):
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
-        try:
+        with closed_on_failure(self, f"sql_trace {self.spec.name}: could not start the trace", _first_line,
+                               wrap_engine_errors=False):
             self._open()
             edition, version = self._query_one(self.SERVER)
             self.platform = "Linux" if "linux" in (version or "").lower() else "Windows"
@@ -424,12 +415,6 @@ class SqlTrace(_Observer):
                            f"sp_trace_setevent {SHOWPLAN_XML_STATISTICS_PROFILE}, column {column}")
             self._call(self.setstatus_sql(self.trace_id, 1), "sp_trace_setstatus 1 (start)")
             self.running = True
-        except Exception as exc:
-            self.close()
-            if isinstance(exc, EngineError):
-                raise
-            raise EngineError(f"sql_trace {self.spec.name}: could not start the trace: {_first_line(exc)}",
-                              exc) from exc
 
     def _close_leftovers(self, prefix: str) -> None:
         for trace_id, status in self.conn.execute(self.LEFTOVERS, like_prefix(prefix + "-")).fetchall():

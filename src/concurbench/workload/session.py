@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from ..engines import postgres as pg
-from ..engines.classes import CONNECTION, RETRYABLE
+from ..engines.classes import CONNECTION, RETRYABLE, SUCCESS
 from ..scenario.model import Pool
 from .distributions import make_drawer
 from .stats import PoolStats
@@ -131,7 +131,7 @@ class Session:
         outcome = runner.receive()
         if outcome is None:
             return
-        if outcome[0] is not None or self.state != RUNNING:
+        if outcome is not SUCCESS or self.state != RUNNING:
             self._slow_path(outcome, now, window)
             return
         timings = self._timings
