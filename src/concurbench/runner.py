@@ -2,12 +2,14 @@
 
 The runner never prints: it reports progress through a callback and returns (or, on failure,
 raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
-written; servers, background sessions and worker processes are always ended.
+written; servers, background sessions and worker processes are always ended. It builds the run's
+result (results/model.py) once, has the store write it and then renders report.md from it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 import time
@@ -20,8 +22,11 @@ from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .report.metrics import pool_metrics
+from .report.render import write_report
 from .report.repeats import collapse
-from .results.store import RunWriter
+from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
+    ServerInfo, VariantRun
+from .results.store import create_run_dir, host_info, now_iso, write_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.claims import evaluate
@@ -45,15 +50,28 @@ def make_background(spec, conninfo: str, engine):
 
 @dataclass
 class RunOutcome:
-    run_dir: Path
-    status: str
-    results: list[dict] = field(default_factory=list)
+    run: Run
     error: ConcurbenchError | None = None
-    claims: list[dict] = field(default_factory=list)
+
+    @property
+    def run_dir(self) -> Path:
+        return self.run.path
+
+    @property
+    def status(self) -> str:
+        return self.run.status
+
+    @property
+    def results(self) -> list[VariantRun]:
+        return self.run.variant_runs
+
+    @property
+    def claims(self) -> list[ClaimVerdict]:
+        return self.run.claims
 
     @property
     def claims_failed(self) -> int:
-        return sum(1 for c in self.claims if c["passed"] is False)
+        return self.run.claims_failed
 
 
 @dataclass
@@ -112,11 +130,12 @@ class Runner:
         self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
 
     def run(self) -> RunOutcome:
-        writer = RunWriter.create(self.out_dir, self.scenario, target=self.target, processes=self.processes,
-                                  repeat=self.repeat)
-        results: list[dict] = []
+        run_dir = create_run_dir(self.out_dir, self.scenario.name)
+        started = now_iso()
+        results: list[VariantRun] = []
         status, error = "ok", None
         servers = [_Server(p) for p in self.provisioners]
+        self._recorded: list[ServerInfo] = []  # in the order the servers started
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
         batches = [servers] if self.repeat > 1 else [[server] for server in servers]
@@ -124,7 +143,7 @@ class Runner:
             variants = self._variants()
             for batch in batches:
                 try:
-                    self._run_batch(batch, variants, writer, results)
+                    self._run_batch(batch, variants, results)
                 finally:
                     with deferred_interrupts():
                         for server in batch:
@@ -141,14 +160,25 @@ class Runner:
                     self._release(server)
                 skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()} \
                     | set(self.unsupported)
-                verdicts = [v.as_dict() for v in evaluate(list(self.scenario.expect), collapse(results), skipped)] \
+                verdicts = evaluate(list(self.scenario.expect), collapse(results), skipped) \
                     if self.scenario.expect and results else []
-                run_dir = writer.finish(results, status, error, claims=verdicts, skipped=self.unsupported)
-        return RunOutcome(run_dir, status, results, error, verdicts)
+                run = self._result(run_dir, started, status, error, results, verdicts)
+                write_run(run)
+                write_report(run)
+        return RunOutcome(run, error)
 
-    def _run_batch(self, servers: list["_Server"], variants: list[Variant], writer, results: list[dict]) -> None:
+    def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
+                results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
+        s = self.scenario
+        return Run(scenario=ScenarioInfo.of(s), status=status, error=error.message if error else None,
+                   servers=list(self._recorded), target=self.target, host=host_info(),
+                   processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
+                   variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
+                   claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir)
+
+    def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
         for server in servers:
-            self._start(server, writer)
+            self._start(server)
         # repeats interleave (A B A B, not A A B B) so that drift hits every variant alike
         for repeat in range(1, self.repeat + 1):
             for variant in variants:
@@ -158,7 +188,7 @@ class Runner:
             for step in self.scenario.teardown:
                 self.eng.run_script(server.conn, step.sql, step.origin)
 
-    def _start(self, server: "_Server", writer) -> None:
+    def _start(self, server: "_Server") -> None:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
         self.progress({"event": "provisioning", "target": self.target})
         server.started = True
@@ -170,14 +200,14 @@ class Runner:
         self._configure(server, server.current, dict(self.scenario.database))
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
         server.info.update(target=self.target, connection=server.connection.safe)
-        writer.servers.append(server.info)
+        self._recorded.append(ServerInfo.from_dict(server.info))
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
         for step in self.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
             self.eng.run_script(server.conn, step.sql, step.origin)
 
-    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[dict]) -> None:
+    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun]) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
         if (variant.name, server.version) in self._skipped_on:
             return
@@ -194,19 +224,14 @@ class Runner:
             self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat,
                            "server": server.version if len(self.provisioners) > 1 else None})
             try:
-                result = self._run_variant(server.connection.conninfo, server.conn, variant, point,
-                                           server.info["version_num"])
+                result = self._run_variant(server, variant, point, repeat)
             except Unsupported as exc:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
                 self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
                 return
-            if variant.settings:
-                result["settings"] = self.eng.server_info(server.conn, list(dict(variant.settings)))["settings"]
-            result["server"] = server.version
-            result["repeat"] = repeat
             results.append(result)
-            if result["status"] == "interrupted":
+            if result.status == "interrupted":
                 raise KeyboardInterrupt
 
     def _release(self, server: "_Server") -> None:
@@ -255,7 +280,8 @@ class Runner:
             raise RunError(f"no variant named {', '.join(missing)} in {self.scenario.name}")
         return [v for v in self.scenario.variants if v.name in self.only]
 
-    def _run_variant(self, conninfo: str, conn, variant: Variant, point: int | None, version_num: int) -> dict:
+    def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
+        conninfo, conn, version_num = server.connection.conninfo, server.conn, server.info["version_num"]
         pools = resolve_clients(variant.pools, point)
         clients = {p.name: p.clients for p in pools}
         self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
@@ -267,8 +293,6 @@ class Runner:
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num)
-        result: dict = {"variant": variant.name, "group": variant.group, "point": point, "clients": clients,
-                        "fixed": variant.fixed_count}
         started = time.time()
         try:
             driver.open()
@@ -286,18 +310,28 @@ class Runner:
                     holder.close()
                 driver.close()
         elapsed = outcome.elapsed_s
-        result.update(
-            status="interrupted" if outcome.interrupted else "ok", elapsed_s=round(elapsed, 4),
-            started=started, warmup_s=variant.warmup, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=outcome.messages,
-            pools={p.name: {"measure": p.measure, "clients": p.clients,
-                            "metrics": pool_metrics(outcome.pools[p.name], elapsed),
-                            "stats": outcome.pools[p.name].to_dict()} for p in pools},
-            samplers=driver.summaries(elapsed), sampler_errors=driver.errors,
-            samples=driver.rows, background=[h.describe() for h in holders], probes=probes)
+        summaries, background = driver.summaries(elapsed), [h.describe() for h in holders]
         self._probe(conn, variant, "after", probes)
         for step in variant.teardown:
             self.eng.run_script(conn, step.sql, step.origin)
         self._probe(conn, variant, "final", probes)
+        settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] if variant.settings else None
+        result = VariantRun(
+            variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
+            status=_status(outcome), elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
+            fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=list(outcome.messages),
+            pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
+                                      outcome.pools[p.name].to_dict()) for p in pools},
+            samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
+            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows})
         self.progress({"event": "variant_done", "result": result})
         return result
+
+
+def _status(outcome) -> str:
+    """interrupted (Ctrl-C in the window), incomplete (a worker process sent no results), or ok."""
+    if outcome.interrupted:
+        return "interrupted"
+    # `incomplete` is the pool's flag for a worker that sent no results (issue 15); absent, all reported
+    return "incomplete" if getattr(outcome, "incomplete", False) else "ok"

@@ -140,6 +140,6 @@ def test_check_exits_1_when_a_claim_is_false_on_purpose(tmp_path):
     assert "PASS" in checked.stdout and "FAIL" in checked.stdout
     run_dir = Path(checked.stdout.strip().splitlines()[-1])
     claims = json.loads((run_dir / "summary.json").read_text())["claims"]
-    assert [c["passed"] for c in claims] == [True, False]
+    assert [c["verdict"] for c in claims] == ["pass", "fail"]
     unchecked = concurbench("run", str(scenario), "--out", str(tmp_path / "runs"))
     assert unchecked.returncode == 0

@@ -61,7 +61,7 @@ def test_quick_run_passes_its_claims_and_leaves_no_drain_or_fifo(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["claims"] and all(c["passed"] for c in summary["claims"]), summary["claims"]
+    assert summary["claims"] and all(c["verdict"] == "pass" for c in summary["claims"]), summary["claims"]
     runs = {r["variant"]: r for r in summary["results"]}
     drain = runs["slow_log"]["background"][0]
     assert drain["kind"] == "log_drain" and drain["drain_bytes"] > 0 and "notes" not in drain, drain

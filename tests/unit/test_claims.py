@@ -6,15 +6,15 @@ import pytest
 
 from concurbench.errors import ConfigError
 from concurbench.scenario import load_scenario
+from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref, evaluate, parse_claim
 
 
 def result(variant, point=None, tps=100.0, lock_ms=1.0, server="18.1", elapsed=1.0, extra=None):
     metrics = {"transactions": int(tps * elapsed), "tps": tps, "latency": {"mean_ms": 2.0},
                "statements": {"lock": {"count": 1, "mean_ms": lock_ms}}}
-    return {"variant": variant, "point": point, "server": server, "elapsed_s": elapsed,
-            "pools": {"p": {"measure": True, "clients": point or 1, "metrics": metrics}},
-            "samplers": extra or {}}
+    return VariantRun(variant, "g", point, server=server, elapsed_s=elapsed,
+                      pools={"p": PoolResult("p", True, point or 1, metrics)}, samplers=extra or {})
 
 
 def test_parse_sides_with_factors_and_numbers():
@@ -40,22 +40,24 @@ def test_evaluate_sweep_points_and_factors():
                          parse_claim("advisory@min: statements.lock.mean_ms < for_update@min: statements.lock.mean_ms"),
                          parse_claim("for_update@32: statements.lock.mean_ms >= 2 * advisory@32: statements.lock.mean_ms")],
                         results)
+    assert [v.verdict for v in verdicts] == ["pass", "fail", "pass"]
     assert [v.passed for v in verdicts] == [True, False, True]
-    assert verdicts[0].left == 9.0 and verdicts[0].right == 20.0
+    assert verdicts[0].left.value == 9.0 and verdicts[0].right.value == 20.0
+    assert verdicts[0].left.low is None and verdicts[0].left.n is None  # point values, no intervals yet
 
 
 def test_missing_metric_or_point_fails_with_a_reason():
     results = [result("a", 4), result("a", 8), result("b")]
     no_point, no_metric = evaluate([parse_claim("a: tps > 1"), parse_claim("b: tpz > 1")], results)
-    assert not no_point.passed and "@N" in no_point.error
-    assert not no_metric.passed and "did you mean 'tps'" in no_metric.error
+    assert no_point.verdict == "fail" and "@N" in no_point.reason
+    assert no_metric.verdict == "fail" and "did you mean 'tps'" in no_metric.reason
 
 
 def test_every_server_of_a_matrix_is_checked():
     results = [result("a", tps=200, server="16.4"), result("b", tps=100, server="16.4"),
                result("a", tps=90, server="18.1"), result("b", tps=100, server="18.1")]
     verdicts = evaluate([parse_claim("a: tps > b: tps")], results)
-    assert [(v.server, v.passed) for v in verdicts] == [("16.4", True), ("18.1", False)]
+    assert [(v.server, v.verdict) for v in verdicts] == [("16.4", "pass"), ("18.1", "fail")]
 
 
 def test_claims_validated_against_the_scenario(tmp_path):
@@ -79,8 +81,8 @@ def test_a_claim_about_some_servers_is_not_evaluated_on_the_others():
     claim = parse_claim("a: tps > b: tps").__class__(**{**parse_claim("a: tps > b: tps").__dict__,
                                                         "servers": ("2019",)})
     verdicts = evaluate([claim], results)
-    assert [(v.server, v.passed) for v in verdicts] == [("2019-CU32", True), ("2022-CU18", None)]
-    assert "2019 only" in verdicts[1].error
+    assert [(v.server, v.verdict) for v in verdicts] == [("2019-CU32", "pass"), ("2022-CU18", "not evaluated")]
+    assert verdicts[1].passed is None and "2019 only" in verdicts[1].reason
 
 
 def test_server_versions_match_by_their_head():
@@ -97,3 +99,18 @@ def test_published_figures_are_read_on_their_server():
     assert measured_value(results, "a", "tps", server="2022")[0] == 90
     assert measured_value(results, "a", "tps", server="2019")[0] == 200
     assert measured_value(results, "a", "tps")[0] == 200
+
+
+def test_claims_on_an_incomplete_run_or_an_unavailable_metric_are_not_evaluated():
+    from dataclasses import replace
+
+    incomplete = replace(result("a", tps=200), status="incomplete", messages=["1 of 2 worker processes sent no results"])
+    no_io = replace(result("b", tps=100), unavailable={"io.reads": "pg_stat_io exists from PostgreSQL 16"})
+    v_incomplete, v_unavailable, v_ok = evaluate(
+        [parse_claim("a: tps > b: tps"), parse_claim("b: io.reads > 0"), parse_claim("b: tps > 50")],
+        [incomplete, no_io])
+    assert v_incomplete.verdict == "not evaluated" and "a (18.1) is incomplete" in v_incomplete.reason
+    assert "sent no results" in v_incomplete.reason
+    assert v_unavailable.verdict == "not evaluated"
+    assert "unavailable: pg_stat_io exists from PostgreSQL 16" in v_unavailable.reason
+    assert v_ok.verdict == "pass"

@@ -15,6 +15,9 @@ from concurbench.cli.compare import compare
 from concurbench.errors import ConfigError
 from concurbench.report.compare import HIGHER, LOWER, NEUTRAL, Thresholds, compare_runs, direction
 from concurbench.report.compare_render import junit, markdown, terminal, to_json
+from concurbench.results import store
+from concurbench.results.migrate import migrate
+from concurbench.results.model import FORMAT_VERSION, Run
 
 SHA = "a" * 64
 
@@ -64,8 +67,11 @@ def write_run(path: Path, results: list[dict], *, scenario: str = "row-lock", sh
                 "server": {"version_short": servers[0]}, "servers": [{"version_short": s} for s in servers],
                 "target": "embedded", "host": {"hostname": "vm", "cpu_count": 2}, "processes": 2}
     summary = {"format_version": format_version, "results": results, "published": [], "claims": []}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    (path / "summary.json").write_text(json.dumps(summary))
+    if format_version == 1:  # written in format 1, as the results above are shaped
+        (path / "manifest.json").write_text(json.dumps(manifest))
+        (path / "summary.json").write_text(json.dumps(summary))
+    else:  # the same run as the current format writes it
+        store.write_run(Run.from_dicts(*migrate(manifest, summary, 1)), path)
     return path
 
 
@@ -256,9 +262,22 @@ def test_different_scenarios_are_refused_naming_both_dirs_unless_forced(tmp_path
 def test_different_format_versions_are_refused_unless_forced(tmp_path):
     base, cont = pair(tmp_path, runs("for_update", [1000]), runs("for_update", [1000]),
                       cont_kwargs={"format_version": 2})
-    with pytest.raises(ConfigError, match="format versions"):
+    with pytest.raises(ConfigError, match=r"different run-directory format versions \(1 and 2\)"):
         compare_runs(base, cont)
     assert compare_runs(base, cont, force=True).rows
+
+
+def test_a_format_newer_than_this_concurbench_is_refused_with_both_versions(tmp_path):
+    base, cont = pair(tmp_path, runs("for_update", [1000]), runs("for_update", [1000]),
+                      cont_kwargs={"format_version": FORMAT_VERSION})
+    summary = json.loads((cont / "summary.json").read_text())
+    (cont / "summary.json").write_text(json.dumps({**summary, "format_version": 999}))
+    manifest = json.loads((cont / "manifest.json").read_text())
+    (cont / "manifest.json").write_text(json.dumps({**manifest, "format_version": 999}))
+    result = CliRunner().invoke(compare, [str(base), str(cont)])
+    assert isinstance(result.exception, ConfigError) and result.exception.exit_code == 2
+    assert result.exception.message == (f"{cont / 'manifest.json'}: format version 999 is newer than this "
+                                        f"concurbench reads ({FORMAT_VERSION}); upgrade concurbench")
 
 
 def test_warnings_for_a_changed_scenario_quick_parameters_and_status(tmp_path):

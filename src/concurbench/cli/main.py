@@ -87,7 +87,6 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
     from ..report.tables import build_report
-    from ..results.store import load_run
     from ..runner import Runner
     from ..scenario import load_scenario
     from .progress import Progress
@@ -112,9 +111,8 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
-    manifest, summary = load_run(outcome.run_dir)
-    if summary["results"]:
-        terminal(build_report(manifest, summary), out)
+    if outcome.results:
+        terminal(build_report(outcome.run), out)
         if plots:
             from .stored import write_and_list_plots
 

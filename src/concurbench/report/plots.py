@@ -14,12 +14,13 @@ first repeat. matplotlib is optional: it is imported when plots are asked for, w
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..results.model import Run, VariantRun
+from ..results.store import load_run
 from .repeats import cell_stats, collapse
 from .tables import ENGINE_NAMES
 
@@ -38,30 +39,30 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
     unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
     if not formats or unknown:
         raise ConfigError(f"plot formats must be among png, svg, pdf (got {', '.join(map(str, formats)) or 'none'})")
-    manifest, summary = _load(run_dir)
-    results = collapse(summary["results"])  # repeats folded: means, with their intervals as error bars
-    first = [r for r in summary["results"] if r.get("repeat", 1) == 1]  # time series: the first repeat's
+    run = _load(run_dir)
+    results = collapse(run.variant_runs)  # repeats folded: means, with their intervals as error bars
+    first = [r for r in run.variant_runs if r.repeat == 1]  # time series: the first repeat's
     plt = _pyplot()
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = _Context(manifest, results)
+    ctx = _Context(run, results)
     written: list[Path] = []
     rc = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "figure.titlesize": 11,
           "axes.spines.top": False, "axes.spines.right": False}
     with plt.rc_context(rc):
         figures = []
         for group in ctx.groups:
-            runs = [r for r in results if r["group"] == group]
+            runs = [r for r in results if r.group == group]
             figures.append((f"throughput-{_slug(group)}", _throughput(plt, ctx, group, runs)))
             figures.append((f"latency-{_slug(group)}", _latency(plt, ctx, group, runs)))
-        series_ctx = _Context(manifest, first)
+        series_ctx = _Context(run, first)
         for name, rows in _samples(run_dir).items():
             rows = [row for row in rows if str(row.get("repeat") or 1) == "1"]
             if rows:
                 figures.extend(_timeseries(plt, series_ctx, name, rows))
         for group in ctx.groups:
             figures.append((f"wait-profile-{_slug(group)}",
-                            _wait_profile(plt, ctx, group, [r for r in results if r["group"] == group])))
+                            _wait_profile(plt, ctx, group, [r for r in results if r.group == group])))
         for stem, fig in figures:
             if fig is None:
                 continue
@@ -88,29 +89,11 @@ def _pyplot():
     return plt
 
 
-def _load(run_dir: Path) -> tuple[dict, dict]:
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir}: no such run directory")
-    data = []
-    for name in ("manifest.json", "summary.json"):
-        path = run_dir / name
-        if not path.is_file():
-            raise ConfigError(f"{run_dir}: not a run directory (no {name})")
-        try:
-            data.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: cannot read it: {exc}", cause=exc) from exc
-    manifest, summary = data
-    if not isinstance(manifest.get("scenario"), dict) or "name" not in manifest["scenario"]:
-        raise ConfigError(f"{run_dir / 'manifest.json'}: no scenario name")
-    results = summary.get("results")
-    if not isinstance(results, list) or not results:
+def _load(run_dir: Path) -> Run:
+    run = load_run(run_dir)
+    if not run.variant_runs:
         raise ConfigError(f"{run_dir / 'summary.json'}: no variant runs to plot (empty `results`)")
-    for i, r in enumerate(results):
-        missing = [k for k in ("variant", "group", "point", "pools") if k not in r]
-        if missing or not r["pools"]:
-            raise ConfigError(f"{run_dir / 'summary.json'}: results[{i}] lacks {', '.join(missing) or 'pools'}")
-    return manifest, summary
+    return run
 
 
 def _samples(run_dir: Path) -> dict[str, list[dict]]:
@@ -129,33 +112,32 @@ def _samples(run_dir: Path) -> dict[str, list[dict]]:
 
 
 class _Context:
-    def __init__(self, manifest: dict, results: list[dict]):
-        scen = manifest["scenario"]
-        self.scenario = scen["name"] + (" (quick)" if scen.get("quick") else "")
-        servers = manifest.get("servers") or ([manifest["server"]] if manifest.get("server") else [])
-        versions = [s.get("version_short") or "?" for s in servers]
+    def __init__(self, run: Run, results: list[VariantRun]):
+        scen = run.scenario
+        self.scenario = scen.name + (" (quick)" if scen.quick else "")
+        versions = [s.version_short or "?" for s in run.servers]
         if not versions:
-            versions = sorted({str(r["server"]) for r in results if r.get("server")})
-        engine = ENGINE_NAMES.get(scen.get("engine") or "postgres", "")
+            versions = sorted({str(r.server) for r in results if r.server})
+        engine = ENGINE_NAMES.get(scen.engine or "postgres", "")
         self.server_label = f"{engine} " + ", ".join(versions) if versions else "server not recorded"
-        if (manifest.get("repeat") or 1) > 1:
-            self.server_label += f"; means of {manifest['repeat']} repeats, bars: 95% interval"
+        if run.repeat > 1:
+            self.server_label += f"; means of {run.repeat} repeats, bars: 95% interval"
         self.results = results
-        self.multi_server = len({r.get("server") for r in results}) > 1
+        self.multi_server = len({r.server for r in results}) > 1
         self.groups: list[str] = []
         for r in results:
-            if r["group"] not in self.groups:
-                self.groups.append(r["group"])
+            if r.group not in self.groups:
+                self.groups.append(r.group)
 
     def title(self, what: str) -> str:
         return f"{self.scenario}: {what}\n{self.server_label}"
 
-    def run_label(self, r: dict, with_point: bool = True) -> str:
-        label = r["variant"]
-        if with_point and r["point"] is not None:
-            label += f" @ {r['point']} client{'' if r['point'] == 1 else 's'}"
-        if self.multi_server and r.get("server"):
-            label += f" ({r['server']})"
+    def run_label(self, r: VariantRun, with_point: bool = True) -> str:
+        label = r.variant
+        if with_point and r.point is not None:
+            label += f" @ {r.point} client{'' if r.point == 1 else 's'}"
+        if self.multi_server and r.server:
+            label += f" ({r.server})"
         return label
 
 
@@ -166,27 +148,27 @@ def _half(r: dict, pool: str, metric: str) -> float:
     return float(s["ci95"]) if s and s.get("ci95") is not None else 0.0
 
 
-def _measured(r: dict) -> list[tuple[str, dict]]:
-    pools = [(p, d) for p, d in r["pools"].items() if d.get("measure")]
-    return pools or [next(iter(r["pools"].items()))]
+def _measured(r: VariantRun) -> list[tuple[str, dict]]:
+    pools = [(p, d.metrics) for p, d in r.pools.items() if d.measure]
+    return pools or [(r.first_measured().name, r.first_measured().metrics)]
 
 
 def _throughput(plt, ctx: _Context, group: str, runs: list[dict]):
-    points = {r["point"] for r in runs if r["point"] is not None}
+    points = {r.point for r in runs if r.point is not None}
     if len(points) < 2:
         return None
     lines: dict[str, list[tuple[float, float, float]]] = {}
     for r in runs:
-        if r["point"] is None:
+        if r.point is None:
             continue
-        for pool, data in _measured(r):
-            tps = (data.get("metrics") or {}).get("tps")
+        for pool, metrics in _measured(r):
+            tps = metrics.get("tps")
             if tps is None:
                 continue
-            label = r["variant"] + (f" [{pool}]" if len(_measured(r)) > 1 else "")
+            label = r.variant + (f" [{pool}]" if len(_measured(r)) > 1 else "")
             if ctx.multi_server:
-                label += f" ({r.get('server', '?')})"
-            lines.setdefault(label, []).append((r["point"], tps, _half(r, pool, "tps")))
+                label += f" ({r.server or '?'})"
+            lines.setdefault(label, []).append((r.point, tps, _half(r, pool, "tps")))
     if not lines:
         raise ConfigError(f"group {group}: a sweep but no TPS figures to plot")
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
@@ -210,8 +192,8 @@ def _latency(plt, ctx: _Context, group: str, runs: list[dict]):
     bars = []
     for r in runs:
         pools = _measured(r)
-        for pool, data in pools:
-            lat = (data.get("metrics") or {}).get("latency") or {}
+        for pool, metrics in pools:
+            lat = metrics.get("latency") or {}
             values = [lat.get(key) for key, _ in PERCENTILES]
             if all(v is None for v in values):
                 continue
@@ -256,10 +238,10 @@ def _timeseries(plt, ctx: _Context, name: str, rows: list[dict]) -> list[tuple[s
     for group in ctx.groups:
         points: list = []
         for r, _ in series:
-            if r["group"] == group and r["point"] not in points:
-                points.append(r["point"])
+            if r.group == group and r.point not in points:
+                points.append(r.point)
         for point in points:
-            panels = [(r, rs) for r, rs in series if r["group"] == group and r["point"] == point]
+            panels = [(r, rs) for r, rs in series if r.group == group and r.point == point]
             stem = f"{_slug(name)}-{_slug(group)}" + (f"-{point}clients" if point is not None else "")
             what = f"{name.replace('_', ' ')} over time — {group}" + (f", {point} clients" if point is not None else "")
             if len(category) == 1 and len(numeric) == 1:
@@ -284,7 +266,7 @@ def _assign(rows: list[dict], ctx: _Context) -> list[tuple[dict, list[dict]]]:
     out = []
     for key, block in blocks:
         for i, r in enumerate(results):
-            rkey = (r["variant"], "" if r["point"] is None else str(r["point"]), str(r.get("server") or "") if key[2] else "")
+            rkey = (r.variant, "" if r.point is None else str(r.point), str(r.server or "") if key[2] else "")
             if i not in used and rkey == key:
                 used.add(i)
                 out.append((r, block))
@@ -357,7 +339,7 @@ def _line_panels(plt, ctx, panels, numeric: list[str], what: str):
 def _wait_profile(plt, ctx: _Context, group: str, runs: list[dict]):
     shares = []
     for r in runs:
-        share = ((r.get("samplers") or {}).get("wait_events") or {}).get("share")
+        share = (r.samplers.get("wait_events") or {}).get("share")
         if share:
             shares.append((ctx.run_label(r), share))
     if not shares:
