@@ -97,27 +97,67 @@ def write_and_list_plots(run_dir: Path) -> None:
 
 
 @click.command(name="results")
-@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path),
-                default=Path("results"))
-def results(directory: Path) -> None:
-    """List the stored runs under DIRECTORY (default ./results)."""
+@click.argument("directories", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table: one line per run; csv, json: the tidy metric rows of every run (one row per run, "
+              "server, variant, point, pool, repeat and metric), the run directory as the first column.")
+def results(directories: tuple[Path, ...], fmt: str) -> None:
+    """List the stored runs under DIRECTORY... (default ./results); a DIRECTORY may also be one run."""
+    from .main import err, out
+
+    found = _run_dirs(directories or (Path("results"),))
+    if fmt == "table":
+        _list_runs(found, directories or (Path("results"),), out)
+        return
+    import pandas as pd
+
+    from ..results.frame import COLUMNS
+
+    frames = []
+    for path in found:
+        try:
+            run = load_run(path)
+        except ConfigError as exc:
+            err.print(f"[yellow]skipped:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
+            continue
+        frame = run.frame()
+        frame.insert(0, "scenario", run.scenario.name)
+        frame.insert(0, "run", str(path))
+        frames.append(frame)
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "scenario", *COLUMNS])
+    if fmt == "csv":
+        click.echo(rows.to_csv(index=False), nl=False)
+    else:  # through pandas' JSON for its nulls (NaN, <NA>), then plain json for readable paths
+        click.echo(json.dumps(json.loads(rows.to_json(orient="records")), indent=2))
+
+
+def _run_dirs(directories: tuple[Path, ...]) -> list[Path]:
+    """The run directories in or under each of `directories`, in name (time) order, each once."""
+    found: list[Path] = []
+    for directory in directories:
+        if (directory / "manifest.json").is_file():
+            candidates = [directory]
+        else:
+            candidates = sorted(p.parent for p in directory.glob("*/manifest.json")) if directory.is_dir() else []
+        found.extend(p for p in candidates if p not in found)
+    return found
+
+
+def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
     from rich.table import Table
 
-    from .main import out
-
     table = Table("when (UTC)", "scenario", "target", "server", "variants", "status", "claims", "directory")
-    runs = sorted(p for p in directory.glob("*/manifest.json")) if directory.is_dir() else []
     for path in runs:
         try:
-            run = load_run(path.parent)
+            run = load_run(path)
         except ConfigError:
-            table.add_row("?", "?", "?", "?", "?", "unreadable", "", str(path.parent))
+            table.add_row("?", "?", "?", "?", "?", "unreadable", "", str(path))
             continue
         servers = ", ".join(s.version_short for s in run.servers) or "–"
         passed = sum(1 for c in run.claims if c.verdict == "pass")
         table.add_row(run.started[:19].replace("T", " "), run.scenario.name + (" (quick)" if run.scenario.quick else ""),
                       str(run.target), servers, str(len({r.variant for r in run.variant_runs})), run.status,
-                      f"{passed}/{len(run.claims)}" if run.claims else "–", str(path.parent))
+                      f"{passed}/{len(run.claims)}" if run.claims else "–", str(path))
     out.print(table)
     if not runs:
-        out.print(f"no runs under {directory}")
+        out.print(f"no runs under {', '.join(map(str, directories))}")
