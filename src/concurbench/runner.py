@@ -127,6 +127,7 @@ class Runner:
         self.repeat = max(1, repeat)
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
+        self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
         self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
 
     def run(self) -> RunOutcome:
@@ -135,7 +136,7 @@ class Runner:
         results: list[VariantRun] = []
         status, error = "ok", None
         servers = [_Server(p) for p in self.provisioners]
-        self._recorded: list[ServerInfo] = []  # in the order the servers started
+        self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
         batches = [servers] if self.repeat > 1 else [[server] for server in servers]

@@ -254,7 +254,8 @@ class ClaimVerdict:
 
 @dataclass(frozen=True)
 class PublishedFigure:
-    """A figure from the source article, shown beside what was measured."""
+    """A figure from the source article, shown beside what was measured. (Its own class, not the
+    scenario's `Published`: the stored format must not change when the scenario format does.)"""
 
     variant: str
     metric: str
