@@ -19,6 +19,7 @@ from .engines.registry import get_engine
 from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
+from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.repeats import collapse
 from .results.store import RunWriter
@@ -37,10 +38,7 @@ def make_background(spec, conninfo: str, engine):
         return HeldTransaction(spec, conninfo, engine=engine)
     if spec.kind == "log_drain":
         return LogDrain(spec, conninfo)
-    from .observers.mssql import SqlTrace, XEventSession
-
-    cls = {"xevents": XEventSession, "sql_trace": SqlTrace}[spec.kind]
-    return cls(spec, conninfo)
+    return MSSQL_OBSERVERS[spec.kind](spec, conninfo)
 
 
 @dataclass
