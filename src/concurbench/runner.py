@@ -181,10 +181,13 @@ class Runner:
             return
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
-            self.progress({"event": "restart", "settings": dict(variant.settings)})
-            server.conn.close()
-            server.connection = server.provisioner.restart(wanted)
-            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
+            # below, which restarts once when an option needs it
+            if server.config is None or server.config.needs_restart(server.current, wanted):
+                self.progress({"event": "restart", "settings": dict(variant.settings)})
+                server.conn.close()
+                server.connection = server.provisioner.restart(wanted)
+                server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
@@ -232,6 +235,7 @@ class Runner:
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.config.after_restart(server.conn)  # what only a fresh server allows (empty tempdb files)
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
