@@ -36,7 +36,9 @@ class StandInCursor:
 
 class StandInSqlServer:
     """Stand-in for a SQL Server connection: canned (columns, rows) per exact query text; a list of
-    answers is served one per execution (the last repeats). Records (sql, params)."""
+    answers is served one per execution (the last repeats). Records (sql, params), and refuses a None
+    parameter: pyodbc declares it as a varchar of length 1 (see tests/integration/test_odbc_binding.py),
+    which silently truncates whatever the server compares or combines it with."""
 
     def __init__(self, answers: dict):
         self.answers = {sql: (a if isinstance(a, list) else [a]) for sql, a in answers.items()}
@@ -44,6 +46,7 @@ class StandInSqlServer:
 
     def execute(self, sql, *params):
         self.executed.append((sql, params))
+        assert None not in params, f"a None parameter is bound as varchar(1): {sql} {params}"
         if sql not in self.answers:
             raise AssertionError(f"stand-in for SQL Server has no answer for: {sql}")
         queue = self.answers[sql]
@@ -234,7 +237,7 @@ def test_index_summary_picks_leaf_level_zero_of_the_clustered_index():
     conn = _ips_conn(BEFORE, AFTER)
     sampler = IndexPhysicalStats(SamplerSpec("index_physical_stats", (("table", "dbo.accounts"),)))
     sampler.prepare(conn, 16_000_004)
-    assert conn.executed[0] == (IndexPhysicalStats.RESOLVE, (None, "[dbo].[accounts]"))
+    assert conn.executed[0] == (IndexPhysicalStats.RESOLVE, ("[dbo].[accounts]",))
     before, after = sampler.read(conn), sampler.read(conn)
     assert conn.executed[-1] == (IndexPhysicalStats.QUERY, (5, 901578250))
     out = sampler.summarize(before, after, [], 10.0)
@@ -280,7 +283,7 @@ def test_index_physical_stats_in_another_database_uses_three_part_names():
     sampler = IndexPhysicalStats(spec)
     assert sampler.object_name == "[bench].[dbo].[accounts]"
     indexes_in = IndexPhysicalStats.INDEXES_IN.format(database="[bench]")
-    conn = StandInSqlServer({IndexPhysicalStats.RESOLVE: (("database_id", "object_id"), [(7, 42)]),
+    conn = StandInSqlServer({IndexPhysicalStats.RESOLVE_IN: (("database_id", "object_id"), [(7, 42)]),
                              indexes_in: (("index_id", "name"), [(1, "PK")])})
     sampler.prepare(conn, 16_000_000)
     assert conn.executed[0][1] == ("bench", "[bench].[dbo].[accounts]")
@@ -307,7 +310,7 @@ def test_snapshot_transactions_read_and_summary():
 def _all_sampler_sql() -> list[tuple[str, str]]:
     out = []
     for cls in MSSQL_SAMPLERS:
-        for attr in ("QUERY", "RESOLVE", "INDEXES", "INDEXES_IN"):
+        for attr in ("QUERY", "RESOLVE", "RESOLVE_IN", "INDEXES", "INDEXES_IN"):
             sql = getattr(cls, attr, None)
             if sql:
                 out.append((f"{cls.name}.{attr}", sql.format(database=quote_ident("bench"))))

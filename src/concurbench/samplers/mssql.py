@@ -294,7 +294,10 @@ class IndexPhysicalStats(Sampler):
     options = ("table", "database", "index")
     description = ("sys.dm_db_index_physical_stats (DETAILED) of one table before and after: levels, leaf pages, "
                    "ghost and version ghost records")
-    RESOLVE = "SELECT DB_ID(ISNULL(?, DB_NAME())) AS database_id, OBJECT_ID(?) AS object_id"
+    # No NULL parameter: pyodbc declares None as a varchar of length 1, and ISNULL(?, DB_NAME()) takes
+    # the type of its first argument, so DB_NAME() would be cut to one character.
+    RESOLVE = "SELECT DB_ID() AS database_id, OBJECT_ID(?) AS object_id"
+    RESOLVE_IN = "SELECT DB_ID(?) AS database_id, OBJECT_ID(?) AS object_id"  # `database` given
     INDEXES = "SELECT index_id, name FROM sys.indexes WHERE object_id = ?"
     INDEXES_IN = "SELECT index_id, name FROM {database}.sys.indexes WHERE object_id = ?"  # `database` given
     QUERY = ("SELECT index_id, partition_number, index_level, page_count, record_count, ghost_record_count, "
@@ -317,7 +320,10 @@ class IndexPhysicalStats(Sampler):
 
     def prepare(self, conn, version_num):
         super().prepare(conn, version_num)
-        database_id, object_id = conn.execute(self.RESOLVE, self.database, self.object_name).fetchone()
+        if self.database is None:
+            database_id, object_id = conn.execute(self.RESOLVE, self.object_name).fetchone()
+        else:
+            database_id, object_id = conn.execute(self.RESOLVE_IN, self.database, self.object_name).fetchone()
         if database_id is None:
             raise EngineError(f"index_physical_stats: no database named {self.database!r}")
         if object_id is None:
