@@ -276,9 +276,13 @@ class Runner:
             driver.open()
             for holder in holders:
                 holder.start()
+            # The window closes in this order: background parts a sampler may wait on (a throttled log
+            # drain), then the samplers' last reading, then observers whose stopping and counting is
+            # work of its own (reading .xel files) that must stay outside the samplers' span.
+            first = [h for h in holders if not h.ends_after_samplers]
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                listeners=[*holders, driver],  # observers end first: a sampler may wait on them
+                                listeners=[*first, driver, *[h for h in holders if h.ends_after_samplers]],
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
             outcome = runner.run()
