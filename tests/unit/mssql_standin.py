@@ -16,6 +16,8 @@ Microsoft's documentation says SQL Server would:
 - procedures are created in the current database.
 
 Any other statement is an AssertionError, so a test notices SQL it did not expect.
+
+`CannedDmvs` is a simpler stand-in for the samplers' tests: canned rows per exact query.
 """
 
 from __future__ import annotations
@@ -275,3 +277,37 @@ class StandInProvisioner:
 
     def describe(self) -> dict:
         return {"target": self.name}
+
+
+# -- canned DMV rows, for the samplers ---------------------------------------------------------------
+class CannedDmvs:
+    """Stand-in for a SQL Server connection for the samplers: canned (columns, rows) per exact query text;
+    a list of answers is served one per execution (the last repeats). Records (sql, params), and refuses
+    a None parameter: pyodbc declares it as a varchar of length 1 (see tests/integration/
+    test_odbc_binding.py), which silently truncates whatever the server compares or combines it with."""
+
+    def __init__(self, answers: dict):
+        self.answers = {sql: (a if isinstance(a, list) else [a]) for sql, a in answers.items()}
+        self.executed: list[tuple[str, tuple]] = []
+
+    def execute(self, sql, *params):
+        self.executed.append((sql, params))
+        assert None not in params, f"a None parameter is bound as varchar(1): {sql} {params}"
+        if sql not in self.answers:
+            raise AssertionError(f"stand-in for SQL Server has no answer for: {sql}")
+        queue = self.answers[sql]
+        columns, rows = queue.pop(0) if len(queue) > 1 else queue[0]
+        return StandInCursor(columns, rows)
+
+    def rollback(self):
+        pass
+
+
+class StepClock:
+    """A clock that returns the times it was given, one per call."""
+
+    def __init__(self, *times):
+        self.times = list(times)
+
+    def __call__(self):
+        return self.times.pop(0)

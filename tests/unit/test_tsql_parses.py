@@ -391,3 +391,35 @@ def test_reductions_and_markers():
     assert check_tsql("CREATE OR ALTER PROCEDURE dbo.p AS BEGIN SET NOCOUNT ON; "
                       "DECLARE @b nvarchar(max) = N'CREATE TABLE #t (a int); INSERT INTO #t (a) VALUES (1);'; "
                       "EXEC sys.sp_executesql @b; END;", "sample") >= 5
+
+
+# -- the samplers' queries ------------------------------------------------------------------------------
+def _sampler_sql() -> list:
+    """Every query of every SQL Server sampler: class attributes holding a SELECT (a `{database}` in one is
+    a quoted name) and the counter samplers' query()."""
+    from concurbench.samplers.mssql import MSSQL_SAMPLERS
+
+    out = []
+    for cls in MSSQL_SAMPLERS:
+        texts = {attr: getattr(cls, attr) for attr in dir(cls)
+                 if attr.isupper() and isinstance(getattr(cls, attr), str)
+                 and getattr(cls, attr).lstrip().upper().startswith("SELECT")}
+        if callable(getattr(cls, "query", None)):
+            texts["query()"] = cls.query()
+        for attr, sql in sorted(texts.items()):
+            out.append(pytest.param(sql.replace("{database}", "[bench]"), id=f"{cls.name}.{attr}"))
+    return out
+
+
+SAMPLER_SQL = _sampler_sql()
+
+
+def test_every_sampler_has_queries_to_check():
+    names = {p.id.split(".")[0] for p in SAMPLER_SQL}
+    assert {"mssql_requests", "mssql_lock_waits", "mssql_version_store", "tempdb_allocation", "mssql_waits",
+            "tempdb_latches", "mssql_counters", "index_physical_stats", "snapshot_transactions"} <= names
+
+
+@pytest.mark.parametrize("sql", SAMPLER_SQL)
+def test_sampler_query_parses(sql):
+    assert check_tsql(sql, "sampler query") == 1
