@@ -57,6 +57,8 @@ def test_the_setup_after_the_tempdb_step_runs_in_the_run_database(standin, tmp_p
     assert [f.name for f in server.tempdb_files] == ["tempdev"]
     assert server.restarts == 1  # the files are removed right after one restart, when tempdb is empty
     assert state.info["settings"]["tempdb_files"] == 1
+    assert state.info["facts"] == {"cpu_count": 8, "scheduler_count": 8, "query_store": "READ_WRITE", "adr": 0,
+                                   "optimized_locking": None, "lightweight_query_profiling": 1}
 
 
 def test_memory_optimized_metadata_is_turned_on_with_one_restart(standin, tmp_path, monkeypatch):

@@ -423,3 +423,16 @@ def test_every_sampler_has_queries_to_check():
 @pytest.mark.parametrize("sql", SAMPLER_SQL)
 def test_sampler_query_parses(sql):
     assert check_tsql(sql, "sampler query") == 1
+
+
+# -- what the engine reads about the server -------------------------------------------------------------
+def _server_sql() -> list:
+    from concurbench.engines import mssql
+
+    return [pytest.param(sql, id=f"server_facts[{i}]") for i, sql in enumerate(mssql.SERVER_FACTS)] + \
+        [pytest.param(mssql.server_info_query(), id="server_info")]
+
+
+@pytest.mark.parametrize("sql", _server_sql())
+def test_server_facts_queries_parse(sql):
+    assert check_tsql(sql, "server facts") == 1

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from .metrics import ERROR_CLASSES, row_metrics, top_waits
 from ..scenario.claims import server_matches
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
+from .server_facts import server_facts_table
+from .waits import wait_tables
 
 
 @dataclass
@@ -84,6 +86,9 @@ def build_report(manifest: dict, summary: dict) -> Report:
     results = collapse(summary["results"])
     baselines = scen.get("baselines", {})
     tables = []
+    facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
+    if facts:
+        tables.append(Table(**facts))
     groups: list[str] = []
     for r in results:
         if r["group"] not in groups:
@@ -103,6 +108,7 @@ def build_report(manifest: dict, summary: dict) -> Report:
             tables.append(_comparison(group, point, runs, baselines.get(group), multi))
         tables.append(_statements(group, in_group))
         tables.extend(_probes(group, in_group))
+        tables.extend(Table(**t) for t in wait_tables(in_group, baselines))  # SQL Server's mssql_waits
     published = summary.get("published") or []
     if published:
         tables.append(_published(published, results, manifest))
