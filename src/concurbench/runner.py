@@ -167,8 +167,9 @@ class Runner:
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        server.info.update(target=self.target, connection=server.connection.safe)
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
-        server.info.update(target=self.target, connection=server.connection.safe, **server.connection.extra)
+        server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
         writer.servers.append(server.info)
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})

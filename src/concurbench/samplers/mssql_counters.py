@@ -47,7 +47,11 @@ class CounterSampler(Sampler):
     def __init__(self, spec=None, *, clock: Callable[[], float] = time.perf_counter):
         super().__init__(spec)
         self.clock = clock
-        self._readings: list[tuple[float, list[dict]]] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self._previous: tuple[float, list[dict]] | None = None  # the last reading, for the next interval's rates
+        self._points: dict[str, tuple[int, list[tuple[float, int]]]] = {}  # column -> (counter type, raw values)
 
     @classmethod
     def query(cls) -> str:
@@ -71,13 +75,16 @@ class CounterSampler(Sampler):
 
     def prepare(self, conn, version_num):
         super().prepare(conn, version_num)
-        self._readings = []
+        self._reset()
 
     def read(self, conn):
         rows = dict_rows(conn.execute(self.query()))
         now = self.clock()
-        previous = self._readings[-1] if self._readings else None
-        self._readings.append((now, rows))
+        previous, self._previous = self._previous, (now, rows)
+        for r in rows:
+            column = self.columns(counter_row_key(r))
+            if column is not None:
+                self._points.setdefault(column, (int(r["cntr_type"]), []))[1].append((now, r["cntr_value"]))
         if previous is None or now <= previous[0]:
             return []
         values = {}
@@ -93,16 +100,6 @@ class CounterSampler(Sampler):
         row.update(values)
         return [row]
 
-    def _series(self) -> dict[str, tuple[int, list[tuple[float, int]]]]:
-        """Per column: (counter type, [(time, raw value)]) over every reading."""
-        out: dict = {}
-        for t, rows in self._readings:
-            for r in rows:
-                column = self.columns(counter_row_key(r))
-                if column is not None:
-                    out.setdefault(column, (int(r["cntr_type"]), []))[1].append((t, r["cntr_value"]))
-        return out
-
     def summarize(self, before, after, rows, elapsed_s):
         out: dict = {"samples": len({r.get("t_s") for r in rows})}
         values: dict[str, list] = {}
@@ -110,13 +107,12 @@ class CounterSampler(Sampler):
             for column, value in row.items():
                 if column != "t_s" and isinstance(value, (int, float)):
                     values.setdefault(self._row_column(row, column), []).append(value)
-        series = self._series()
-        for column in sorted(set(values) | set(series)):
-            kind, points = series.get(column, (None, []))
+        for column in sorted(set(values) | set(self._points)):
+            kind, points = self._points.get(column, (None, []))
             seen = values.get(column, [])
-            if kind in RATE_TYPES and column.split(".")[0].endswith("_per_s"):
-                base, _, instance = column.partition(".")
-                suffix = f".{instance}" if instance else ""
+            base, _, instance = column.partition(".")
+            suffix = f".{instance}" if instance else ""
+            if kind in RATE_TYPES and base.endswith("_per_s"):
                 span = points[-1][0] - points[0][0] if len(points) > 1 else 0.0
                 total = points[-1][1] - points[0][1] if span > 0 else None
                 out[base[: -len("_per_s")] + "_total" + suffix] = total
@@ -124,8 +120,6 @@ class CounterSampler(Sampler):
                 out[f"{base}_max{suffix}"] = max(seen) if seen else None
                 out[f"{base}_max_1s{suffix}"] = one_second_max(points)
             else:
-                base, _, instance = column.partition(".")
-                suffix = f".{instance}" if instance else ""
                 out[f"{base}_last{suffix}"] = seen[-1] if seen else None
                 out[f"{base}_max{suffix}"] = max(seen) if seen else None
                 out[f"{base}_mean{suffix}"] = round(sum(seen) / len(seen), 3) if seen else None
