@@ -5,7 +5,8 @@ runs them) of every file under sql/mssql/, and every SQL string of every scenari
 setup and teardown (top level, `quick:` and variants), pool transactions and `init`, probes,
 background sessions' `sql` and `release_when`. `${name}` is replaced by the scenario's parameter
 (a file takes the parameters of the scenarios that name it) and `:name` by a literal 1, as the
-engine would bind it. Files named by `file:` steps must exist.
+engine would bind it. Files named by `file:` steps must exist. Also every query of every SQL
+Server sampler, and what the engine reads about the server (version and configuration facts).
 
 Parsing is strict (`error_level=RAISE`), and a statement sqlglot did not really understand fails
 too: sqlglot falls back to an opaque `Command` for syntax it lacks, reads an unknown keyword
