@@ -21,6 +21,7 @@ from .engines.registry import get_engine
 from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
+from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .report.repeats import collapse
@@ -42,10 +43,7 @@ def make_background(spec, conninfo: str, engine):
         return HeldTransaction(spec, conninfo, engine=engine)
     if spec.kind == "log_drain":
         return LogDrain(spec, conninfo)
-    from .observers.mssql import SqlTrace, XEventSession
-
-    cls = {"xevents": XEventSession, "sql_trace": SqlTrace}[spec.kind]
-    return cls(spec, conninfo)
+    return MSSQL_OBSERVERS[spec.kind](spec, conninfo)
 
 
 @dataclass
@@ -201,6 +199,8 @@ class Runner:
         self._configure(server, server.current, dict(self.scenario.database))
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
         server.info.update(target=self.target, connection=server.connection.safe)
+        # what the provisioner knows of the server (a container's image and CPU limit), never a password
+        server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
         self._recorded.append(ServerInfo.from_dict(server.info))
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
@@ -214,10 +214,13 @@ class Runner:
             return
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
-            self.progress({"event": "restart", "settings": dict(variant.settings)})
-            server.conn.close()
-            server.connection = server.provisioner.restart(wanted)
-            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
+            # below, which restarts once when an option needs it
+            if server.config is None or server.config.needs_restart(server.current, wanted):
+                self.progress({"event": "restart", "settings": dict(variant.settings)})
+                server.conn.close()
+                server.connection = server.provisioner.restart(wanted)
+                server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
@@ -260,6 +263,7 @@ class Runner:
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.config.after_restart(server.conn)  # what only a fresh server allows (empty tempdb files)
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
@@ -299,9 +303,13 @@ class Runner:
             driver.open()
             for holder in holders:
                 holder.start()
+            # The window closes in this order: background parts a sampler may wait on (a throttled log
+            # drain), then the samplers' last reading, then observers whose stopping and counting is
+            # work of its own (reading .xel files) that must stay outside the samplers' span.
+            first = [h for h in holders if not h.ends_after_samplers]
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                listeners=[*holders, driver],  # observers end first: a sampler may wait on them
+                                listeners=[*first, driver, *[h for h in holders if h.ends_after_samplers]],
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
             outcome = runner.run()

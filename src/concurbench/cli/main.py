@@ -99,7 +99,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
             wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
             target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
-            host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
+            images=model.images, host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
             extra={"progress": progress})) for version in wanted]
     except ConcurbenchError as exc:
         _fail(exc)

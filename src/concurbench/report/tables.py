@@ -8,6 +8,8 @@ from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, V
 from ..scenario.claims import server_matches
 from .metrics import ERROR_CLASSES, top_waits
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
+from .server_facts import server_facts_table
+from .waits import wait_tables
 
 
 @dataclass
@@ -84,6 +86,9 @@ def build_report(run: Run) -> Report:
                      f"half-width")
     results = collapse(run.variant_runs)
     tables = []
+    facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
+    if facts:
+        tables.append(Table(**facts))
     for group in _unique(r.group for r in results):
         in_group = [r for r in results if r.group == group]
         multi = len(servers) > 1
@@ -95,6 +100,7 @@ def build_report(run: Run) -> Report:
             tables.append(_comparison(group, point, runs, scen.baselines.get(group), multi))
         tables.append(_statements(group, in_group))
         tables.extend(_probes(group, in_group))
+        tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
     if run.published:
         tables.append(_published(run.published, results, run))
     if run.claims:

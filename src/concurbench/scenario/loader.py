@@ -157,6 +157,7 @@ class _Builder(ServerSections):
         settings = self._settings(doc)
         database = self._database(doc)
         versions = self._versions(doc)
+        images = self._images(doc)
         setup = self._sql_steps(doc, "setup", "setup")
         teardown = self._sql_steps(doc, "teardown", "teardown")
         duration = c.duration(doc, "duration", "", default=DEFAULT_DURATION)
@@ -177,7 +178,7 @@ class _Builder(ServerSections):
             description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
             teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick,
-            expect=self._expect(doc, variants), database=database, versions=versions)
+            expect=self._expect(doc, variants), database=database, versions=versions, images=images)
 
     # -- sections ----------------------------------------------------------
     def _sql_steps(self, node, key, path) -> tuple[SqlStep, ...]:

@@ -158,6 +158,7 @@ class Scenario:
     extras: dict = field(default_factory=dict, compare=False)
     database: tuple[tuple[str, object], ...] = ()  # SQL Server: ALTER DATABASE options for every variant
     versions: tuple[str, ...] = ()  # server.versions: the default version matrix of docker and binaries targets
+    images: tuple[tuple[str, str], ...] = ()  # server.images: the docker target's image per version
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
