@@ -43,6 +43,19 @@ def make_background(spec, conninfo: str, engine):
     return cls(spec, conninfo)
 
 
+def incomplete_error(results: list[dict]) -> RunError | None:
+    """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
+    partial = [r for r in results if r.get("status") == "incomplete"]
+    if not partial:
+        return None
+    names = ", ".join(dict.fromkeys(
+        r["variant"] + (f"@{r['point']}" if r.get("point") is not None else "")
+        + (f" on {r['server']}" if r.get("server") else "")
+        + f" ({r['workers']['reported']} of {r['workers']['started']} worker processes reported)" for r in partial))
+    return RunError(f"incomplete variant runs: {names}; a worker process sent no results, so their figures "
+                    f"leave out its sessions: they are marked incomplete and claims on them were not evaluated")
+
+
 @dataclass
 class RunOutcome:
     run_dir: Path
@@ -129,6 +142,8 @@ class Runner:
                     with deferred_interrupts():
                         for server in batch:
                             self._release(server)
+            error = incomplete_error(results)
+            status = "incomplete" if error else status
         except KeyboardInterrupt:
             status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
@@ -287,7 +302,8 @@ class Runner:
                 driver.close()
         elapsed = outcome.elapsed_s
         result.update(
-            status="interrupted" if outcome.interrupted else "ok", elapsed_s=round(elapsed, 4),
+            status="interrupted" if outcome.interrupted else "ok" if outcome.complete else "incomplete",
+            workers={"started": outcome.workers, "reported": outcome.reported}, elapsed_s=round(elapsed, 4),
             started=started, warmup_s=variant.warmup, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
             worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=outcome.messages,
             pools={p.name: {"measure": p.measure, "clients": p.clients,

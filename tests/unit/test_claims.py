@@ -97,3 +97,14 @@ def test_published_figures_are_read_on_their_server():
     assert measured_value(results, "a", "tps", server="2022")[0] == 90
     assert measured_value(results, "a", "tps", server="2019")[0] == 200
     assert measured_value(results, "a", "tps")[0] == 200
+
+
+def test_a_claim_reading_a_run_that_did_not_end_ok_is_not_evaluated():
+    results = [result("a", 4, tps=200), {**result("a", 8, tps=50), "status": "incomplete"},
+               {**result("b", tps=100), "status": "interrupted"}, result("c", tps=10)]
+    at_max, at_min, both, fine = evaluate([parse_claim("a@max: tps > c: tps"), parse_claim("a@min: tps > c: tps"),
+                                           parse_claim("a@8: tps > b: tps"), parse_claim("c: tps < 20")], results)
+    assert at_max.passed is None and at_max.error == "not evaluated: the run of a@8 is incomplete"
+    assert at_min.passed is True  # the other sweep point ended ok
+    assert both.passed is None and both.error == "not evaluated: the run of a@8 is incomplete, b is interrupted"
+    assert fine.passed is True

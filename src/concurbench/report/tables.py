@@ -57,6 +57,27 @@ def stat_cell(result: dict, pool: str, metric: str, value, digits: int = 1) -> s
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
 
+# What a figure from a variant run that did not end ok covers (such runs are marked " *").
+STATUS_NOTES = {
+    "interrupted": "interrupted: figures cover the part that ran",
+    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
+                  "and claims on them are not evaluated",
+}
+
+
+def unfinished(r: dict) -> str:
+    """" *" when the variant run did not end ok, else ""."""
+    return " *" if r.get("status", "ok") != "ok" else ""
+
+
+def marked(r: dict) -> str:
+    return r["variant"] + unfinished(r)
+
+
+def status_notes(runs: list[dict]) -> list[str]:
+    found = dict.fromkeys(r["status"] for r in runs if unfinished(r))
+    return [f"* {STATUS_NOTES.get(status, status)}" for status in found]
+
 
 def _point_label(point, clients: dict) -> str:
     if point is not None:
@@ -145,7 +166,7 @@ def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
             cpu = client_cpu(r) if first else None
             table.rows.append(([str(r.get("server", ""))] if multi else []) + [
-                r["variant"] + (" *" if r.get("status") != "ok" else ""),
+                marked(r),
                 pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]),
                 stat_cell(r, pool, "tps", tps), vs,
                 *[stat_cell(r, pool, f"latency.{p}_ms", m.get(f"latency.{p}_ms"), 2) for p in ("p50", "p95", "p99")],
@@ -154,8 +175,7 @@ def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi
                 fmt(m.get("multixact.created")) if first else "",
                 f"{cpu:.2f}" if cpu is not None else ""])
             first = False
-    if any(r.get("status") != "ok" for r in runs):
-        table.notes.append("* interrupted: figures cover the part that ran")
+    table.notes.extend(status_notes(runs))
     table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
                        "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
                        "by every pool's transactions; Client CPU is the CPUs the load generator's processes used.")
@@ -187,9 +207,10 @@ def _statements(group: str, runs: list[dict]) -> Table:
         for pool, data in r["pools"].items():
             for name, s in data["metrics"]["statements"].items():
                 table.rows.append(([str(r.get("server", ""))] if multi else []) + [
-                    r["variant"], fmt(data["clients"]), pool, name,
+                    marked(r), fmt(data["clients"]), pool, name,
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    table.notes.extend(status_notes(runs))
     return table
 
 
@@ -255,19 +276,23 @@ def _published(published: list[dict], results: list[dict], manifest: dict) -> Ta
                                                 "Measured", "Clients (here)", "Note"]
                   if not by_server else ["Server", "Variant", "Metric", "Published", "Clients (article)", "Measured",
                                          "Clients (here)", "Note"])
+    runs: list[dict] = []
     for p in published:
         value, run = measured_value(results, p["variant"], p["metric"], p.get("clients"), p.get("pool"),
                                     p.get("server"))
-        here = "–"
+        here, mark = "–", ""
         if run is not None:
             pool = p.get("pool") or _first_measured(run)[0]
             here = fmt(run["clients"].get(pool))
+            mark = unfinished(run)
+            runs.append(run)
         unit = f" {p['unit']}" if p.get("unit") else ""
         table.rows.append(([p.get("server") or "any"] if by_server else []) + [
             p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
-            (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
+            (fmt(value, 2) + unit + mark) if value is not None else "–", here, p.get("note", "")])
     table.notes.append(f"Article: {src.get('engine') or 'unknown server'} on {src.get('hardware') or 'unknown hardware'}. "
                        f"Here: {ENGINE_NAMES.get(manifest['scenario'].get('engine') or 'postgres', '')} {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")
+    table.notes.extend(status_notes(runs))
     return table

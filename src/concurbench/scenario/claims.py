@@ -111,7 +111,8 @@ class Verdict:
 def evaluate(claims: list[Claim], results: list[dict], skipped: set[str] | frozenset = frozenset()) -> list[Verdict]:
     """Evaluate every claim against the results of each server in the run.
 
-    Claims naming a variant in `skipped` (left out with --variant) are reported as not evaluated.
+    Claims naming a variant in `skipped` (left out with --variant), or reading a run that did not
+    end ok (interrupted, or incomplete: a worker process sent no results), are reported as not evaluated.
     """
     servers: list = []
     for r in results:
@@ -135,6 +136,10 @@ def evaluate(claims: list[Claim], results: list[dict], skipped: set[str] | froze
 
 def _one(claim: Claim, results: list[dict], server) -> Verdict:
     try:
+        unfinished = [run for run in (_run(ref, results) for ref in claim.refs()) if run.get("status", "ok") != "ok"]
+        if unfinished:
+            runs = ", ".join(dict.fromkeys(f"{_label(run)} is {run['status']}" for run in unfinished))
+            return Verdict(claim, server, None, None, None, f"not evaluated: the run of {runs}")
         left = _value(claim.left, results)
         right = _value(claim.right, results)
     except LookupError as exc:
@@ -148,9 +153,12 @@ def _value(side: Side, results: list[dict]) -> float:
     return side.factor * lookup(side.ref, results)
 
 
-def lookup(ref: Ref, results: list[dict]) -> float:
-    from ..report.metrics import row_metrics
+def _label(run: dict) -> str:
+    return run["variant"] + (f"@{run['point']}" if run.get("point") is not None else "")
 
+
+def _run(ref: Ref, results: list[dict]) -> dict:
+    """The result a reference reads (its variant at its sweep point)."""
     runs = [r for r in results if r["variant"] == ref.variant]
     if not runs:
         raise LookupError(f"no results for variant '{ref.variant}' (was it run?)")
@@ -165,6 +173,13 @@ def lookup(ref: Ref, results: list[dict]) -> float:
         if not matching:
             raise LookupError(f"variant '{ref.variant}' has no sweep point {ref.point} (it ran at {points})")
         run = matching[0]
+    return run
+
+
+def lookup(ref: Ref, results: list[dict]) -> float:
+    from ..report.metrics import row_metrics
+
+    run = _run(ref, results)
     pools = run["pools"]
     pool = ref.pool or next((p for p, d in pools.items() if d["measure"]), next(iter(pools)))
     if pool not in pools:
