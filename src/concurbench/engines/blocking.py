@@ -140,8 +140,9 @@ class BlockingStatementRunner:
             pass
 
     def close(self) -> None:
+        """Stop the thread; one still in a statement (its cancel did not end it) is not waited for."""
         self._jobs.put(None)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=0 if self._busy else 5)
         if self._thread.is_alive():  # stuck in the driver: leave its pipe open rather than risk a reused fd
             return
         for fd in (self._read, self._write):
