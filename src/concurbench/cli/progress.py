@@ -47,7 +47,8 @@ class Progress:
                 m = data["metrics"]
                 tps = m["tps"] if m["tps"] is not None else 0
                 parts.append(f"{pool} {tps:,.0f} tps")
-            self._line(f"  done {self.label} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
+            status = "" if r["status"] == "ok" else f" ({r['status']})"
+            self._line(f"  done {self.label}{status} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
         elif kind == "repeat":
             where = f" on {event['server']}" if event.get("server") else ""
             self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")
