@@ -66,7 +66,7 @@ STATUS_NOTES = {
 
 
 def unfinished(r: dict) -> str:
-    """" *" when the variant run did not end ok, else ""."""
+    """The mark of a variant run that did not end ok (" *"), or "" for one that did."""
     return " *" if r.get("status", "ok") != "ok" else ""
 
 

@@ -7,9 +7,10 @@ what lets another's blocked statement end, so doing them one by one can wait on 
 
 PostgreSQL drops a cancel that reaches a backend between two messages, before it has read the
 statement the cancel was meant for; that statement then runs, and may wait on a lock. So a
-statement still running RECANCEL_S after its cancel is cancelled again. Nothing here blocks on
-the server: a session that has not ended within END_BOUND_S has its connection closed (the server
-ends the transaction itself) and is reported.
+statement still running RECANCEL_S after its cancel is cancelled again. Nothing here waits for a
+statement's answer (only a cancel request is a call of its own): a session that has not ended
+within END_BOUND_S has its connection closed (the server ends the transaction itself) and is
+reported.
 """
 
 from __future__ import annotations
