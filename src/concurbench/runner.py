@@ -46,6 +46,19 @@ def make_background(spec, conninfo: str, engine):
     return MSSQL_OBSERVERS[spec.kind](spec, conninfo)
 
 
+def incomplete_error(results: list[VariantRun]) -> RunError | None:
+    """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
+    partial = [r for r in results if r.status == "incomplete"]
+    if not partial:
+        return None
+    names = ", ".join(dict.fromkeys(
+        r.variant + (f"@{r.point}" if r.point is not None else "") + (f" on {r.server}" if r.server else "")
+        + (f" ({r.workers['reported']} of {r.workers['started']} worker processes reported)" if r.workers else "")
+        for r in partial))
+    return RunError(f"incomplete variant runs: {names}; a worker process sent no results, so their figures "
+                    f"leave out its sessions: they are marked incomplete and claims on them were not evaluated")
+
+
 @dataclass
 class RunOutcome:
     run: Run
@@ -147,6 +160,8 @@ class Runner:
                     with deferred_interrupts():
                         for server in batch:
                             self._release(server)
+            error = incomplete_error(results)
+            status = "incomplete" if error else status
         except KeyboardInterrupt:
             status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
@@ -327,7 +342,8 @@ class Runner:
         settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] if variant.settings else None
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=_status(outcome), elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
+            status=_status(outcome), workers={"started": outcome.workers, "reported": outcome.reported},
+            elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
             worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=list(outcome.messages),
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
@@ -342,5 +358,4 @@ def _status(outcome) -> str:
     """interrupted (Ctrl-C in the window), incomplete (a worker process sent no results), or ok."""
     if outcome.interrupted:
         return "interrupted"
-    # `incomplete` is the pool's flag for a worker that sent no results (issue 15); absent, all reported
-    return "incomplete" if getattr(outcome, "incomplete", False) else "ok"
+    return "ok" if outcome.complete else "incomplete"

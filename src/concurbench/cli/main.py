@@ -1,6 +1,6 @@
 """The command line: a thin layer that builds library objects, calls them and prints.
 
-Exit codes: 0 success, 1 the run failed, 2 usage or scenario error, 130 interrupted.
+Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 130 interrupted.
 """
 
 from __future__ import annotations

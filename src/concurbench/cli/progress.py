@@ -44,7 +44,7 @@ class Progress:
             r = event["result"]
             parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
             status = "" if r.complete else f" ({r.status})"
-            self._line(f"  done {self.label} in {r.elapsed_s:.1f} s{status}: " + "; ".join(parts))
+            self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
         elif kind == "repeat":
             where = f" on {event['server']}" if event.get("server") else ""
             self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")

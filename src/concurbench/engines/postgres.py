@@ -245,15 +245,16 @@ class StatementRunner:
         self.pgconn.send_query(b"ROLLBACK")
 
     def cancel(self) -> None:
+        """Ask the server to stop the statement in flight (at the end of the window; the caller drains).
+
+        A statement waiting on its PREPARE is not sent after all. The server drops a cancel that
+        arrives before the backend has read the statement, so the caller cancels again while the
+        statement still runs."""
+        self._pending = None
         try:
             self.pgconn.get_cancel().cancel()
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
-
-    def rollback_now(self) -> None:
-        """At the end of a run: end an open transaction, waiting for the answer."""
-        if not self.broken() and self.in_transaction():
-            self.pgconn.exec_(b"ROLLBACK")
 
     def close(self) -> None:
         """Nothing of its own to release: the connection is closed by its owner."""

@@ -60,6 +60,28 @@ def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
 
+# What a figure from a variant run that did not end ok covers (such runs are marked " *").
+STATUS_NOTES = {
+    "interrupted": "interrupted: figures cover the part that ran",
+    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
+                  "and claims on them are not evaluated",
+    "failed": "failed: figures cover what was measured before the variant run failed",
+}
+
+
+def unfinished(r: VariantRun) -> str:
+    """The mark of a variant run that did not end ok (" *"), or "" for one that did."""
+    return "" if r.complete else " *"
+
+
+def marked(r: VariantRun) -> str:
+    return r.variant + unfinished(r)
+
+
+def status_notes(runs: list[VariantRun]) -> list[str]:
+    found = dict.fromkeys(r.status for r in runs if unfinished(r))
+    return [f"* {STATUS_NOTES.get(status, status)}" for status in found]
+
 
 def _point_label(point, clients: dict) -> str:
     if point is not None:
@@ -150,7 +172,7 @@ def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None,
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
             cpu = client_cpu(r) if first else None
             table.rows.append(([str(r.server or "")] if multi else []) + [
-                r.variant + (" *" if not r.complete else ""),
+                marked(r),
                 pool + ("" if data.measure else " (background)"), fmt(data.clients),
                 stat_cell(r, pool, "tps", tps), vs,
                 *[stat_cell(r, pool, f"latency.{p}_ms", m.get(f"latency.{p}_ms"), 2) for p in ("p50", "p95", "p99")],
@@ -159,8 +181,7 @@ def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None,
                 fmt(m.get("multixact.created")) if first else "",
                 f"{cpu:.2f}" if cpu is not None else ""])
             first = False
-    for status in _unique(r.status for r in runs if not r.complete):
-        table.notes.append(f"* {status}: {STATUS_NOTES.get(status, 'figures may be partial')}")
+    table.notes.extend(status_notes(runs))
     table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
                        "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
                        "by every pool's transactions; Client CPU is the CPUs the load generator's processes used.")
@@ -176,11 +197,6 @@ def _drop_empty_columns(table: Table, keep: int) -> Table:
     return table
 
 
-STATUS_NOTES = {"interrupted": "figures cover the part that ran",
-                "incomplete": "a worker process sent no results; figures cover the sessions that reported",
-                "failed": "the variant run failed; figures cover what was measured before"}
-
-
 def _num(value):
     """A metric as a number, or None (absent or unavailable)."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -194,9 +210,10 @@ def _statements(group: str, runs: list[VariantRun]) -> Table:
         for pool, data in r.pools.items():
             for name, s in data.metrics["statements"].items():
                 table.rows.append(([str(r.server or "")] if multi else []) + [
-                    r.variant, fmt(data.clients), pool, name,
+                    marked(r), fmt(data.clients), pool, name,
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    table.notes.extend(status_notes(runs))
     return table
 
 
@@ -269,13 +286,16 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
                                                 "Measured", "Clients (here)", "Note"]
                   if not by_server else ["Server", "Variant", "Metric", "Published", "Clients (article)", "Measured",
                                          "Clients (here)", "Note"])
+    runs: list[VariantRun] = []
     for p in published:
         value, r = measured_value(results, p.variant, p.metric, p.clients, p.pool, p.server)
-        here = "–"
+        here, mark = "–", ""
         if r is not None:
             here = fmt(r.clients.get(p.pool or r.first_measured().name))
+            mark = unfinished(r)
+            runs.append(r)
         unit = f" {p.unit}" if p.unit else ""
-        measured = fmt(value, 2) + (unit if _num(value) is not None else "")
+        measured = fmt(value, 2) + (unit if _num(value) is not None else "") + mark
         table.rows.append(([p.server or "any"] if by_server else []) + [
             p.variant, p.metric, f"{fmt(p.value, 1)}{unit}", fmt(p.clients),
             measured if value is not None else "–", here, p.note])
@@ -284,4 +304,5 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
                        f"{server.version_short if server else '?'} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")
+    table.notes.extend(status_notes(runs))
     return table

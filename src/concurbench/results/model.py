@@ -96,6 +96,7 @@ class VariantRun:
     settings: dict[str, Any] | None = None  # server settings the variant changed, as the server reported them
     samples: dict[str, list[dict]] = field(default_factory=dict)  # periodic sampler -> rows (`t_s`, ...)
     unavailable: dict[str, str] = field(default_factory=dict)
+    workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
 
     @property
     def complete(self) -> bool:
@@ -165,6 +166,8 @@ class VariantRun:
             out["settings"] = self.settings
         if self.unavailable:
             out["unavailable"] = dict(self.unavailable)
+        if self.workers is not None:
+            out["workers"] = dict(self.workers)
         return out
 
     @classmethod
@@ -189,7 +192,8 @@ class VariantRun:
             sampler_errors=list(data.get("sampler_errors") or []), background=list(data.get("background") or []),
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
-            unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")))
+            unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
+            workers=data.get("workers"))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ inside the measurement window, so warm-up and cut-off transactions never reach t
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
 
 from ..engines import postgres as pg
@@ -224,21 +223,3 @@ class Session:
 
     def busy(self) -> bool:
         return self.state in (RUNNING, ROLLING_BACK)
-
-    def abandon(self) -> None:
-        """At the end of the window: cancel what is running and leave no open transaction."""
-        runner = self.runner
-        if runner is None or self.conn is None:
-            return
-        try:
-            if self.busy():
-                runner.cancel()
-                deadline = time.monotonic() + 5
-                while runner.receive() is None and time.monotonic() < deadline:
-                    time.sleep(0.001)
-            if not runner.broken() and runner.in_transaction():
-                runner.rollback_now()
-        except Exception:  # noqa: BLE001 - closing the connection ends the transaction anyway
-            pass
-        self.state = DONE
-        self.settle_stats()
