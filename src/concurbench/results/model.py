@@ -234,6 +234,8 @@ class ClaimVerdict:
     left: ClaimEstimate | None = None
     right: ClaimEstimate | None = None
     reason: str = ""
+    ratio: ClaimEstimate | None = None  # left / right with its 95% interval, where the test was on the log scale
+    p_value: float | None = None  # the test's p-value after the corrections (Holm, looks)
 
     @property
     def passed(self) -> bool | None:
@@ -243,7 +245,8 @@ class ClaimVerdict:
     def as_dict(self) -> dict:
         return {"claim": self.claim, "description": self.description, "server": self.server,
                 "verdict": self.verdict, "left": self.left.as_dict() if self.left else None,
-                "right": self.right.as_dict() if self.right else None, "reason": self.reason}
+                "right": self.right.as_dict() if self.right else None, "reason": self.reason,
+                "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -253,7 +256,8 @@ class ClaimVerdict:
             raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(VERDICTS)}")
         return cls(data["claim"], data["verdict"], data.get("description") or "", data.get("server"),
                    ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
-                   ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "")
+                   ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
+                   ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"))
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ class Claim:
     right: Side
     description: str = ""
     servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
+    skip_quick: str = ""  # why the claim is not judged in quick runs (its effect is too small for them)
 
     def applies_to(self, server) -> bool:
         return not self.servers or server is None or any(server_matches(server, s) for s in self.servers)

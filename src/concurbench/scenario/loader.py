@@ -351,9 +351,15 @@ class _Builder(ServerSections):
         out = []
         for i, item in enumerate(value):
             sub = join("expect", i)
-            text, description, where, servers = item, "", (value, i), []
+            text, description, where, servers, skip_quick = item, "", (value, i), [], ""
             if isinstance(item, dict):
-                self.check.known_keys(item, sub, ["check", "claim", "servers"], required=("check",))
+                self.check.known_keys(item, sub, ["check", "claim", "servers", "skip_quick"], required=("check",))
+                skip_quick = item.get("skip_quick", "")
+                if not isinstance(skip_quick, str) or (skip_quick == "" and "skip_quick" in item):
+                    self.check.add(item, "skip_quick", join(sub, "skip_quick"),
+                                   "must say why the claim is left out of quick runs, e.g. "
+                                   "'the effect is too small to decide in 2 s windows'")
+                    skip_quick = ""
                 text = item.get("check")
                 description = str(item.get("claim") or "")
                 where = (item, "check")
@@ -371,6 +377,8 @@ class _Builder(ServerSections):
                 claim = parse_claim(text, description)
                 if servers:
                     claim = replace(claim, servers=tuple(str(v) for v in servers))
+                if skip_quick:
+                    claim = replace(claim, skip_quick=skip_quick)
             except ValueError as exc:
                 self.check.add(*where, sub, str(exc))
                 continue
