@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import stats
+from .check import CheckPolicy, Sequential, evaluate
+from .check.plan import points_of
+from .check.sides import MIN_RUNS
 from .engines.registry import get_engine
 from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
@@ -24,13 +28,11 @@ from .observers.log_drain import LogDrain
 from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.render import write_report
-from .report.repeats import collapse
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, VariantRun
 from .results.store import create_run_dir, host_info, now_iso, write_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
-from .scenario.claims import evaluate
 from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
 
@@ -127,7 +129,8 @@ class Runner:
 
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Progress | None = None, processes: int | None = None,
-                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1):
+                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
+                 check: CheckPolicy | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -136,6 +139,10 @@ class Runner:
         self.only = variants
         self.target = target
         self.repeat = max(1, repeat)
+        self.check = check  # --check: repeat what open claims need until they are decided
+        self.sequential: Sequential | None = None
+        self._verdicts: list[ClaimVerdict] = []  # the last look's verdicts
+        self._judged = 0  # how many variant runs that look saw
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
         self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
@@ -150,7 +157,10 @@ class Runner:
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
-        batches = [servers] if self.repeat > 1 else [[server] for server in servers]
+        together = self.repeat > 1 or self.check is not None
+        batches = [servers] if together else [[server] for server in servers]
+        if self.check is not None and self.scenario.expect:
+            self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
             variants = self._variants()
             for batch in batches:
@@ -172,10 +182,7 @@ class Runner:
             with deferred_interrupts():
                 for server in servers:
                     self._release(server)
-                skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()} \
-                    | set(self.unsupported)
-                verdicts = evaluate(list(self.scenario.expect), collapse(results), skipped) \
-                    if self.scenario.expect and results else []
+                verdicts = self._final_verdicts(results, status) if self.scenario.expect else []
                 run = self._result(run_dir, started, status, error, results, verdicts)
                 write_run(run)
                 write_report(run)
@@ -190,6 +197,31 @@ class Runner:
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
                    claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir)
 
+    def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
+        """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
+        seq = self.sequential
+        if seq is not None and seq.looks_taken and len(results) == self._judged:
+            return self._verdicts
+        skipped = self._skipped(results, status)
+        if seq is not None:
+            seq.skipped = skipped
+            return seq.judge(results)
+        return evaluate(list(self.scenario.expect), results, skipped=skipped, quick=self.scenario.quick)
+
+    def _skipped(self, results: list[VariantRun], status: str) -> dict[str, str]:
+        """Variants a claim may name that have no run, and why (claims on them are not evaluated)."""
+        chosen = {v.name for v in self._variants_or_all()}
+        ran = {r.variant for r in results}
+        out = {}
+        for v in self.scenario.variants:
+            if v.name in self.unsupported:
+                out[v.name] = f"skipped by the server: {self.unsupported[v.name]}"
+            elif v.name not in chosen:
+                out[v.name] = "left out with --variant"
+            elif v.name not in ran:
+                out[v.name] = f"not run: the run {'was interrupted' if status == 'interrupted' else 'ended'} first"
+        return out
+
     def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
         for server in servers:
             self._start(server)
@@ -198,6 +230,8 @@ class Runner:
             for variant in variants:
                 for server in servers:
                     self._variant_on(server, variant, repeat, results)
+        if self.sequential is not None:
+            self._decide(servers, variants, results)
         for server in servers:
             for step in self.scenario.teardown:
                 self.eng.run_script(server.conn, step.sql, step.origin)
@@ -223,7 +257,44 @@ class Runner:
             self.progress({"event": "setup", "origin": step.origin})
             self.eng.run_script(server.conn, step.sql, step.origin)
 
-    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun]) -> None:
+    def _decide(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
+        """--check: more interleaved rounds of the variant points open claims read, until decided or out of limits."""
+        seq = self.sequential
+        repeat = self.repeat
+        while True:
+            if repeat >= MIN_RUNS:
+                seq.skipped = self._skipped(results, "ok")
+                self._verdicts, self._judged = seq.judge(results), len(results)
+                wanted = seq.wanted(self._verdicts, results)
+                open_claims = sum(1 for v in self._verdicts if v.verdict == stats.INCONCLUSIVE)
+                if open_claims:
+                    self.progress({"event": "check", "look": seq.looks_taken, "of": seq.looks, "open": open_claims,
+                                   "runs": repeat})
+            else:  # one run decides nothing: every point a claim reads runs a second time
+                wanted = {}
+                for claim in self.scenario.expect:
+                    if self.scenario.quick and claim.skip_quick:
+                        continue
+                    for key in points_of(claim, results):
+                        wanted.setdefault(key, set()).update(s.version for s in servers)
+            running = {v.name for v in variants} - set(self.unsupported)
+            wanted = {key: where for key, where in wanted.items() if key[0] in running}
+            if not wanted or repeat >= self.check.max_repeats:
+                return
+            if not seq.affordable(wanted):
+                self.progress({"event": "warning", "message": "--check: the next round would pass the time budget; "
+                                                              "stopping with the claims still open"})
+                return
+            repeat += 1
+            for variant in variants:
+                points = {point for (name, point) in wanted if name == variant.name}
+                for server in servers:
+                    mine = {p for p in points if server.version in wanted[(variant.name, p)]}
+                    if mine:
+                        self._variant_on(server, variant, repeat, results, points=mine)
+
+    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
+                    points: set | None = None) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
         if (variant.name, server.version) in self._skipped_on:
             return
@@ -240,8 +311,11 @@ class Runner:
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
         for point in variant.sweep:
-            self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat,
+            if points is not None and point not in points:
+                continue
+            self.progress({"event": "repeat", "repeat": repeat, "of": max(self.repeat, repeat),
                            "server": server.version if len(self.provisioners) > 1 else None})
+            began = time.monotonic()
             try:
                 result = self._run_variant(server, variant, point, repeat)
             except Unsupported as exc:
@@ -250,6 +324,8 @@ class Runner:
                 self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
                 return
             results.append(result)
+            if self.sequential is not None:
+                self.sequential.record(result, time.monotonic() - began)
             if result.status == "interrupted":
                 raise KeyboardInterrupt
 

@@ -16,7 +16,8 @@ from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUN
 from concurbench.samplers.mssql_requests import blocking, resource_kind, wait_key
 from concurbench.samplers.mssql_waits import SessionWaits, WaitStats
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.scenario.claims import evaluate, parse_claim
+from concurbench.check import evaluate
+from concurbench.scenario.claims import parse_claim
 from concurbench.scenario.model import SamplerSpec
 
 COUNTER_COLUMNS = ("object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")

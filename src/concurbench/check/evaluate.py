@@ -17,6 +17,16 @@ from ..scenario.claims import Claim
 from .sides import NEVER_SEEN, NotEvaluated, NotFound, SideData, paired, side_data
 
 NOT_EVALUATED = "not evaluated"
+LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
+
+
+def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
+    """(failed, undecided) for `--check`: undecided counts inconclusive and not evaluated claims, except
+    those a scenario leaves out of quick runs on purpose."""
+    failed = sum(1 for v in verdicts if v.verdict == stats.FAIL)
+    undecided = sum(1 for v in verdicts if v.verdict in (stats.INCONCLUSIVE, NOT_EVALUATED)
+                    and not v.reason.startswith(LEFT_OUT_OF_QUICK))
+    return failed, undecided
 
 
 class _Member:
@@ -76,7 +86,7 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, str], q
     claim = member.claim
     left_out = sorted({r.variant for r in claim.refs() if r.variant in skipped})
     if quick and claim.skip_quick:
-        member.verdict = _settled(member, f"not evaluated in quick runs: {claim.skip_quick}")
+        member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}")
         return
     if left_out:
         why = "; ".join(f"{v}: {skipped[v]}" for v in left_out)
@@ -140,6 +150,9 @@ def _verdict(member: _Member, verdict: str, p: float | None, level: float, famil
     ratio = _ratio(member.test)
     if member.reason:
         reason = member.reason
+    elif member.test is not None and member.test.se == 0 and verdict != stats.INCONCLUSIVE:
+        word = "holds" if verdict == stats.PASS else "does not hold"
+        reason = f"{word} exactly: every run measured the same" + _runs(member)
     elif verdict == stats.INCONCLUSIVE:
         reason = "the difference is within the noise" + _runs(member) + _odds(p, level, family, looks)
     else:

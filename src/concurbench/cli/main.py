@@ -1,6 +1,7 @@
 """The command line: a thin layer that builds library objects, calls them and prints.
 
-Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 130 interrupted.
+Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 3 a claim failed
+(`--check`), 4 a claim could not be decided (`--check`), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import click
 from rich.console import Console
 
 from .. import __version__
+from ..check import CheckPolicy, check_outcome
+from ..check.plan import DEFAULT_MAX_REPEATS
 from ..errors import ConcurbenchError, ConfigError
+from ..scenario.yamlpos import parse_duration
+
+EXIT_CLAIM_FAILED, EXIT_UNDECIDED = 3, 4
 
 def _console(stderr: bool = False) -> Console:
     """Wide enough for the comparison tables when the output is a file or a pipe."""
@@ -75,14 +81,20 @@ def cli() -> None:
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
-@click.option("--check", is_flag=True, help="Exit 1 when a claim of the scenario's `expect` section fails.")
+@click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
+              "decided; exit 3 when a claim fails, 4 when one is left undecided.")
+@click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
+              help="--check: the most runs of a variant point it may take to decide a claim.")
+@click.option("--check-budget", default="15m", show_default=True, metavar="DURATION",
+              help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run every variant N times, interleaved (A B A B); reports give means with 95% intervals.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, plots: bool, repeat: int) -> None:
+        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
+        repeat: int) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -93,6 +105,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
 
     progress = Progress(err)
     try:
+        policy = CheckPolicy(max(max_repeats, repeat), _budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
         if not versions and not image and model.versions and target in ("docker", "binaries"):
@@ -107,7 +120,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target, repeat=repeat).run()
+                         variants=list(variants) or None, target=target, repeat=repeat, check=policy).run()
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
@@ -127,14 +140,26 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
                 err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
-    if check and outcome.claims_failed and outcome.error is None:
-        err.print(f"[red]check failed:[/red] {outcome.claims_failed} of {len(outcome.claims)} claims do not hold",
-                  highlight=False)
+    failed, undecided = check_outcome(outcome.claims)
+    if check and outcome.error is None and (failed or undecided):
+        err.print(f"[red]check failed:[/red] {failed} of {len(outcome.claims)} claims do not hold" if failed else
+                  f"[yellow]check undecided:[/yellow] {undecided} of {len(outcome.claims)} claims could not be "
+                  f"decided (see the reasons in the claims table)", highlight=False)
     out.print(str(outcome.run_dir), soft_wrap=True)
     if outcome.error is not None:
         sys.exit(outcome.error.exit_code)
-    if check and outcome.claims_failed:
-        sys.exit(1)
+    if check and (failed or undecided):
+        sys.exit(EXIT_CLAIM_FAILED if failed else EXIT_UNDECIDED)
+
+
+def _budget(text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except (TypeError, ValueError):
+        seconds = None
+    if seconds is None or seconds <= 0:
+        raise ConfigError(f"--check-budget {text}: expected a duration such as 10m, 90s or 1h")
+    return seconds
 
 
 def _raise_interrupt(signum, frame):

@@ -45,7 +45,7 @@ from ..errors import ConfigError
 from ..results.model import Run, VariantRun
 from ..results.store import load_run
 from ..scenario.claims import server_matches
-from .stats import Estimate, estimate, welch
+from ..stats import Estimate, estimate, welch
 
 DEFAULT_METRICS = ("tps", "latency.mean_ms", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms",
                    "statements.*.mean_ms")

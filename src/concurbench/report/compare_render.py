@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from .compare import REPEAT_HINT, Comparison, Row, RunInfo
-from .stats import Estimate
+from ..stats import Estimate
 
 LEGEND = ("Change: contender against baseline; green better, red worse, dim not significant (Welch's t-test, "
           "p ≥ 0.05).")

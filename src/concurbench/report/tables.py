@@ -244,21 +244,40 @@ def _side(side: ClaimEstimate | None) -> str:
     if side is None:
         return fmt(None)
     if side.low is None or side.high is None:
-        return fmt(side.value, 3)
-    return f"{fmt(side.value, 3)} [{fmt(side.low, 3)}, {fmt(side.high, 3)}]"
+        return figure(side.value)
+    return f"{figure(side.value)} [{figure(side.low)}, {figure(side.high)}]"
+
+
+def figure(value) -> str:
+    """A measured figure with as many digits as it deserves: 1,234 / 685 / 49.6 / 2.84 / 0.0123."""
+    if value is None:
+        return "–"
+    value = float(value)
+    magnitude = abs(value)
+    if magnitude >= 100 or value == 0:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
 
 
 def _claims(claims: list[ClaimVerdict]) -> Table:
-    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Server", "Why"])
+    multi = len({c.server for c in claims}) > 1
+    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Left / right"]
+                  + (["Server"] if multi else []) + ["Why"])
     for c in claims:
-        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), c.server or "",
-                           c.reason or c.description])
+        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio)]
+                          + ([c.server or ""] if multi else []) + [c.reason or c.description])
     counts = {v: sum(1 for c in claims if c.verdict == v) for v in VERDICT_CELLS}
     table.notes.append(f"{counts['pass']} of {len(claims)} claims hold"
                        + (f"; {counts['fail']} failed" if counts["fail"] else "")
                        + (f"; {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
                        + (f"; {counts['not evaluated']} not evaluated" if counts["not evaluated"] else ""))
-    return table
+    table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets; a verdict needs the "
+                       "data to support it at 95%, corrected for the number of claims and looks (docs/claims.md).")
+    return _drop_empty_columns(table, keep=2)
 
 
 def measured_value(results: list[VariantRun], variant: str, metric: str, clients=None, pool=None, server=None):
