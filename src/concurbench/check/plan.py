@@ -15,9 +15,11 @@ import time
 from dataclasses import dataclass, field
 
 from .. import stats
+from ..errors import ConfigError
 from ..results.model import ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
 from ..scenario.model import Scenario
+from ..scenario.yamlpos import parse_duration
 from .evaluate import evaluate
 from .sides import MIN_RUNS, NEVER_SEEN, THIN
 
@@ -113,3 +115,11 @@ def points_of(claim: Claim, runs: list[VariantRun]) -> list[tuple]:
 
 def _count(runs: list[VariantRun], server, key: tuple) -> int:
     return sum(1 for r in runs if r.server == server and (r.variant, r.point) == key)
+
+
+def parse_budget(text: str) -> float:
+    """--check-budget: a duration such as 10m, 90s or 1h, in seconds."""
+    seconds = parse_duration(text)
+    if seconds is None or seconds <= 0:
+        raise ConfigError(f"--check-budget {text}: expected a duration such as 10m, 90s or 1h")
+    return seconds

@@ -13,26 +13,20 @@ import traceback
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from .. import __version__
 from ..check import CheckPolicy, check_outcome
-from ..check.plan import DEFAULT_MAX_REPEATS
+from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
-from ..scenario.yamlpos import parse_duration
 
 EXIT_CLAIM_FAILED, EXIT_UNDECIDED = 3, 4
 
-def _console(stderr: bool = False) -> Console:
-    """Wide enough for the comparison tables when the output is a file or a pipe."""
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal:
-        console = Console(stderr=stderr, highlight=False, width=200)
-    return console
+from .admin import doctor, gc_command
+from .claims import claims as claims_command
+from .compare import compare
+from .console import err, out
+from .stored import report as report_command, results as results_command
 
-
-out = _console()
-err = _console(stderr=True)
 
 
 def _fail(exc: ConcurbenchError) -> None:
@@ -105,7 +99,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
 
     progress = Progress(err)
     try:
-        policy = CheckPolicy(max(max_repeats, repeat), _budget(check_budget)) if check else None
+        policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
         if not versions and not image and model.versions and target in ("docker", "binaries"):
@@ -152,14 +146,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         sys.exit(EXIT_CLAIM_FAILED if failed else EXIT_UNDECIDED)
 
 
-def _budget(text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except (TypeError, ValueError):
-        seconds = None
-    if seconds is None or seconds <= 0:
-        raise ConfigError(f"--check-budget {text}: expected a duration such as 10m, 90s or 1h")
-    return seconds
+
 
 
 def _raise_interrupt(signum, frame):
@@ -217,20 +204,8 @@ def list_(path: Path, show_samplers: bool) -> None:
     out.print(table)
 
 
-from .admin import doctor, gc_command  # noqa: E402 - the housekeeping commands live in their own module
-
-cli.add_command(doctor)
-cli.add_command(gc_command)
-
-
-from .stored import report as report_command, results as results_command  # noqa: E402
-
-cli.add_command(report_command)
-cli.add_command(results_command)
-
-from .compare import compare  # noqa: E402
-
-cli.add_command(compare)
+for command in (doctor, gc_command, report_command, results_command, compare, claims_command):
+    cli.add_command(command)
 
 
 def main() -> None:

@@ -260,7 +260,7 @@ def figure(value) -> str:
         return f"{value:.1f}"
     if magnitude >= 1:
         return f"{value:.2f}"
-    return f"{value:.3g}"
+    return f"{value:#.3g}"
 
 
 def _claims(claims: list[ClaimVerdict]) -> Table:
