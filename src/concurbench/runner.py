@@ -86,6 +86,7 @@ class _Server:
     config: object = None
     info: dict = field(default_factory=dict)
     current: dict = field(default_factory=dict)  # the settings it runs with now
+    scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
 
     @property
     def version(self) -> str:
@@ -186,7 +187,7 @@ class Runner:
                 for server in servers:
                     self._variant_on(server, variant, repeat, results)
         for server in servers:
-            for step in self.scenario.teardown:
+            for step in server.scenario.teardown:
                 self.eng.run_script(server.conn, step.sql, step.origin)
 
     def _start(self, server: "_Server") -> None:
@@ -204,7 +205,8 @@ class Runner:
         self._recorded.append(ServerInfo.from_dict(server.info))
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
-        for step in self.scenario.setup:
+        server.scenario = self.scenario.on_server(server.version)
+        for step in server.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
             self.eng.run_script(server.conn, step.sql, step.origin)
 
@@ -212,6 +214,7 @@ class Runner:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
         if (variant.name, server.version) in self._skipped_on:
             return
+        variant = server.scenario.variant(variant.name)
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
             self.progress({"event": "restart", "settings": dict(variant.settings)})

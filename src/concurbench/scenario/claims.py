@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from ..results.model import ClaimEstimate, ClaimVerdict, Unavailable, VariantRun
+from .versions import VersionSpec, version_parts
 from .yamlpos import suggest
 
 OPERATORS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
@@ -53,9 +54,19 @@ class Claim:
     right: Side
     description: str = ""
     servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
+    versions: VersionSpec | None = None  # or on the versions meeting a condition (`versions: ">=15"`)
 
     def applies_to(self, server) -> bool:
-        return not self.servers or server is None or any(server_matches(server, s) for s in self.servers)
+        if server is None:
+            return True
+        parts = version_parts(server)
+        return (not self.servers or any(server_matches(server, s) for s in self.servers)) and (
+            self.versions is None or parts is None or self.versions.matches(parts))
+
+    @property
+    def about(self) -> str:
+        """Which servers the claim is about, for the reason it was not evaluated on another."""
+        return " and ".join(filter(None, [", ".join(self.servers), self.versions and f"versions {self.versions}"]))
 
     def refs(self) -> list[Ref]:
         return [s.ref for s in (self.left, self.right) if s.ref is not None]
@@ -117,7 +128,7 @@ def evaluate(claims: list[Claim], results: list[VariantRun],
             left_out = [r.variant for r in claim.refs() if r.variant in skipped]
             if not claim.applies_to(server):
                 verdicts.append(_verdict(claim, server, NOT_EVALUATED,
-                                         reason=f"not evaluated: the claim is about {', '.join(claim.servers)} only"))
+                                         reason=f"not evaluated: the claim is about {claim.about} only"))
             elif left_out:
                 verdicts.append(_verdict(claim, server, NOT_EVALUATED,
                                          reason=f"not evaluated: {', '.join(sorted(set(left_out)))} was not run"))
