@@ -32,6 +32,7 @@ from .samplers.registry import build as build_samplers
 from .scenario.claims import evaluate
 from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
+from .workload.session import application_name
 
 Progress = Callable[[dict], None]
 
@@ -295,8 +296,11 @@ class Runner:
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
+        if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
+            self.eng.flush_statistics(conn, version_num)
         driver = SamplerDriver(build_samplers(variant.samplers),
-                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num)
+                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
+                               sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
         started = time.time()
         try:
             driver.open()
@@ -328,7 +332,8 @@ class Runner:
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
-            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows})
+            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
+            unavailable=driver.unavailable)
         self.progress({"event": "variant_done", "result": result})
         return result
 
