@@ -5,10 +5,11 @@ or periodic (read every `interval` during the window; the rows form a time serie
 samples/). Each sampler's connection is its own, and the sessions it counts exclude it.
 
 Snapshot readings are taken when the measurement starts (after the warm-up) and once the window
-has ended. A sampler whose figures arrive late (`early_opening`: PostgreSQL's statistics, see
-samplers/pgstats.py) takes its opening reading, in a variant without warm-up, before the pools'
-sessions connect, so their first transactions cannot reach it; and before each reading it may wait
-until the server's figures cover that moment (`settle`).
+has ended. A sampler whose figures arrive late (PostgreSQL's statistics, see samplers/pgstats.py)
+may wait until they cover the moment (`settle`) before the closing reading and, in a variant
+without warm-up, takes its opening reading before the pools' sessions connect (`early_opening`),
+after such a wait, so their first transactions cannot reach it. With a warm-up the opening reading
+is taken at once: the sessions are busy then, and waiting would only move the cut.
 """
 
 from __future__ import annotations
@@ -136,10 +137,10 @@ class SamplerDriver:
                 pass
             return None
 
-    def _snapshots(self, snapshot: list[Sampler], into: dict, *, closing: bool) -> None:
+    def _snapshots(self, snapshot: list[Sampler], into: dict, *, closing: bool, settle: bool = True) -> None:
         """These snapshot samplers' readings, once the figures have settled (each distinct settle once)."""
         settled = set()
-        for s in snapshot:
+        for s in snapshot if settle else ():
             if type(s).settle in settled:
                 continue
             settled.add(type(s).settle)
@@ -164,7 +165,7 @@ class SamplerDriver:
         if wait > 0 and self._end.wait(wait):
             return
         self._snapshots([s for s in self.samplers if s.kind == "snapshot" and s.name not in self.before], self.before,
-                        closing=False)
+                        closing=False, settle=False)
         periodic = [s for s in self.samplers if s.kind == "periodic"]
         due = {s.name: self.clock() for s in periodic}
         while periodic and not self._end.is_set():
