@@ -1,6 +1,6 @@
 """Every PostgreSQL scenario, quick form, with --check on the oldest and the newest supported major.
 
-The `versions` tier (pytest -m versions): some ten minutes on two cores, so it is left out of the
+The `versions` tier (pytest -m versions): about 6 minutes on two cores (more when --check repeats runs), so it is left out of the
 default run and CI runs it nightly (.github/workflows/versions.yml). Each scenario runs once on
 PostgreSQL 14 and 18 from the binaries target, as `concurbench run SCENARIO --quick --check
 --target binaries --server-version 14,18`. The run must complete on both servers, no claim may
