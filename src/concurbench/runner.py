@@ -35,6 +35,7 @@ from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
 from .workload.pool import PoolRunner, resolve_clients
+from .workload.session import application_name
 
 Progress = Callable[[dict], None]
 
@@ -99,6 +100,7 @@ class _Server:
     config: object = None
     info: dict = field(default_factory=dict)
     current: dict = field(default_factory=dict)  # the settings it runs with now
+    scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
 
     @property
     def version(self) -> str:
@@ -233,7 +235,7 @@ class Runner:
         if self.sequential is not None:
             self._decide(servers, variants, results)
         for server in servers:
-            for step in self.scenario.teardown:
+            for step in server.scenario.teardown:
                 self.eng.run_script(server.conn, step.sql, step.origin)
 
     def _start(self, server: "_Server") -> None:
@@ -253,7 +255,8 @@ class Runner:
         self._recorded.append(ServerInfo.from_dict(server.info))
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
-        for step in self.scenario.setup:
+        server.scenario = self.scenario.on_server(server.version)
+        for step in server.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
             self.eng.run_script(server.conn, step.sql, step.origin)
 
@@ -298,6 +301,7 @@ class Runner:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
         if (variant.name, server.version) in self._skipped_on:
             return
+        variant = server.scenario.variant(variant.name)
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
             # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
@@ -387,8 +391,11 @@ class Runner:
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
+        if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
+            self.eng.flush_statistics(conn, version_num)
         driver = SamplerDriver(build_samplers(variant.samplers),
-                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num)
+                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
+                               sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
         started = time.time()
         try:
             driver.open()
@@ -425,7 +432,8 @@ class Runner:
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
-            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows})
+            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
+            unavailable=driver.unavailable)
         self.progress({"event": "variant_done", "result": result})
         return result
 

@@ -18,14 +18,15 @@ from .sides import NEVER_SEEN, NotEvaluated, NotFound, SideData, paired, side_da
 
 NOT_EVALUATED = "not evaluated"
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
+ABOUT_OTHERS = "not evaluated: the claim is about"
 
 
 def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
     """(failed, undecided) for `--check`: undecided counts inconclusive and not evaluated claims, except
-    those a scenario leaves out of quick runs on purpose."""
+    those a scenario leaves out on purpose (in quick runs, or on servers the claim is not about)."""
     failed = sum(1 for v in verdicts if v.verdict == stats.FAIL)
     undecided = sum(1 for v in verdicts if v.verdict in (stats.INCONCLUSIVE, NOT_EVALUATED)
-                    and not v.reason.startswith(LEFT_OUT_OF_QUICK))
+                    and not v.reason.startswith((LEFT_OUT_OF_QUICK, ABOUT_OTHERS)))
     return failed, undecided
 
 
@@ -61,10 +62,11 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
     for server in servers or [None]:
         mine = [r for r in runs if r.server == server]
         for claim in claims:
-            if not claim.applies_to(server):
-                continue  # a claim about other servers has nothing to say here
             member = _Member(claim, server)
             members.append(member)
+            if not claim.applies_to(server):
+                member.verdict = _settled(member, f"{ABOUT_OTHERS} {claim.about} only")
+                continue
             previous = decided.get((claim.text, server))
             if previous is not None and previous.verdict in (stats.PASS, stats.FAIL):
                 member.verdict = previous

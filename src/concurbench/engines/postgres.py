@@ -96,6 +96,17 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
 
 
+def flush_statistics(conn: psycopg.Connection, version_num: int) -> None:
+    """Hand this session's pending activity counts to the statistics views now, so that they are not
+    counted in a measurement window that follows. From PostgreSQL 15 an idle session would flush
+    them up to 10 s later; before 15 an idle session sends nothing until its next transaction."""
+    if version_num >= 150000:
+        try:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+        except psycopg.Error as exc:
+            raise EngineError(f"flushing the session's statistics failed: {first_line(exc)}", exc) from exc
+
+
 BEGIN, COMMIT = "BEGIN", "COMMIT"
 
 

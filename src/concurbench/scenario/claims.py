@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .versions import VersionSpec, version_parts
 
 _OP = re.compile(r"\s(<=|>=|==|!=|<|>)\s")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -50,9 +51,19 @@ class Claim:
     description: str = ""
     servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
     skip_quick: str = ""  # why the claim is not judged in quick runs (its effect is too small for them)
+    versions: VersionSpec | None = None  # or on the versions meeting a condition (`versions: ">=15"`)
 
     def applies_to(self, server) -> bool:
-        return not self.servers or server is None or any(server_matches(server, s) for s in self.servers)
+        if server is None:
+            return True
+        parts = version_parts(server)
+        return (not self.servers or any(server_matches(server, s) for s in self.servers)) and (
+            self.versions is None or parts is None or self.versions.matches(parts))
+
+    @property
+    def about(self) -> str:
+        """Which servers the claim is about, for the reason it was not evaluated on another."""
+        return " and ".join(filter(None, [", ".join(self.servers), self.versions and f"versions {self.versions}"]))
 
     def refs(self) -> list[Ref]:
         return [s.ref for s in (self.left, self.right) if s.ref is not None]

@@ -23,6 +23,11 @@ FAR_FUTURE = 1 << 62
 IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
 
 
+def application_name(pool: str) -> str:
+    """What a pool's sessions call themselves on the server (samplers wait for them to leave)."""
+    return f"concurbench:{pool}"
+
+
 @dataclass
 class Window:
     """Shared clock values in perf_counter nanoseconds: [start, measure_from, end]."""
@@ -73,7 +78,7 @@ class Session:
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
         engine = self.engine
-        self.conn = engine.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
+        self.conn = engine.connect(self.conninfo, application_name=application_name(self.pool.name))
         for sql in self.pool.init:
             engine.init(self.conn, sql)
         self.runner = engine.statement_runner(self.conn, self.statements, [n for n, _ in self.pool.params],
