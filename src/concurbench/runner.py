@@ -154,7 +154,7 @@ class Runner:
         self.shard = shard
         if shard is not None and check is not None:
             raise ConfigError(SHARD_AND_CHECK)
-        self.plan = Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
+        self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
         self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
                                                  for c in shard.combinations(self.plan)}
 
@@ -314,12 +314,12 @@ class Runner:
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
-        if (variant.name, server.version) in self._skipped_on:
-            return
         if self.share is not None:  # --shard: only this shard's points of this variant, repeat and server
             points = {p for p in variant.sweep if (server.position, repeat, variant.name, p) in self.share}
             if not points:
                 return
+        if (variant.name, server.version) in self._skipped_on:
+            return
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
             # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
@@ -453,12 +453,11 @@ class Runner:
 
 
 def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) -> list[ClaimVerdict]:
-    """A shard's claims: not evaluated, with where they will be (every server the shard ran, or none)."""
+    """A shard's claims, on every server it ran: not evaluated, and where they will be."""
     servers = list(dict.fromkeys(r.server for r in results)) or [None]
-    reason = (f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every "
-              f"shard")
+    reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
     return [ClaimVerdict(c.text, "not evaluated", c.description, server, reason=reason)
-            for server in servers for c in scenario.expect if c.applies_to(server)]
+            for server in servers for c in scenario.expect]
 
 
 def _status(outcome) -> str:

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import itertools
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from concurbench.cli.main import main
 from concurbench.errors import ConfigError
 from concurbench.merger import merge_shards
 from concurbench.results.merge import join
@@ -67,12 +65,12 @@ def test_shard_text_and_counts_that_cannot_be_refused_with_a_usage_error():
         Shard(17, 17).combinations(PLAN)
 
 
-def test_run_refuses_shard_with_check_before_touching_anything(monkeypatch, capsys, tmp_path):
+def test_run_refuses_shard_with_check_before_touching_anything(cli_main, tmp_path):
     scenario = Path(__file__).resolve().parents[2] / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
-    code, _, err = _cli(monkeypatch, capsys, "run", scenario, "--shard", "1/2", "--check", "--out", tmp_path)
+    code, _, err = cli_main("run", scenario, "--shard", "1/2", "--check", "--out", tmp_path)
     assert code == 2
     assert "--shard cannot be used with --check" in err and "concurbench merge" in err and "--check" in err
-    code, _, err = _cli(monkeypatch, capsys, "run", scenario, "--shard", "3/2", "--out", tmp_path)
+    code, _, err = cli_main("run", scenario, "--shard", "3/2", "--out", tmp_path)
     assert code == 2 and "--shard 3/2: expected I/N with 1 <= I <= N" in " ".join(err.split())
     assert not any(tmp_path.iterdir())
 
@@ -169,11 +167,11 @@ def test_different_format_versions_and_plans_are_refused(tmp_path):
     assert FORMAT_VERSION == 2
 
 
-def test_overlapping_shards_are_refused(tmp_path, monkeypatch, capsys):
+def test_overlapping_shards_are_refused(tmp_path, cli_main):
     first = shard_run(tmp_path, 1)
     again = shard_run(tmp_path / "copy", 1)
     second = shard_run(tmp_path, 2)
-    code, _, err = _cli(monkeypatch, capsys, "merge", first.path, second.path, again.path, "-o", tmp_path / "m")
+    code, _, err = cli_main("merge", first.path, second.path, again.path, "-o", tmp_path / "m")
     assert code == 2
     assert (f"{first.path} and {again.path} are both shard 1/2: overlapping shards (the same combinations twice)"
             in " ".join(err.split()))
@@ -189,15 +187,15 @@ def test_overlapping_shards_are_refused(tmp_path, monkeypatch, capsys):
         join([first, twice])
 
 
-def test_missing_shards_are_named_and_merged_only_when_partial(tmp_path, monkeypatch, capsys):
+def test_missing_shards_are_named_and_merged_only_when_partial(tmp_path, cli_main):
     shards = [shard_run(tmp_path, i, 4) for i in (1, 3)]
-    code, _, err = _cli(monkeypatch, capsys, "merge", *[s.path for s in shards], "-o", tmp_path / "m")
+    code, _, err = cli_main("merge", *[s.path for s in shards], "-o", tmp_path / "m")
     err = " ".join(err.split())
     assert code == 2
     assert ("shards 2/4, 4/4 are missing (8 of 16 combinations: a@1 repeat 2 on 16.4, a@2 repeat 2 on 16.4, "
             "b@1 repeat 2 on 16.4, b@2 repeat 2 on 16.4, a@1 repeat 2 on 17.2, a@2 repeat 2 on 17.2 and 2 more); "
             "merge every shard, or pass --partial to merge these 2 anyway") in err
-    code, out, err = _cli(monkeypatch, capsys, "merge", *[s.path for s in shards], "-o", tmp_path / "m", "--partial")
+    code, out, err = cli_main("merge", *[s.path for s in shards], "-o", tmp_path / "m", "--partial")
     assert code == 0, err
     assert "warning: merged without every shard: shards 2/4, 4/4 are missing" in " ".join(err.split())
     assert out.strip().splitlines()[-1] == str(tmp_path / "m")
@@ -249,14 +247,3 @@ def test_merge_refusals_of_what_is_not_a_shard_an_output_in_use_and_a_missing_sc
     with pytest.raises(ConfigError, match=r"its file /nowhere/s.yaml is not here; pass --scenario FILE"):
         merge_shards([s.path for s in with_claims], tmp_path / "m")
     assert not (tmp_path / "m").exists()
-
-
-def _cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["concurbench", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exited:
-        code = exited.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err

@@ -57,9 +57,10 @@ def join(runs: list[Run], *, partial: bool = False) -> Joined:
     warnings: list[str] = []
     for run in runs:
         share = Shard(run.shard.index, run.shard.count).combinations(plan)
+        members = set(share)
         for result in run.variant_runs:
             combo = _combination(run, result)
-            if combo not in share:
+            if combo not in members:
                 raise ConfigError(f"{run.path}: {combo.label(versions)} is not in shard {run.shard.label} by the "
                                   f"shard rule; the directory was not written by `run --shard {run.shard.label}`")
             if combo in where:

@@ -261,8 +261,23 @@ class ClaimVerdict:
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"))
 
 
+class _Flat:
+    """A record stored as one flat JSON object of its fields; `required` names those it cannot lack."""
+
+    required: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str):
+        data = _mapping(data, where)
+        _need(data, cls.required, where)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
 @dataclass(frozen=True)
-class PublishedFigure:
+class PublishedFigure(_Flat):
     """A figure from the source article, shown beside what was measured. (Its own class, not the
     scenario's `Published`: the stored format must not change when the scenario format does.)"""
 
@@ -275,14 +290,7 @@ class PublishedFigure:
     note: str = ""
     server: str | None = None
 
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict, where: str) -> "PublishedFigure":
-        data = _mapping(data, where)
-        _need(data, ("variant", "metric", "value"), where)
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+    required = ("variant", "metric", "value")
 
 
 @dataclass(frozen=True)
@@ -389,7 +397,7 @@ class ShardInfo:
 
 
 @dataclass(frozen=True)
-class MergedShard:
+class MergedShard(_Flat):
     """One shard a merged run was made of (`concurbench merge`): its place, directory, host and status."""
 
     index: int
@@ -400,14 +408,7 @@ class MergedShard:
     started: str = ""
     ended: str = ""
 
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict, where: str) -> "MergedShard":
-        data = _mapping(data, where)
-        _need(data, ("index", "count", "path"), where)
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+    required = ("index", "count", "path")
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.cli.main import main
 from concurbench.provisioners import binaries
 from concurbench.results.shards import Shard
 from concurbench.results.store import load_run
@@ -44,15 +43,15 @@ def runs(server, running_server, tmp_path_factory):
     return {"1/2": run("1/2"), "2/2": run("2/2"), "all": run(None), "other": run("8/8", rows="60")}
 
 
-def cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["concurbench", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exited:
-        code = exited.code
-    captured = capsys.readouterr()
-    return code, captured.out, " ".join(captured.err.split())
+@pytest.fixture()
+def cli(cli_main):
+    """`concurbench ARGS...` in this process; standard error on one line."""
+
+    def run(*args) -> tuple[int, str, str]:
+        code, out, err = cli_main(*args)
+        return code, out, " ".join(err.split())
+
+    return run
 
 
 def test_the_shards_are_a_partition_of_the_unsharded_run(runs):
@@ -73,9 +72,9 @@ def test_the_shards_are_a_partition_of_the_unsharded_run(runs):
     assert "Shard: 1/2 of the run" in (first.path / "report.md").read_text()
 
 
-def test_merge_makes_one_run_that_report_compare_and_the_check_read(runs, tmp_path, monkeypatch, capsys):
+def test_merge_makes_one_run_that_report_compare_and_the_check_read(runs, tmp_path, cli):
     merged_dir = tmp_path / "merged"
-    code, out, err = cli(monkeypatch, capsys, "merge", runs["2/2"].path, runs["1/2"].path, "-o", merged_dir, "--check")
+    code, out, err = cli("merge", runs["2/2"].path, runs["1/2"].path, "-o", merged_dir, "--check")
     # the claims are judged on both shards' runs: one holds, one cannot (so the check exits 3, as run --check)
     assert code == 3, err
     assert "check failed: 1 of 2 claims do not hold" in err
@@ -94,30 +93,30 @@ def test_merge_makes_one_run_that_report_compare_and_the_check_read(runs, tmp_pa
                                                                        .variant_runs)}
     assert all(r == stored[key] for key, r in zip(keys(merged), merged.variant_runs))
     assert sum(len(r.samples.get("wait_events", [])) for r in merged.variant_runs) > 0
-    code, out, err = cli(monkeypatch, capsys, "report", merged_dir, "--format", "md")
+    code, out, err = cli("report", merged_dir, "--format", "md")
     assert code == 0, err
     assert out.strip() == (merged_dir / "report.md").read_text().strip()
     assert "Merged from shards 1/2" in out and "| PASS |" in out
-    code, out, err = cli(monkeypatch, capsys, "compare", runs["all"].path, merged_dir, "--format", "json")
+    code, out, err = cli("compare", runs["all"].path, merged_dir, "--format", "json")
     assert code == 0, err
     rows = json.loads(out)["rows"]
     assert {(r["variant"], r["point"]) for r in rows} == {(v, p) for v in ("reads", "naps") for p in (1, 2)}
     assert all(r["baseline"]["n"] == r["contender"]["n"] == 2 for r in rows if r["metric"] == "tps")
 
 
-def test_merge_refuses_mismatched_overlapping_and_missing_shards(runs, tmp_path, monkeypatch, capsys):
+def test_merge_refuses_mismatched_overlapping_and_missing_shards(runs, tmp_path, cli):
     first, other = runs["1/2"], runs["other"]
-    code, _, err = cli(monkeypatch, capsys, "merge", first.path, other.path, "-o", tmp_path / "a")
+    code, _, err = cli("merge", first.path, other.path, "-o", tmp_path / "a")
     assert code == 2
     assert (f"{first.path} and {other.path} are not shards of one run: parameters differ: rows=50 and rows=60; "
             f"cut into 2 and 8 shards") in err
     assert len(other.variant_runs) == 1
     twin = tmp_path / "copy-of-shard-1"
     shutil.copytree(first.path, twin)
-    code, _, err = cli(monkeypatch, capsys, "merge", first.path, twin, runs["2/2"].path, "-o", tmp_path / "b")
+    code, _, err = cli("merge", first.path, twin, runs["2/2"].path, "-o", tmp_path / "b")
     assert code == 2 and "are both shard 1/2: overlapping shards" in err
     assert str(first.path) in err and str(twin) in err
-    code, _, err = cli(monkeypatch, capsys, "merge", first.path, "-o", tmp_path / "c")
+    code, _, err = cli("merge", first.path, "-o", tmp_path / "c")
     assert code == 2
     version = first.servers[0].version_short
     assert (f"shard 2/2 is missing (4 of 8 combinations: reads@1 repeat 2 on {version}, reads@2 repeat 2 on "
@@ -125,7 +124,7 @@ def test_merge_refuses_mismatched_overlapping_and_missing_shards(runs, tmp_path,
             f"--partial to merge this one anyway") in err
     assert not any((tmp_path / d).exists() for d in ("a", "b", "c"))
     # --partial merges what is there; its claims cannot be decided on one run a side
-    code, _, err = cli(monkeypatch, capsys, "merge", first.path, "-o", tmp_path / "d", "--partial", "--check")
+    code, _, err = cli("merge", first.path, "-o", tmp_path / "d", "--partial", "--check")
     assert code == 4, err
     assert "warning: merged without every shard: shard 2/2 is missing" in err
     assert len(load_run(tmp_path / "d").variant_runs) == 4
