@@ -109,12 +109,12 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
 
     progress = Progress(err)
     try:
-        shard = Shard.parse(shard_text) if shard_text is not None else None
-        if shard is not None and check:
-            raise ConfigError(SHARD_AND_CHECK)
         policy = CheckPolicy(max(max_repeats, repeat), _budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        shard = Shard.parse(shard_text) if shard_text is not None else None
+        if shard is not None and check:
+            raise ConfigError(SHARD_AND_CHECK)
         if not versions and not image and model.versions and target in ("docker", "binaries"):
             wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
