@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -22,14 +22,15 @@ from .check import CheckPolicy, Sequential, evaluate
 from .check.plan import points_of
 from .check.sides import MIN_RUNS
 from .engines.registry import get_engine
-from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
+from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
-    ServerInfo, VariantRun
+    ServerInfo, ShardInfo, VariantRun
+from .results.shards import SHARD_AND_CHECK, Plan, Shard
 from .results.store import create_run_dir, host_info, now_iso, write_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
@@ -93,6 +94,7 @@ class _Server:
     """One server of the run and what the runner keeps about it between variants."""
 
     provisioner: object
+    position: int = 0  # its place in the run's list of servers (--server-version order)
     started: bool = False
     released: bool = False
     connection: object = None
@@ -132,7 +134,7 @@ class Runner:
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Progress | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
-                 check: CheckPolicy | None = None):
+                 check: CheckPolicy | None = None, shard: Shard | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -149,18 +151,29 @@ class Runner:
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
         self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
         self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
+        # --shard: the plan of the whole run and this shard's (server position, repeat, variant, point)s;
+        # ConfigError here, before any server starts, when the run has fewer combinations than shards
+        self.shard = shard
+        if shard is not None and check is not None:
+            raise ConfigError(SHARD_AND_CHECK)
+        self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
+        self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
+                                                 for c in shard.combinations(self.plan)}
 
     def run(self) -> RunOutcome:
         run_dir = create_run_dir(self.out_dir, self.scenario.name)
         started = now_iso()
         results: list[VariantRun] = []
         status, error = "ok", None
-        servers = [_Server(p) for p in self.provisioners]
+        servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
         together = self.repeat > 1 or self.check is not None
         batches = [servers] if together else [[server] for server in servers]
+        if self.share is not None:  # a server with nothing in the shard is not started
+            used = {server for server, *_ in self.share}
+            batches = [b for b in ([s for s in batch if s.position in used] for batch in batches) if b]
         if self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
@@ -186,6 +199,9 @@ class Runner:
                     self._release(server)
                 verdicts = self._final_verdicts(results, status) if self.scenario.expect else []
                 run = self._result(run_dir, started, status, error, results, verdicts)
+                if self.shard is not None:
+                    run = replace(run, shard=ShardInfo(self.shard.index, self.shard.count, self.plan, [
+                        s.version if s.started and s.info else None for s in servers]))
                 write_run(run)
                 write_report(run)
         return RunOutcome(run, error)
@@ -201,6 +217,8 @@ class Runner:
 
     def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
         """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
+        if self.shard is not None:  # a shard holds part of the data: `merge` judges the claims on all of it
+            return shard_verdicts(self.scenario, results, self.shard)
         seq = self.sequential
         if seq is not None and seq.looks_taken and len(results) == self._judged:
             return self._verdicts
@@ -299,6 +317,10 @@ class Runner:
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
+        if self.share is not None:  # --shard: only this shard's points of this variant, repeat and server
+            points = {p for p in variant.sweep if (server.position, repeat, variant.name, p) in self.share}
+            if not points:
+                return
         if (variant.name, server.version) in self._skipped_on:
             return
         variant = server.scenario.variant(variant.name)
@@ -436,6 +458,14 @@ class Runner:
             unavailable=driver.unavailable)
         self.progress({"event": "variant_done", "result": result})
         return result
+
+
+def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) -> list[ClaimVerdict]:
+    """A shard's claims, on every server it ran: not evaluated, and where they will be."""
+    servers = list(dict.fromkeys(r.server for r in results)) or [None]
+    reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
+    return [ClaimVerdict(c.text, "not evaluated", c.description, server, reason=reason)
+            for server in servers for c in scenario.expect]
 
 
 def _status(outcome) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import click
 
-from ..check import CheckPolicy, check_outcome
+from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConfigError
 from ..provisioners.registry import TargetOptions, make_provisioner
@@ -25,9 +25,9 @@ from ..results.store import load_run
 from ..runner import Runner
 from ..scenario import load_scenario
 from .console import err, out
+from .exits import EXIT_RUN_FAILED, check_exit_code
 from .progress import Progress
 
-EXIT_RUN_FAILED, EXIT_CLAIM_FAILED, EXIT_UNDECIDED = 1, 3, 4
 
 
 @click.command(name="claims")
@@ -77,12 +77,11 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str,
     _write(output, text)
     if html_file is not None:
         _write(html_file, report_page(report))
-    verdicts = [v for r in runs for v in r.claims]
-    bad, undecided = check_outcome(verdicts)
+    code = check_exit_code([v for r in runs for v in r.claims])
     if failed:
         sys.exit(EXIT_RUN_FAILED)
-    if bad or undecided:
-        sys.exit(EXIT_CLAIM_FAILED if bad else EXIT_UNDECIDED)
+    if code:
+        sys.exit(code)
 
 
 def _run(model, versions: list[str], target: str, out_dir: Path, policy: CheckPolicy):

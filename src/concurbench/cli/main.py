@@ -15,16 +15,17 @@ from pathlib import Path
 import click
 
 from .. import __version__
-from ..check import CheckPolicy, check_outcome
+from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
-
-EXIT_CLAIM_FAILED, EXIT_UNDECIDED = 3, 4
+from ..results.shards import SHARD_AND_CHECK, Shard
 
 from .admin import doctor, gc_command
 from .claims import claims as claims_command
 from .compare import compare
 from .console import err, out
+from .exits import check_exit_code
+from .merge import merge
 from .stored import report as report_command, results as results_command
 
 
@@ -84,11 +85,14 @@ def cli() -> None:
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run every variant N times, interleaved (A B A B); reports give means with 95% intervals.")
+@click.option("--shard", "shard_text", default=None, metavar="I/N",
+              help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
+              "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
         variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
-        repeat: int) -> None:
+        repeat: int, shard_text: str | None) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -102,6 +106,9 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        shard = Shard.parse(shard_text) if shard_text is not None else None
+        if shard is not None and check:
+            raise ConfigError(SHARD_AND_CHECK)
         if not versions and not image and model.versions and target in ("docker", "binaries"):
             wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
@@ -114,7 +121,8 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target, repeat=repeat, check=policy).run()
+                         variants=list(variants) or None, target=target, repeat=repeat, check=policy,
+                         shard=shard).run()
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
@@ -134,19 +142,12 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
                 err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
-    failed, undecided = check_outcome(outcome.claims)
-    if check and outcome.error is None and (failed or undecided):
-        err.print(f"[red]check failed:[/red] {failed} of {len(outcome.claims)} claims do not hold" if failed else
-                  f"[yellow]check undecided:[/yellow] {undecided} of {len(outcome.claims)} claims could not be "
-                  f"decided (see the reasons in the claims table)", highlight=False)
+    code = check_exit_code(outcome.claims) if check and outcome.error is None else None
     out.print(str(outcome.run_dir), soft_wrap=True)
     if outcome.error is not None:
         sys.exit(outcome.error.exit_code)
-    if check and (failed or undecided):
-        sys.exit(EXIT_CLAIM_FAILED if failed else EXIT_UNDECIDED)
-
-
-
+    if code:
+        sys.exit(code)
 
 
 def _raise_interrupt(signum, frame):
@@ -204,7 +205,7 @@ def list_(path: Path, show_samplers: bool) -> None:
     out.print(table)
 
 
-for command in (doctor, gc_command, report_command, results_command, compare, claims_command):
+for command in (doctor, gc_command, report_command, results_command, compare, claims_command, merge):
     cli.add_command(command)
 
 

@@ -106,6 +106,7 @@ def build_report(run: Run) -> Report:
     if run.repeat > 1:
         lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
                      f"half-width")
+    lines += _shard_lines(run)
     results = collapse(run.variant_runs)
     tables = []
     facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
@@ -133,6 +134,20 @@ def build_report(run: Run) -> Report:
         for msg in r.messages + r.sampler_errors:
             warnings.append(f"{r.variant}: {msg}")
     return Report(scen.title or scen.name, lines, tables, warnings)
+
+
+def _shard_lines(run: Run) -> list[str]:
+    """Which shard of a run this is (`run --shard`), or which shards a merged run was made of."""
+    if run.shard is not None:
+        return [f"Shard: {run.shard.label} of the run (its share of server x variant x point x repeat); claims are "
+                f"judged when the shards are merged"]
+    if not run.merged_from:
+        return []
+    count = run.merged_from[0].count
+    present = {m.index for m in run.merged_from}
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in present]
+    return ["Merged from shards " + ", ".join(f"{m.index}/{m.count} ({m.hostname})" for m in run.merged_from)
+            + (f"; missing {', '.join(missing)}" if missing else "")]
 
 
 def _unique(values) -> list:
