@@ -4,12 +4,13 @@ One module serves claims (`expect`), repeats and `compare`, so a figure means th
 
 Estimates. An `Estimate` is a mean with its standard error and degrees of freedom:
   - from repeats: the mean of the per-run values, Student-t with n - 1 degrees of freedom;
-  - from one run: batch means. The measurement window is cut into B consecutive batches of equal
-    length; the batch figures (throughput, or the mean latency of the batch's transactions) are
-    nearly independent once a batch is much longer than the correlation time of the load, so their
-    spread gives the standard error of the window's figure with B - 1 degrees of freedom. When the
-    batch figures are still correlated (lag-1 autocorrelation above `MAX_LAG1`), neighbouring
-    batches are merged, down to `MIN_BATCHES`;
+  - from one run (`within_run`): the window's per-interval series (100 ms intervals of throughput,
+    or of latency sums and counts). Neighbouring intervals of a load are correlated, so the series'
+    lag-1 autocorrelation, corrected for its small-sample bias, shrinks the number of intervals to
+    an effective number of independent ones, which sets the standard error and the degrees of
+    freedom (plain batch spreads understate the error several times on such series);
+  - combined (`combine`): runs that each carry a within-run estimate, with the larger of the
+    between-run and the pooled within-run variance;
   - exact: a number written in the scenario (no error at all).
 
 Tests. A claim compares two sides, `L op R`; each side is `factor * estimate` or a number. The
