@@ -20,7 +20,7 @@ from .results.merge import join
 from .results.model import Run
 from .results.shards import Plan
 from .results.store import load_run, write_run
-from .scenario import load_scenario
+from .scenarios import load_scenario
 from .scenario.claims import Claim
 
 

@@ -17,7 +17,7 @@ import pytest
 from concurbench.engines import postgres as pg
 from concurbench.engines.blocking import BlockingStatementRunner, Dialect, placeholders
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import parse_distribution
+from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.pool import _loop
 from concurbench.workload.session import Session
 from concurbench.workload.window_end import end_sessions

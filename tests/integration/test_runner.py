@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from concurbench.provisioners import binaries
 from concurbench.results.shards import Shard
 from concurbench.results.store import load_run
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "scenarios" / "shard-merge.yaml"

@@ -20,7 +20,7 @@ import pytest
 from concurbench.errors import ConcurbenchError
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.integration

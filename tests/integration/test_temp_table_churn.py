@@ -9,7 +9,7 @@ import pytest
 
 from concurbench.results.model import VariantRun
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "postgres" / "temp-table-churn.yaml"
 CATALOGS = {"pg_attribute", "pg_class", "pg_depend", "pg_type"}

@@ -22,9 +22,9 @@ import psycopg
 import pytest
 
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import parse_distribution
+from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.pool import REPORT_GRACE_S, PoolRunner
 from concurbench.workload.session import RUNNING, Session
 from concurbench.workload.window_end import END_BOUND_S, end_sessions

@@ -17,7 +17,7 @@ from concurbench import runner as runner_module
 from concurbench.observers.mssql import XEventSession
 from concurbench.runner import Runner
 from concurbench.samplers.postgres import WaitEvents
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 pytestmark = pytest.mark.integration
 

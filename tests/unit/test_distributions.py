@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from concurbench.workload.distributions import (Distribution, _TABLE_LIMIT, make_drawer, parse_distribution,
-                                                zipf_probabilities)
+from concurbench.scenario.distributions import Distribution, parse_distribution
+from concurbench.workload.distributions import _TABLE_LIMIT, make_drawer, zipf_probabilities
 
 
 def draws(text: str, n: int, seed: int = 12345, **kwargs) -> list:

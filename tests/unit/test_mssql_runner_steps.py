@@ -15,7 +15,7 @@ from mssql_standin import StandInProvisioner, StandInSqlServer
 from concurbench.engines import mssql
 from concurbench.errors import ProvisionError
 from concurbench.runner import Runner, _Server
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPDB_SCENARIO = ROOT / "scenarios" / "mssql" / "tempdb-gam-contention.yaml"

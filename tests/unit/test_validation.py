@@ -13,8 +13,8 @@ from ruamel.yaml import YAML
 
 from concurbench.cli.main import cli
 from concurbench.errors import ConfigError
-from concurbench.scenario import load_scenario
-from concurbench.scenario.yamlpos import parse_duration
+from concurbench.scenarios import load_scenario
+from concurbench.util import parse_duration
 
 HERE = Path(__file__).parent
 BROKEN = HERE / "fixtures" / "broken"

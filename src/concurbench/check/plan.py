@@ -19,7 +19,7 @@ from ..errors import ConfigError
 from ..results.model import ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
 from ..scenario.model import Scenario
-from ..scenario.yamlpos import parse_duration
+from ..util import parse_duration
 from .evaluate import evaluate
 from .sides import MIN_RUNS, NEVER_SEEN, THIN
 

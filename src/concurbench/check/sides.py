@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from .. import stats
 from ..results.model import Unavailable, VariantRun
 from ..scenario.claims import Ref
-from ..scenario.yamlpos import suggest
+from ..util import suggest
 
 MIN_EVENTS = 10  # transactions (or sampled sessions) a window figure needs in each run
 MIN_RUNS = 2

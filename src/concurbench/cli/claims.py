@@ -23,7 +23,7 @@ from ..report.html import report_page
 from ..report.render import markdown
 from ..results.store import load_run
 from ..runner import Runner
-from ..scenario import load_scenario
+from ..scenarios import load_scenario
 from .console import err, out
 from .exits import EXIT_RUN_FAILED, check_exit_code
 from .progress import Progress

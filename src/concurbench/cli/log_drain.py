@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..observers.log_drain import drain
+from ..observers.drain_process import drain
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -98,7 +98,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     from ..report.render import terminal
     from ..report.tables import build_report
     from ..runner import Runner
-    from ..scenario import load_scenario
+    from ..scenarios import load_scenario
     from .progress import Progress
 
     progress = Progress(err)
@@ -159,7 +159,7 @@ def _raise_interrupt(signum, frame):
 @click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
 def validate(files: tuple[Path, ...], quick: bool) -> None:
     """Check scenario files without touching a server; report every problem with file, line and field."""
-    from ..scenario import load_scenario
+    from ..scenarios import load_scenario
 
     failed = False
     for file in files:
@@ -192,7 +192,7 @@ def list_(path: Path, show_samplers: bool) -> None:
             table.add_row(name, cls.engine, cls.kind, cls.description)
         out.print(table)
         return
-    from ..scenario import load_scenario
+    from ..scenarios import load_scenario
 
     files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
     table = Table("file", "name", "engine", "variants", "title")

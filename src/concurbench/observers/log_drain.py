@@ -32,14 +32,14 @@ FIFO is unlinked and then the drain stopped. The server cannot hang on a FIFO no
 The drain runs in a session of its own (a Ctrl-C at the terminal reaches the harness, which then
 stops it) and exits by itself, removing the FIFO, when the harness dies.
 
-The drain is a program of its own: `python -m concurbench.cli.log_drain FIFO RATE [MARKER]`.
+The drain is a program of its own (observers/drain_process.py): `python -m concurbench.cli.log_drain FIFO RATE
+[MARKER]`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import select
 import shutil
 import signal
@@ -49,35 +49,19 @@ import tempfile
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
+from psycopg import sql
+
+from ..engines import postgres as pg
 from ..errors import EngineError
+from ..scenario.model import Background
 from .base import closed_on_failure
 
-if TYPE_CHECKING:  # the drain process imports this module: keep it light and free of cycles
-    from ..scenario.model import Background
 
 FIFO_NAME = "postgresql.fifo"
 DIR_PREFIX = "concurbench-logdrain-"
 SETTINGS = ("log_directory", "log_filename")
-_RATE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(B|kB|MB|GB)?\s*(?:/\s*s)?\s*$")
-_UNITS = {None: 1, "B": 1, "kB": 1024, "MB": 1024 ** 2, "GB": 1024 ** 3}
-
-
-def parse_rate(value) -> float:
-    """Bytes per second from `32kB/s`, `1MB/s`, `500B/s` or a plain number of bytes per second."""
-    if isinstance(value, bool):
-        raise ValueError(f"must be a rate such as 32kB/s, got {value}")
-    if isinstance(value, (int, float)):
-        rate = float(value)
-    else:
-        m = _RATE.match(str(value))
-        if not m:
-            raise ValueError(f"must be a rate such as 32kB/s (units B, kB, MB, GB per second), got '{value}'")
-        rate = float(m.group(1)) * _UNITS[m.group(2)]
-    if rate < 64:
-        raise ValueError(f"must be at least 64 B/s, got {value}")
-    return rate
 
 
 class LogDrain:
@@ -108,7 +92,6 @@ class LogDrain:
 
     # -- start ----------------------------------------------------------------
     def start(self) -> None:
-        from ..engines import postgres as pg
 
         with closed_on_failure(self, f"background {self.spec.name} (log_drain) failed to start", pg.first_line,
                                wrap_engine_errors=False):
@@ -172,7 +155,6 @@ class LogDrain:
         return (self.proc.stderr.read() or "").strip()[-300:]
 
     def _alter(self, values: dict[str, str | None]) -> None:
-        from psycopg import sql
 
         for name, value in values.items():
             if value is None:
@@ -300,72 +282,3 @@ class LogDrain:
         if self.notes:
             out["notes"] = list(self.notes)
         return out
-
-
-# -- the drain process ----------------------------------------------------------------
-class _Stop(Exception):
-    pass
-
-
-def drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
-    """Read the FIFO at most `rate` bytes a second until SIGTERM; SIGUSR1 lifts the limit.
-
-    Prints `ready` once the FIFO is open and `marker` when `marker` has come through it.
-    """
-    parent = os.getppid()
-    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # does not wait for a writer
-    keep = os.open(fifo, os.O_WRONLY)  # a writer of our own: no end-of-file when the server closes it
-    os.set_blocking(fd, True)
-    throttled = [True]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness stops us, not the terminal
-    signal.signal(signal.SIGUSR1, lambda signum, frame: throttled.__setitem__(0, False))
-
-    def stop(signum, frame):
-        raise _Stop
-
-    signal.signal(signal.SIGTERM, stop)
-
-    def orphaned() -> None:  # the harness died without stopping us: leave nothing behind
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        for path in (fifo, os.path.dirname(fifo)):
-            try:
-                os.unlink(path) if path == fifo else os.rmdir(path)
-            except OSError:
-                pass
-        os._exit(3)
-
-    threading.Thread(target=orphaned, daemon=True).start()
-    chunk = int(min(65536, max(512, rate / 20)))  # about 20 reads a second when throttled
-    stats = {"bytes": 0, "lines": 0, "throttled_bytes": 0, "throttled_s": 0.0}
-    started = time.monotonic()
-    tail = b""
-    print("ready", flush=True)
-    try:
-        while True:
-            t0 = time.monotonic()
-            data = os.read(fd, chunk if throttled[0] else 1 << 20)
-            stats["bytes"] += len(data)
-            stats["lines"] += data.count(b"\n")
-            if marker:
-                if marker in tail + data:
-                    print("marker", flush=True)
-                    marker = b""
-                tail = (tail + data)[-len(marker):] if marker else b""
-            if throttled[0]:
-                stats["throttled_bytes"] += len(data)
-                # a chunk "takes" len/rate seconds; time spent waiting for data counts towards it
-                pause = len(data) / rate - (time.monotonic() - t0)
-                if pause > 0:
-                    time.sleep(pause)
-                stats["throttled_s"] += time.monotonic() - t0
-    except _Stop:
-        pass
-    finally:
-        os.close(keep)
-        os.close(fd)
-    stats["seconds"] = round(time.monotonic() - started, 3)
-    stats["throttled_s"] = round(stats["throttled_s"], 3)
-    stats["throttled_rate_bytes_s"] = round(stats["throttled_bytes"] / stats["throttled_s"]) \
-        if stats["throttled_s"] else None
-    return stats

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import ConfigError
-from ..scenario.yamlpos import suggest
+from ..util import suggest
 
 
 @dataclass(frozen=True)

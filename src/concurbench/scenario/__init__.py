@@ -1,6 +1,6 @@
-"""Scenario files: loading, validation and the frozen model."""
+"""Scenario files: loading, validation and the frozen model. Above engines/ and errors only; the loader
+takes the samplers it checks names against (concurbench.scenarios binds it to their registry)."""
 
-from .loader import load_scenario
-from .model import Scenario, Variant, Pool
+from .model import Pool, Scenario, Variant
 
-__all__ = ["load_scenario", "Scenario", "Variant", "Pool"]
+__all__ = ["Scenario", "Variant", "Pool"]

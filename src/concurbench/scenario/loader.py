@@ -11,21 +11,21 @@ from dataclasses import replace
 import hashlib
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Protocol
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from ..errors import ConfigError
 from ..engines.postgres import PROTOCOLS
 from ..engines.sqlsplit import split_sql
-from ..observers.log_drain import parse_rate
-from ..workload.distributions import parse_distribution
+from .distributions import parse_distribution
 from .claims import parse_claim
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
 from .versions import VersionSpec, parse_versions
-from .yamlpos import Checker, as_int, describe, join, load_yaml, suggest
+from ..util import parse_rate, suggest
+from .yamlpos import Checker, as_int, describe, join, load_yaml
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
             "setup", "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants", "probes",
@@ -47,8 +47,20 @@ DEFAULT_DURATION = 10.0
 DEFAULT_WARMUP = 2.0
 
 
-def load_scenario(path: str | Path, *, quick: bool = False, overrides: dict[str, str] | None = None) -> Scenario:
-    """Read and validate a scenario file; raises ConfigError listing every problem found."""
+class SamplerKind(Protocol):
+    """What the loader needs of a sampler class: its engine, its option names, and a check of the options
+    (making one with a spec raises ConfigError when they are wrong)."""
+
+    engine: str
+    options: tuple[str, ...]
+
+    def __call__(self, spec: SamplerSpec) -> object: ...
+
+
+def load_scenario(path: str | Path, *, samplers: Mapping[str, SamplerKind], quick: bool = False,
+                  overrides: dict[str, str] | None = None) -> Scenario:
+    """Read and validate a scenario file against the given samplers (by name); raises ConfigError listing
+    every problem found. Commands use concurbench.scenarios.load_scenario, bound to the samplers' registry."""
     path = Path(path)
     doc = load_yaml(path)
     check = Checker(path)
@@ -64,7 +76,7 @@ def load_scenario(path: str | Path, *, quick: bool = False, overrides: dict[str,
         check.known_keys(doc["quick"], "quick", [k for k in TOP_KEYS if k not in ("name", "engine", "quick")])
     params = _parameters(doc, check, overrides or {})
     _substitute(doc, params, check, "")
-    builder = _Builder(path, check, params)
+    builder = _Builder(path, check, params, samplers)
     scenario = builder.build(doc, quick)
     check.fail()
     return scenario
@@ -137,7 +149,8 @@ def _expand(text: str, params: dict[str, Any], report) -> Any:
 
 
 class _Builder(ServerSections):
-    def __init__(self, path: Path, check: Checker, params: dict[str, Any]):
+    def __init__(self, path: Path, check: Checker, params: dict[str, Any], samplers: Mapping[str, SamplerKind]):
+        self.samplers = samplers
         self.path = path
         self.check = check
         self.params = params
@@ -252,8 +265,6 @@ class _Builder(ServerSections):
         return tuple(points) or default
 
     def _samplers(self, node, key, path, default):
-        from ..samplers.registry import SAMPLERS
-
         if key not in node or node[key] is None:
             return default
         value = node[key]
@@ -266,7 +277,7 @@ class _Builder(ServerSections):
             return default
         specs = []
         container = value
-        known = {n: cls for n, cls in SAMPLERS.items() if cls.engine == self.engine}
+        known = {n: cls for n, cls in self.samplers.items() if cls.engine == self.engine}
         for where, name, options in entries:
             sub = join(path, where)
             if isinstance(name, dict) and len(name) >= 1 and "name" in name:  # - {name: sampler, option: value}

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..workload.distributions import Distribution
+from .distributions import Distribution
 from .versions import VersionSpec, applies, version_parts
 
 DEFAULT_GROUP = "main"

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .yamlpos import as_int, describe, join, suggest
+from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
+from ..util import suggest
+from .yamlpos import as_int, describe, join
 
 # server: keys by engine (besides `settings`); variants may not set `versions` or `images`
 SERVER_KEYS = {"postgres": ["settings", "versions", "images"],
@@ -76,8 +78,6 @@ class ServerSections:
 
     def _database(self, node, base: str = "") -> tuple:
         """`database:` options of a SQL Server scenario or variant (ALTER DATABASE ... SET)."""
-        from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
-
         db = self.check.mapping(node, "database", join(base, "database"))
         if db is None:
             return ()

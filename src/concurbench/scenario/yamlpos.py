@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,6 +11,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import MarkedYAMLError
 
 from ..errors import ConfigError
+from ..util import parse_duration, suggest
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,6 @@ def load_yaml(path: Path) -> Any:
         what = exc.problem or exc.context or "invalid YAML"
         problem = Problem(str(path), line, col, "", f"not valid YAML: {what}")
         raise ConfigError(str(problem), problems=[problem], cause=exc) from exc
-
-
-def suggest(word: str, choices) -> str:
-    """A did-you-mean suffix for an unknown name, or an empty string."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def join(path: str, key) -> str:
@@ -200,28 +194,3 @@ def as_int(value: Any) -> int | None:
         if text.lstrip("-").isdigit():
             return int(text)
     return None
-
-
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: Any) -> float | None:
-    """'30s', '500ms', '2m', '1h' or a plain number of seconds."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if not isinstance(value, str):
-        return None
-    text = value.strip().lower()
-    for unit in sorted(_UNITS, key=len, reverse=True):
-        if text.endswith(unit):
-            number = text[: -len(unit)].strip()
-            try:
-                return float(number) * _UNITS[unit]
-            except ValueError:
-                return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
