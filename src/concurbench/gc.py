@@ -27,7 +27,10 @@ from pathlib import Path
 import psutil
 
 from .errors import ConcurbenchError
+from .provisioners import docker_engine
 from .provisioners.base import home_dir
+from .provisioners.containers import LABEL_RUN
+from .provisioners.local import LocalPostgres
 
 STALE_STAGING_S = 3600  # a download or initdb left half-done this long ago belongs to no live run
 
@@ -168,8 +171,6 @@ def _end_processes(procs: list[psutil.Process]) -> int:
 
 def _stop_server(server: ServerState) -> list[str]:
     """pg_ctl stop -m fast (then immediate) as the server's user, a kill if needed, remove the directory."""
-    from .provisioners.local import LocalPostgres
-
     notes = []
     clients = _orphan_clients(server) if server.postmaster_alive else []
     data = str(server.state.get("data") or server.root / "data")
@@ -247,29 +248,23 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
     A container is removed when the process that started it is gone (the owner label), or with force.
     """
     try:
-        from .provisioners import docker as docker_target
-        import docker as docker_sdk
+        import docker  # the Docker SDK is optional: without it there are no containers to look for
     except ImportError:
         return []
-    status_fn = getattr(docker_target, "engine_status", None)
-    remove_fn = getattr(docker_target, "remove_leftover_containers", None)
-    if status_fn is None or remove_fn is None:
-        return []
     try:
-        if not (status_fn() or {}).get("reachable"):
+        if not docker_engine.engine_status().get("reachable"):
             return []
-        client = docker_sdk.from_env(timeout=30)
-        label = getattr(docker_target, "LABEL_RUN", "concurbench.run_id")
+        client = docker.from_env(timeout=30)
         try:
             found = [(c.name, c.labels, _created(c.attrs)) for c in
-                     client.containers.list(all=True, filters={"label": label})]
+                     client.containers.list(all=True, filters={"label": LABEL_RUN})]
         finally:
             client.close()
     except Exception as exc:  # noqa: BLE001 - an engine problem must not stop the local clean-up
         return [Action("container", "-", f"listing containers failed: {exc}", "failed")]
     actions, doomed, names = [], set(), {}
     for name, labels, created in found:
-        run_id = labels.get(label, "?")
+        run_id = labels.get(LABEL_RUN, "?")
         detail = f"run {run_id}, {labels.get('concurbench.kind', 'container')}"
         why = _container_owner(labels, created, force)
         if why is not None:
@@ -281,7 +276,7 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
             names[name] = detail
     if doomed:
         try:
-            removed = set(remove_fn(doomed) or [])
+            removed = set(docker_engine.remove_leftover_containers(doomed))
         except Exception as exc:  # noqa: BLE001 - reported as a failed action, the rest goes on
             return actions + [Action("container", n, d, "failed", [str(exc)]) for n, d in names.items()]
         for name, detail in names.items():

@@ -200,7 +200,7 @@ def _unavailable(reason: str) -> None:
 
 @pytest.fixture(scope="session")
 def docker_client():
-    from concurbench.provisioners.docker import engine_status
+    from concurbench.provisioners.docker_engine import engine_status
 
     status = engine_status()
     if not status["reachable"]:
@@ -258,7 +258,7 @@ def images(postgres_image, sleeper_image):
 @pytest.fixture()
 def concurbench_containers(docker_client):
     """A function listing the names of containers labelled by concurbench that exist now."""
-    from concurbench.provisioners.docker import LABEL_RUN
+    from concurbench.provisioners.containers import LABEL_RUN
 
     def names() -> set[str]:
         return {c.name for c in docker_client.containers.list(all=True, filters={"label": LABEL_RUN})}

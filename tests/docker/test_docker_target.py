@@ -19,7 +19,7 @@ import psycopg
 import pytest
 
 from concurbench.errors import ProvisionError
-from concurbench.provisioners import containers, docker as target
+from concurbench.provisioners import containers, docker as target, docker_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
@@ -113,7 +113,7 @@ def test_kept_container_and_the_password_in_no_file(tmp_path, docker_client, con
         run_ids = {docker_client.containers.get(n).labels[target.LABEL_RUN]
                    for n in concurbench_containers() - before}
         if run_ids:
-            assert len(target.remove_leftover_containers(run_ids)) == len(run_ids)
+            assert len(docker_engine.remove_leftover_containers(run_ids)) == len(run_ids)
 
 
 def test_failing_setup_exits_1_and_removes_the_container(tmp_path, leftovers):
@@ -230,12 +230,12 @@ def test_remove_leftover_containers_of_a_killed_run(docker_client, images):
             images.sleeper, name=f"concurbench-{run_id}-postgres-18", detach=True, network_mode="host",
             labels={target.LABEL_RUN: run_id, containers.LABEL_KIND: "postgres"}))
     try:
-        assert target.remove_leftover_containers({killed}) == [f"concurbench-{killed}-postgres-18"]
+        assert docker_engine.remove_leftover_containers({killed}) == [f"concurbench-{killed}-postgres-18"]
         names = {c.name for c in docker_client.containers.list(all=True)}
         assert f"concurbench-{killed}-postgres-18" not in names
         assert f"concurbench-{other}-postgres-18" in names
     finally:
-        assert target.remove_leftover_containers({other}) == [f"concurbench-{other}-postgres-18"]
+        assert docker_engine.remove_leftover_containers({other}) == [f"concurbench-{other}-postgres-18"]
 
 
 def test_an_image_that_cannot_be_pulled(leftovers):
@@ -249,6 +249,6 @@ def test_an_image_that_cannot_be_pulled(leftovers):
 
 
 def test_engine_status_lists_the_test_image():
-    status = target.engine_status()
+    status = docker_engine.engine_status()
     assert status["reachable"] is True and status["error"] is None and status["version"]
     assert POSTGRES_IMAGE in status["images"]

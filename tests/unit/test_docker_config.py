@@ -10,7 +10,7 @@ import pytest
 from docker.errors import APIError, ImageNotFound
 
 from concurbench.errors import ConfigError, ProvisionError
-from concurbench.provisioners import containers, docker as target
+from concurbench.provisioners import containers, docker as target, docker_engine
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
 
 LABELS = target.container_labels("run1", "postgres", "srv1")
@@ -251,7 +251,7 @@ def test_unreachable_engine_is_one_paragraph(monkeypatch, tmp_path):
         target.DockerServer("postgres", "postgres:18").start()
     message = info.value.message
     assert "dockerd running" in message and "/var/run/docker.sock" in message and "\n" not in message
-    status = target.engine_status()
+    status = docker_engine.engine_status()
     assert status["reachable"] is False and status["version"] is None and status["images"] == []
     assert "dockerd" in status["error"]
 
@@ -308,7 +308,7 @@ def test_pull_reports_each_layer_status_once():
                           {"status": "Downloading", "id": "a1", "progress": "[==> ] 2MB"},
                           {"status": "Pull complete", "id": "a1"}])
     events = []
-    image = target.ensure_image(client, "postgres:16", events.append)
+    image = docker_engine.ensure_image(client, "postgres:16", events.append)
     assert image.id == "sha256:abc" and client.api.pulled == [("postgres", "16")]
     assert [(e.get("layer"), e["status"]) for e in events] == [
         (None, "pulling"), ("16", "Pulling from library/postgres"), ("a1", "Downloading"), ("a1", "Pull complete")]
@@ -317,7 +317,7 @@ def test_pull_reports_each_layer_status_once():
 def test_failed_pull_names_the_image_and_how_to_bring_it():
     client = fake_client([{"error": "Get \"https://registry-1.docker.io/v2/\": dial tcp: no such host"}])
     with pytest.raises(ProvisionError) as info:
-        target.ensure_image(client, "postgres:16")
+        docker_engine.ensure_image(client, "postgres:16")
     message = info.value.message
     assert "cannot pull the image postgres:16" in message and "no such host" in message
     assert "docker load" in message and "docker pull postgres:16" in message and "--image" in message
@@ -331,4 +331,4 @@ def test_pull_refused_by_the_engine():
 
     client.api.pull = refuse
     with pytest.raises(ProvisionError, match="cannot pull the image nope/nope:1: pull access denied"):
-        target.ensure_image(client, "nope/nope:1")
+        docker_engine.ensure_image(client, "nope/nope:1")

@@ -7,18 +7,16 @@ import sys
 import click
 from rich.table import Table
 
+from .. import gc
+from ..doctor import run_checks
+from ..provisioners.base import home_dir
 from .console import out
-
-
 
 
 @click.command()
 @click.option("--offline", is_flag=True, help="Skip the network check (PyPI for new PostgreSQL majors).")
 def doctor(offline: bool) -> None:
     """Show what this machine can run (embedded, binaries, Docker, ODBC) and how to fix what is missing."""
-    from ..doctor import run_checks
-    from ..provisioners.base import home_dir
-
     checks = run_checks(network=not offline)
     table = Table(title=f"concurbench doctor (home {home_dir()})", title_justify="left")
     for column in ("Check", "Status", "Detail", "Fix"):
@@ -36,9 +34,6 @@ def doctor(offline: bool) -> None:
 @click.option("--force", is_flag=True, help="Also stop servers whose run is still going.")
 def gc_command(dry_run: bool, force: bool) -> None:
     """Stop servers and remove containers left by killed runs, and half-written cache folders."""
-    from .. import gc
-    from ..provisioners.base import home_dir
-
     actions = gc.collect(dry_run=dry_run, force=force)
     if not actions:
         out.print(f"nothing to clean up under {home_dir()}")

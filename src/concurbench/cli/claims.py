@@ -24,7 +24,7 @@ from ..report.render import markdown
 from ..results.store import load_run
 from ..runner import Runner
 from ..scenarios import load_scenario
-from .console import err, out
+from .console import err
 from .exits import EXIT_RUN_FAILED, check_exit_code
 from .progress import Progress
 

@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 
 import click
-
-from .console import err, out
+from rich.markup import escape
 
 from ..errors import ConfigError
+from ..report.compare import Thresholds, compare_runs
+from ..report.compare_render import junit, markdown, terminal, to_json
+from .console import err, out
 
 
 def _thresholds(ctx, param, values: tuple[str, ...]):
-    from ..report.compare import Thresholds
-
     try:
         return Thresholds.parse(values)
     except ConfigError as exc:
@@ -49,11 +49,6 @@ def compare(baseline_dir: Path, contender_dir: Path | None, servers: str | None,
 
     Exit 1 when a metric regressed beyond a --fail-above threshold, 2 when the runs cannot be compared.
     Run both with --repeat 3 or more for a significance test; single runs are compared untested."""
-    from rich.markup import escape
-
-    from ..report.compare import compare_runs
-    from ..report.compare_render import junit, markdown, terminal, to_json
-
     pair = [v.strip() for v in servers.split(",")] if servers else []
     if servers is not None and (len(pair) != 2 or not all(pair)):
         raise ConfigError(f"--servers {servers}: expected two server versions, OLD,NEW (such as 16,17)")

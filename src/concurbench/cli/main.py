@@ -13,21 +13,27 @@ import traceback
 from pathlib import Path
 
 import click
+from rich.table import Table
 
 from .. import __version__
 from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
+from ..provisioners.registry import TargetOptions, make_provisioner
+from ..report.render import terminal
+from ..report.tables import build_report
 from ..results.shards import SHARD_AND_CHECK, Shard
-
+from ..runner import Runner
+from ..samplers.registry import SAMPLERS
+from ..scenarios import load_scenario
 from .admin import doctor, gc_command
 from .claims import claims as claims_command
 from .compare import compare
 from .console import err, out
 from .exits import check_exit_code
 from .merge import merge
-from .stored import report as report_command, results as results_command
-
+from .progress import Progress
+from .stored import report as report_command, results as results_command, write_and_list_plots
 
 
 def _fail(exc: ConcurbenchError) -> None:
@@ -94,13 +100,6 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
         repeat: int, shard_text: str | None) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
-    from ..provisioners.registry import TargetOptions, make_provisioner
-    from ..report.render import terminal
-    from ..report.tables import build_report
-    from ..runner import Runner
-    from ..scenarios import load_scenario
-    from .progress import Progress
-
     progress = Progress(err)
     try:
         policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
@@ -129,8 +128,6 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     if outcome.results:
         terminal(build_report(outcome.run), out)
         if plots:
-            from .stored import write_and_list_plots
-
             try:
                 write_and_list_plots(outcome.run_dir)
             except ConcurbenchError as exc:
@@ -159,8 +156,6 @@ def _raise_interrupt(signum, frame):
 @click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
 def validate(files: tuple[Path, ...], quick: bool) -> None:
     """Check scenario files without touching a server; report every problem with file, line and field."""
-    from ..scenarios import load_scenario
-
     failed = False
     for file in files:
         for q in sorted({False, quick}):
@@ -182,17 +177,12 @@ def validate(files: tuple[Path, ...], quick: bool) -> None:
 @click.option("--samplers", "show_samplers", is_flag=True, help="List the samplers scenarios can name.")
 def list_(path: Path, show_samplers: bool) -> None:
     """List the scenarios under PATH (default ./scenarios), or the samplers."""
-    from rich.table import Table
-
     if show_samplers:
-        from ..samplers.registry import SAMPLERS
-
         table = Table("sampler", "engine", "kind", "what it reads")
         for name, cls in SAMPLERS.items():
             table.add_row(name, cls.engine, cls.kind, cls.description)
         out.print(table)
         return
-    from ..scenarios import load_scenario
 
     files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
     table = Table("file", "name", "engine", "variants", "title")

@@ -10,7 +10,11 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 
+from ..merger import merge_shards
+from ..report.render import terminal
+from ..report.tables import build_report
 from .console import err, out
 from .exits import check_exit_code
 
@@ -32,12 +36,6 @@ def merge(shard_dirs: tuple[Path, ...], out_dir: Path, partial: bool, check: boo
     """Join SHARD_DIRS, the run directories of `concurbench run --shard I/N` of one run, into one run
     directory that report, compare and claim checks read as one run; its claims are judged on the data of
     every shard. The last line printed is the merged run directory."""
-    from rich.markup import escape
-
-    from ..merger import merge_shards
-    from ..report.render import terminal
-    from ..report.tables import build_report
-
     outcome = merge_shards(list(shard_dirs), out_dir, partial=partial, scenario_file=scenario_file)
     run = outcome.run
     for warning in outcome.warnings:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import json
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
 
-from .console import err, out
-
-from ..errors import ConfigError
+from ..errors import ConcurbenchError, ConfigError
+from ..report.html import NO_MATPLOTLIB, html_page
+from ..report.render import markdown, terminal
+from ..report.tables import build_report
 from ..results.model import Run
 from ..results.store import csv_text, load_run
+from .console import err, out
 
 
 @click.command(name="report")
@@ -24,9 +30,6 @@ from ..results.store import csv_text, load_run
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under RUN_DIR/plots/.")
 def report(run_dir: Path, fmt: str, output: Path | None, plots: bool) -> None:
     """Render a stored run again."""
-    from ..report.render import markdown, terminal
-    from ..report.tables import build_report
-
     run = load_run(run_dir)
     text = ""
     if fmt == "html":
@@ -57,12 +60,6 @@ def report(run_dir: Path, fmt: str, output: Path | None, plots: bool) -> None:
 
 def _table_text(rep) -> str:
     """The terminal tables as plain text, 200 columns wide, for a file."""
-    import io
-
-    from rich.console import Console
-
-    from ..report.render import terminal
-
     buffer = io.StringIO()
     terminal(rep, Console(file=buffer, width=200, highlight=False, color_system=None))
     return buffer.getvalue()
@@ -70,16 +67,12 @@ def _table_text(rep) -> str:
 
 def _html(run: Run) -> str:
     """The page, with the charts written first under RUN_DIR/plots/ when matplotlib is there."""
-    import importlib.util
-
-    from ..errors import ConcurbenchError
-    from ..report.html import NO_MATPLOTLIB, html_page
-    from ..report.plots import write_plots
-
     if importlib.util.find_spec("matplotlib") is None:
         err.print(f"[yellow]no charts:[/yellow] {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
         return html_page(run, plots=None)
     try:
+        from ..report.plots import write_plots  # charts need matplotlib (optional) and pandas: loaded when drawn
+
         paths = write_plots(run.path)
     except ConcurbenchError as exc:
         err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
@@ -89,7 +82,7 @@ def _html(run: Run) -> str:
 
 
 def write_and_list_plots(run_dir: Path) -> None:
-    from ..report.plots import write_plots
+    from ..report.plots import write_plots  # as in _html
 
     paths = write_plots(run_dir)
     err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
@@ -107,7 +100,7 @@ def results(directories: tuple[Path, ...], fmt: str) -> None:
     if fmt == "table":
         _list_runs(found, directories or (Path("results"),), out)
         return
-    import pandas as pd
+    import pandas as pd  # pandas (and the frame module) only when frames are asked for
 
     from ..results.frame import COLUMNS
 
@@ -142,8 +135,6 @@ def _run_dirs(directories: tuple[Path, ...]) -> list[Path]:
 
 
 def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
-    from rich.table import Table
-
     table = Table("when (UTC)", "scenario", "target", "server", "variants", "status", "claims", "directory")
     for path in runs:
         try:

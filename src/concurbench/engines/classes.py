@@ -1,5 +1,7 @@
 """What every engine shares: error classes (used by reports and claims too), and values made JSON-ready."""
 
+import decimal
+
 DEADLOCK = "deadlock"
 SERIALIZATION = "serialization"
 LOCK_NOT_AVAILABLE = "lock_not_available"
@@ -12,8 +14,6 @@ ALL = (DEADLOCK, SERIALIZATION, LOCK_NOT_AVAILABLE, CONNECTION, OTHER)
 
 def plain(value):
     """A value read from a server as JSON keeps it: numbers stay numbers (decimals become floats), the rest text."""
-    import decimal
-
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, decimal.Decimal):

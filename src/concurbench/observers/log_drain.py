@@ -97,9 +97,9 @@ class LogDrain:
                                wrap_engine_errors=False):
             self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
             # our own statements must not queue behind the log they throttle
-            for sql in ("SET log_statement = 'none'", "SET log_min_duration_statement = -1",
+            for statement in ("SET log_statement = 'none'", "SET log_min_duration_statement = -1",
                         "SET log_min_duration_sample = -1", "SET log_duration = off"):
-                self.conn.execute(sql)
+                self.conn.execute(statement)
             if self._setting("logging_collector") != "on":
                 raise EngineError(f"background {self.spec.name} (log_drain) needs logging_collector = on in the "
                                   f"server settings (it is applied with a restart); the server has it off")

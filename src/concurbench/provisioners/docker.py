@@ -28,15 +28,19 @@ import time
 import uuid
 from typing import Callable
 
-from ..errors import ConfigError, ProvisionError
-from . import registry
+import psycopg
+from psycopg.conninfo import make_conninfo
+
+from ..engines import mssql
+from ..engines.mssql import connection_string
+from ..errors import ConfigError, EngineError, ProvisionError
+from . import docker_engine, registry
 from .base import Connection
-from .containers import (DATABASE, LABEL_RUN, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
+from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
                          READY_TIMEOUT, container_labels, cpu_limit, generate_password, mssql_container_config,
                          mssql_image, postgres_container_config, postgres_image)
+from .docker_engine import Progress, first_line, remove_volumes, volume_names
 from .local import free_port
-
-Progress = Callable[[dict], None]
 
 
 def wait_until_ready(probe: Callable[[float], object], *, timeout: float, check: Callable[[], None] = lambda: None,
@@ -59,118 +63,6 @@ def wait_until_ready(probe: Callable[[float], object], *, timeout: float, check:
         if clock() >= deadline:
             raise TimeoutError(f"not ready after {timeout:g} s") from last
         sleep(interval)
-
-
-def _first_line(exc: BaseException | None) -> str:
-    text = str(exc or "").strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-# -- the engine --------------------------------------------------------------------------------------
-def _client():
-    import docker
-    from docker.errors import DockerException
-
-    try:
-        client = docker.from_env(timeout=60)
-        client.ping()
-        return client
-    except DockerException as exc:
-        raise ProvisionError(
-            f"cannot reach the Docker engine ({_first_line(exc)}). Is dockerd running (`docker info` should "
-            f"answer; `sudo systemctl start docker`, or start dockerd by hand)? If it is, can this user open its "
-            f"socket (/var/run/docker.sock: add the user to the docker group, or set DOCKER_HOST)? "
-            f"The embedded and binaries targets need no Docker.", exc) from None
-
-
-def engine_status() -> dict:
-    """Whether a Docker engine answers, its version and the local image tags (for `doctor`)."""
-    try:
-        client = _client()
-    except ProvisionError as exc:
-        return {"reachable": False, "version": None, "error": exc.message, "images": []}
-    try:
-        version = client.version().get("Version")
-        images = sorted(tag for image in client.images.list() for tag in image.tags)
-        return {"reachable": True, "version": version, "error": None, "images": images}
-    except Exception as exc:  # noqa: BLE001 - a status report never raises
-        return {"reachable": False, "version": None, "error": _first_line(exc), "images": []}
-    finally:
-        client.close()
-
-
-def remove_leftover_containers(run_ids: set[str] | None = None) -> list[str]:
-    """Remove containers labelled concurbench.run_id (only those runs' when run_ids is given), and
-    their volumes; return the names of the containers removed."""
-    from docker.errors import APIError, NotFound
-
-    client = _client()
-    removed = []
-    try:
-        for container in client.containers.list(all=True, filters={"label": LABEL_RUN}):
-            if run_ids is not None and container.labels.get(LABEL_RUN) not in run_ids:
-                continue
-            volumes = _volume_names(container)
-            try:
-                container.remove(force=True, v=True)
-            except NotFound:
-                pass
-            removed.append(container.name)
-            _remove_volumes(client, volumes)
-        for volume in client.volumes.list(filters={"label": LABEL_RUN}):
-            if run_ids is None or volume.attrs.get("Labels", {}).get(LABEL_RUN) in run_ids:
-                try:
-                    volume.remove(force=True)
-                except (NotFound, APIError):
-                    pass  # still in use by a container of another run
-    finally:
-        client.close()
-    return removed
-
-
-def _volume_names(container) -> list[str]:
-    return [m["Name"] for m in container.attrs.get("Mounts", []) if m.get("Type") == "volume" and m.get("Name")]
-
-
-def _remove_volumes(client, names) -> None:
-    from docker.errors import APIError, NotFound
-
-    for name in names:
-        try:
-            client.volumes.get(name).remove(force=True)
-        except (NotFound, APIError):
-            pass
-
-
-def ensure_image(client, image: str, progress: Progress | None = None):
-    """The local image, pulled first when missing; pull progress goes to `progress` per layer status."""
-    from docker.errors import APIError, DockerException, ImageNotFound
-    from docker.utils import parse_repository_tag
-
-    try:
-        return client.images.get(image)
-    except ImageNotFound:
-        pass
-    repository, tag = parse_repository_tag(image)
-    report = progress or (lambda event: None)
-    report({"event": "pull", "image": image, "status": "pulling"})
-    seen: set[tuple] = set()
-    try:
-        for line in client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
-            if "error" in line:
-                raise APIError(line.get("error"))
-            key = (line.get("id"), line.get("status"))
-            if key not in seen:
-                seen.add(key)
-                report({"event": "pull", "image": image, "layer": line.get("id"), "status": line.get("status")})
-        return client.images.get(image)
-    except DockerException as exc:
-        detail = getattr(exc, "explanation", None) or _first_line(exc)
-        raise ProvisionError(
-            f"cannot pull the image {image}: {_first_line(detail)}. If this machine cannot reach the registry, "
-            f"pull it where you can and bring it over (`docker pull {image} && docker save {image} -o image.tar`, "
-            f"then here `docker load -i image.tar`), or name a local image with --image (`docker images`).",
-            exc) from None
 
 
 def _slug(text: str) -> str:
@@ -223,9 +115,9 @@ class DockerServer:
 
         if self.engine == "mssql":
             self._odbc_driver = mssql_odbc_driver()  # before pulling gigabytes for nothing
-        self._client = self._client or _client()
+        self._client = self._client or docker_engine.connect()
         try:
-            image = ensure_image(self._client, self.image, self.progress)
+            image = docker_engine.ensure_image(self._client, self.image, self.progress)
             self.image_id = image.id
             if self.engine == "postgres":
                 env = dict(e.split("=", 1) for e in (image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
@@ -238,7 +130,7 @@ class DockerServer:
                     self._remove()
                 raise
         except DockerException as exc:
-            raise ProvisionError(f"the Docker engine failed while starting {self.image}: {_first_line(exc)}",
+            raise ProvisionError(f"the Docker engine failed while starting {self.image}: {first_line(exc)}",
                                  exc) from None
 
     def _config(self) -> dict:
@@ -257,10 +149,10 @@ class DockerServer:
         try:
             container = self._client.containers.run(**config)
         except DockerException as exc:
-            detail = getattr(exc, "explanation", None) or _first_line(exc)
-            raise ProvisionError(f"cannot start a container from {self.image}: {_first_line(detail)}", exc) from None
+            detail = getattr(exc, "explanation", None) or first_line(exc)
+            raise ProvisionError(f"cannot start a container from {self.image}: {first_line(detail)}", exc) from None
         started = self._client.containers.get(container.id)
-        self._volumes.update(_volume_names(started))
+        self._volumes.update(volume_names(started))
         self.cpu_limit = cpu_limit(started.attrs.get("HostConfig"))
         self._wait_ready(container)
         return self._prepare()
@@ -273,7 +165,7 @@ class DockerServer:
                 container.reload()
             except DockerException as exc:
                 raise ProvisionError(f"the container {self.container_name} went away before the server accepted "
-                                     f"connections: {_first_line(exc)}", exc) from None
+                                     f"connections: {first_line(exc)}", exc) from None
             if container.status in ("exited", "dead"):
                 code = container.attrs.get("State", {}).get("ExitCode")
                 raise ProvisionError(f"the {self.image} container stopped (exit {code}) before the server accepted "
@@ -284,13 +176,11 @@ class DockerServer:
         except TimeoutError as exc:
             raise ProvisionError(f"the {self.engine} server in {self.container_name} ({self.image}) did not accept "
                                  f"connections within {self.ready_timeout:g} s (last error: "
-                                 f"{_first_line(exc.__cause__)}); last container log lines:\n{self.logs(20)}",
+                                 f"{first_line(exc.__cause__)}); last container log lines:\n{self.logs(20)}",
                                  exc.__cause__) from None
 
     def _probe(self, seconds_left: float) -> None:
         if self.engine == "postgres":
-            import psycopg
-
             with psycopg.connect(self._conninfo("postgres"), connect_timeout=max(1, min(5, int(seconds_left)))) as conn:
                 conn.execute("SELECT 1")
         else:
@@ -300,13 +190,9 @@ class DockerServer:
                 conn.cursor().execute("SELECT 1")
 
     def _conninfo(self, dbname: str) -> str:
-        from psycopg.conninfo import make_conninfo
-
         return make_conninfo(host="127.0.0.1", port=self.port, user="postgres", password=self._password, dbname=dbname)
 
     def _odbc(self, database: str) -> str:
-        from ..engines.mssql import connection_string
-
         return connection_string(self._odbc_driver, "127.0.0.1", self.port, "sa", self._password, database,
                                  trust_server_certificate=True, encrypt=True)
 
@@ -314,8 +200,6 @@ class DockerServer:
         """Create the run's database (like LocalPostgres) and say how to reach it."""
         try:
             if self.engine == "postgres":
-                import psycopg
-
                 with psycopg.connect(self._conninfo("postgres"), autocommit=True, connect_timeout=10) as conn:
                     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
                         conn.execute(f'CREATE DATABASE "{DATABASE}"')
@@ -325,7 +209,7 @@ class DockerServer:
                 with pyodbc.connect(self._odbc("master"), autocommit=True, timeout=10) as conn:
                     conn.cursor().execute(f"IF DB_ID('{DATABASE}') IS NULL CREATE DATABASE [{DATABASE}]")
         except Exception as exc:  # noqa: BLE001 - psycopg or pyodbc errors alike
-            raise ProvisionError(f"cannot prepare database {DATABASE} in {self.container_name}: {_first_line(exc)}",
+            raise ProvisionError(f"cannot prepare database {DATABASE} in {self.container_name}: {first_line(exc)}",
                                  exc) from None
         return self.connection()
 
@@ -348,7 +232,7 @@ class DockerServer:
         try:
             old.stop(timeout=30)
         except Exception as exc:  # noqa: BLE001
-            raise ProvisionError(f"cannot stop {self.container_name} for a restart: {_first_line(exc)}", exc) from None
+            raise ProvisionError(f"cannot stop {self.container_name} for a restart: {first_line(exc)}", exc) from None
         self._generation += 1
         self.container_name = f"{self.base_name}-r{self._generation}"
         try:
@@ -381,16 +265,16 @@ class DockerServer:
         try:
             mine = {"label": f"{LABEL_SERVER}={self.server_id}"}
             for container in self._client.containers.list(all=True, filters=mine):
-                self._volumes.update(_volume_names(container))
+                self._volumes.update(volume_names(container))
                 try:
                     container.remove(force=True, v=True)
                 except NotFound:
                     pass
-            _remove_volumes(self._client, sorted(self._volumes))
+            remove_volumes(self._client, sorted(self._volumes))
             for volume in self._client.volumes.list(filters=mine):
-                _remove_volumes(self._client, [volume.name])
+                remove_volumes(self._client, [volume.name])
         except DockerException as exc:
-            raise ProvisionError(f"cannot remove the container {self.container_name}: {_first_line(exc)}; "
+            raise ProvisionError(f"cannot remove the container {self.container_name}: {first_line(exc)}; "
                                  f"remove it with: docker rm -f -v {self.container_name}", exc) from None
         self._volumes.clear()
 
@@ -419,9 +303,6 @@ class DockerServer:
 
 def mssql_odbc_driver() -> str:
     """The ODBC driver for SQL Server to use (Driver 18, 17, then FreeTDS), or a ProvisionError saying what to install."""
-    from ..engines import mssql
-    from ..errors import EngineError
-
     try:
         import pyodbc  # noqa: F401
     except ImportError as exc:

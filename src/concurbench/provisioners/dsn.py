@@ -17,6 +17,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..errors import ConfigError, ProvisionError
 from . import registry
 from .base import Connection
+from .dsn_mssql import ExistingSqlServer
 
 
 def safe_conninfo(conninfo: str) -> str:
@@ -139,8 +140,6 @@ def _first_line(exc: BaseException) -> str:
 
 def _factory(engine: str, settings: dict, options):
     if engine == "mssql":
-        from .dsn_mssql import ExistingSqlServer
-
         dsn = options.dsn or os.environ.get("CONCURBENCH_MSSQL_DSN")
         if not dsn:
             raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_MSSQL_DSN): an ODBC connection string "

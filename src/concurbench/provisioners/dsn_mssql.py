@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..engines import mssql
+from ..engines import mssql, sqlserver
+from ..engines.sqlserver import with_option
 from ..errors import ConfigError, ProvisionError
 from .base import Connection
 
@@ -55,15 +56,11 @@ class ExistingSqlServer:
                 driver = mssql.detect_driver(drivers or mssql.installed_drivers())
                 text = f"Driver={{{driver}}};" + text
             if password is not None:
-                from ..engines.sqlserver import with_option
-
                 text = with_option(text, "PWD", password)
             self.conninfo = text
         self.safe = mssql.safe_connection_string(self.conninfo)
 
     def start(self) -> Connection:
-        from ..engines import sqlserver
-
         try:
             sqlserver.connect(self.conninfo, application_name="concurbench:check").close()
         except Exception as exc:  # noqa: BLE001 - EngineError or a driver error

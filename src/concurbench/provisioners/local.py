@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -18,6 +19,8 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
+
+import psycopg
 
 from ..errors import ProvisionError
 from .base import Connection, home_dir
@@ -39,7 +42,6 @@ def _service_ids() -> tuple[int, int] | None:
     """uid/gid of the unprivileged user the server runs as, created on first use (root only)."""
     if not _as_root():
         return None
-    import pwd
 
     try:
         entry = pwd.getpwnam(SERVICE_USER)
@@ -174,8 +176,6 @@ class LocalPostgres:
                                  f"last server log lines:\n{self.logs(15)}", exc.cause) from exc
 
     def _create_database(self) -> Connection:
-        import psycopg
-
         admin = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
         try:
             with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:

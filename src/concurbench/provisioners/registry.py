@@ -7,11 +7,13 @@ is one factory and one line in TARGETS.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import ConfigError
 from ..util import suggest
+from .embedded import EmbeddedPostgres
 
 
 @dataclass(frozen=True)
@@ -33,8 +35,6 @@ Factory = Callable[[str, dict, TargetOptions], object]
 
 
 def _embedded(engine: str, settings: dict, options: TargetOptions):
-    from .embedded import EmbeddedPostgres
-
     _need_postgres(engine, "embedded")
     if options.server_version and not str(options.server_version).startswith("18"):
         raise ConfigError(f"the embedded target ships PostgreSQL 18 only, not {options.server_version}; "
@@ -72,8 +72,6 @@ def target_names() -> list[str]:
 
 def _load_optional() -> None:
     """Targets in their own modules register themselves when imported."""
-    import importlib
-
     for module in ("binaries", "docker", "dsn"):
         try:
             importlib.import_module(f"{__package__}.{module}")

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
-from .compare import REPEAT_HINT, Comparison, Row, RunInfo
+from rich.markup import escape
+from rich.table import Table
+
 from ..stats import Estimate
+from .compare import Comparison, REPEAT_HINT, Row, RunInfo
 
 LEGEND = ("Change: contender against baseline; green better, red worse, dim not significant (Welch's t-test, "
           "p ≥ 0.05).")
@@ -99,9 +102,6 @@ def regression_text(row: Row) -> str:
 
 
 def terminal(comparison: Comparison, console) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     b, c = comparison.baseline, comparison.contender
     console.print(f"[bold]Compare: {escape(b.scenario)}[/bold]" + (f" ({escape(b.title)})" if b.title else ""))
     for role, info in (("baseline", b), ("contender", c)):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.table import Table as RichTable
+
 from ..results.model import Run
 from .tables import Report, build_report
 
@@ -51,8 +53,6 @@ def write_report(run: Run) -> Path:
 
 
 def terminal(report: Report, console) -> None:
-    from rich.table import Table as RichTable
-
     console.print(f"[bold]{report.title}[/bold]")
     for line in report.lines:
         console.print(f"  {line}", highlight=False)

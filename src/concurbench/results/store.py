@@ -27,9 +27,11 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import psutil
+
 from ..errors import ConcurbenchError, ConfigError
 from .migrate import migrate
-from .model import FORMAT_VERSION, SAMPLE_KEYS, FormatProblem, Run, VariantRun
+from .model import FORMAT_VERSION, FormatProblem, Run, SAMPLE_KEYS, VariantRun
 
 MANIFEST, SUMMARY, SUMMARY_CSV, SAMPLES = "manifest.json", "summary.json", "summary.csv", "samples"
 
@@ -38,8 +40,6 @@ def host_info() -> dict:
     info = {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
             "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
     try:
-        import psutil
-
         info["memory_bytes"] = psutil.virtual_memory().total
     except Exception:  # noqa: BLE001 - optional detail
         pass

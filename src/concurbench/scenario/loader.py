@@ -6,25 +6,24 @@ here touches a server.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import hashlib
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Protocol
 
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
-from ..errors import ConfigError
 from ..engines.postgres import PROTOCOLS
 from ..engines.sqlsplit import split_sql
-from .distributions import parse_distribution
+from ..errors import ConfigError
+from ..util import parse_rate, suggest
 from .claims import parse_claim
+from .distributions import parse_distribution
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
 from .versions import VersionSpec, parse_versions
-from ..util import parse_rate, suggest
 from .yamlpos import Checker, as_int, describe, join, load_yaml
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",

@@ -21,10 +21,11 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
+from ..engines.registry import get_engine
 from ..errors import RunError
 from ..scenario.model import Pool
 from .session import DONE as SESSION_DONE
-from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, THINKING, Session
+from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, Session, THINKING
 from .stats import PoolStats
 from .window_end import END_BOUND_S, end_sessions
 
@@ -68,7 +69,6 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             results) -> None:
     """One worker process: connect its sessions, then step them all from one event loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    from ..engines.registry import get_engine
 
     engine = get_engine(engine_name)
     sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine) for s in specs]
