@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from . import stats
+from .background.kinds import make_background
 from .check import CheckPolicy, Sequential, evaluate
 from .check.plan import points_of
 from .check.sides import MIN_RUNS
 from .engines.registry import get_engine
 from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
-from .observers.hold import HeldTransaction
-from .observers.log_drain import LogDrain
-from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
@@ -39,15 +37,6 @@ from .workload.pool import PoolRunner, resolve_clients
 from .workload.session import application_name
 
 Progress = Callable[[dict], None]
-
-
-def make_background(spec, conninfo: str, engine):
-    """The background part of a variant by its kind (an idle transaction, a log drain, a trace)."""
-    if spec.kind == "hold_transaction":
-        return HeldTransaction(spec, conninfo, engine=engine)
-    if spec.kind == "log_drain":
-        return LogDrain(spec, conninfo)
-    return MSSQL_OBSERVERS[spec.kind](spec, conninfo)
 
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
@@ -412,7 +401,7 @@ class Runner:
             self.eng.run_script(conn, step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
-        holders = [make_background(b, conninfo, self.eng) for b in variant.background]
+        background_sessions = [make_background(b, conninfo, self.eng) for b in variant.background]
         if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
             self.eng.flush_statistics(conn, version_num)
         driver = SamplerDriver(build_samplers(variant.samplers),
@@ -421,25 +410,25 @@ class Runner:
         started = time.time()
         try:
             driver.open()
-            for holder in holders:
-                holder.start()
+            for bg in background_sessions:
+                bg.start()
             # The window closes in this order: background parts a sampler may wait on (a throttled log
             # drain), then the samplers' last reading, then observers whose stopping and counting is
             # work of its own (reading .xel files) that must stay outside the samplers' span.
-            first = [h for h in holders if not h.ends_after_samplers]
+            first = [h for h in background_sessions if not h.ends_after_samplers]
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                listeners=[*first, driver, *[h for h in holders if h.ends_after_samplers]],
+                                listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
             outcome = runner.run()
         finally:
             with deferred_interrupts():
-                for holder in holders:
-                    holder.close()
+                for bg in background_sessions:
+                    bg.close()
                 driver.close()
         elapsed = outcome.elapsed_s
-        summaries, background = driver.summaries(elapsed), [h.describe() for h in holders]
+        summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
         self._probe(conn, variant, "after", probes)
         for step in variant.teardown:
             self.eng.run_script(conn, step.sql, step.origin)

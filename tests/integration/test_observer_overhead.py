@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from concurbench.errors import EngineError
-from concurbench.observers.log_drain import DIR_PREFIX, LogDrain
+from concurbench.background.log_drain import DIR_PREFIX, LogDrain
 from concurbench.scenario.model import Background
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from concurbench import runner as runner_module
-from concurbench.observers.mssql import XEventSession
+from concurbench.background.mssql import XEventSession
 from concurbench.runner import Runner
 from concurbench.samplers.postgres import WaitEvents
 from concurbench.scenarios import load_scenario

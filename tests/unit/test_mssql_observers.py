@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from concurbench.errors import ConfigError, EngineError
-from concurbench.observers.mssql import (SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS, SqlTrace, XEventSession)
+from concurbench.background.mssql import (SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS, SqlTrace, XEventSession)
 
 sqlglot = pytest.importorskip("sqlglot")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..observers.drain_process import drain
+from ..background.drain_process import drain
 
 
 def main(argv: list[str] | None = None) -> int:

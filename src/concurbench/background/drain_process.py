@@ -1,6 +1,6 @@
 """The log drain's own process: reads the server's log FIFO at a set rate until told to stop.
 
-It runs as `python -m concurbench.cli.log_drain` (see observers/log_drain.py for why and how), and
+It runs as `python -m concurbench.cli.log_drain` (see background/log_drain.py for why and how), and
 imports nothing but the standard library, so it starts quickly.
 """
 

@@ -32,7 +32,7 @@ FIFO is unlinked and then the drain stopped. The server cannot hang on a FIFO no
 The drain runs in a session of its own (a Ctrl-C at the terminal reaches the harness, which then
 stops it) and exits by itself, removing the FIFO, when the harness dies.
 
-The drain is a program of its own (observers/drain_process.py): `python -m concurbench.cli.log_drain FIFO RATE
+The drain is a program of its own (background/drain_process.py): `python -m concurbench.cli.log_drain FIFO RATE
 [MARKER]`.
 """
 
