@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +29,28 @@ ENV = {**os.environ, "CONCURBENCH_TEST_TAG": TAG}
 def concurbench(*args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "concurbench.cli.main", *args], capture_output=True,
                           text=True, cwd=ROOT, timeout=kwargs.pop("timeout", 180), env=ENV, **kwargs)
+
+
+def read_until(proc: subprocess.Popen, pattern: re.Pattern, timeout: float) -> tuple[bool, str]:
+    """Whether a line of the process's stderr matched `pattern` by the deadline, and the lines read."""
+    deadline, seen = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        seen.append(line.rstrip("\n"))
+        if pattern.search(seen[-1]):
+            return True, "\n".join(seen)
+    return False, "\n".join(seen)
+
+
+def wait_until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
 
 
 def harness_processes() -> set[int]:
@@ -76,15 +99,8 @@ def test_ctrl_c_keeps_measured_results_and_leaves_nothing_behind(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", "run", str(scenario), "--out",
                              str(tmp_path / "runs")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True, env=ENV)
-    deadline = time.monotonic() + 90
-    seen = ""
-    while "  second: " not in seen and time.monotonic() < deadline:  # the first progress line of the
-        line = proc.stderr.readline()                                 # second variant: it is measuring
-        if not line:
-            break
-        seen += line
-    assert "  second: " in seen, seen
-    time.sleep(2)
+    found, seen = read_until(proc, re.compile(r"^  second: [\d.]+ s, [1-9][\d,]* txns"), 90)
+    assert found, seen  # the second variant is measuring and has committed transactions
     started = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C: the whole process group
     stdout, stderr = proc.communicate(timeout=60)
@@ -98,8 +114,7 @@ def test_ctrl_c_keeps_measured_results_and_leaves_nothing_behind(tmp_path):
     assert results["first"]["pools"]["p"]["metrics"]["transactions"] > 0
     assert results["second"]["status"] == "interrupted"
     assert results["second"]["pools"]["p"]["metrics"]["transactions"] > 0
-    time.sleep(0.5)
-    assert harness_processes() - before == set()
+    assert wait_until(lambda: harness_processes() - before == set(), 10), harness_processes() - before
 
 
 def test_failing_setup_names_the_statement_and_stops_the_server(tmp_path):

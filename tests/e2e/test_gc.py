@@ -91,12 +91,11 @@ def test_gc_stops_the_server_of_a_killed_run(tmp_path, home):
         assert f"left alone: server {server_dir.name}" in result.stdout
         assert alive(postmaster) and server_dir.is_dir()
 
-        wait_until(lambda: len(psutil.Process(proc.pid).children()) > 0, 30)
+        assert wait_until(lambda: len(psutil.Process(proc.pid).children()) > 0, 30), "the run started no worker"
         children = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signal.SIGKILL)  # the concurbench process only, as an OOM kill would
         proc.wait(timeout=10)
-        time.sleep(0.5)
-        assert alive(postmaster), "the server should outlive the killed run"
+        assert alive(postmaster), "the server should outlive the killed run"  # and still does after the dry run
 
         result = concurbench(home, "gc", "--dry-run")
         assert result.returncode == 0, result.stderr

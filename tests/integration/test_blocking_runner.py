@@ -114,7 +114,9 @@ def test_sessions_reconnect_after_their_backends_are_killed(server, admin, engin
     at_kill: list[int] = []
 
     def kill():
-        time.sleep(1.0)
+        deadline = time.monotonic() + 2.0  # kill once the sessions have done some work (or at the latest after 2 s)
+        while sum(counters) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
         at_kill.append(sum(counters))
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
                       "'concurbench:sleepers'")

@@ -95,7 +95,9 @@ def test_ctrl_c_in_the_slow_log_variant_stops_drain_fifo_and_server(tmp_path):
             break
         seen += line
     assert "variant slow_log" in seen, seen
-    time.sleep(2.0)  # in the warm-up: sessions are queued behind the throttled log
+    deadline = time.monotonic() + 30  # in the warm-up: sessions are queued behind the throttled log
+    while not leftovers() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert leftovers() - before, "the drain should be running now"
     stopped = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C

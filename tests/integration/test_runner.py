@@ -97,22 +97,17 @@ def test_the_stored_run_loads_back_as_the_run_that_was_built(outcome):
     assert any(r.samples.get("wait_events") for r in out.run.variant_runs)
 
 
-def test_stored_run_renders_again_and_is_listed(outcome):
-    from click.testing import CliRunner
-
-    from concurbench.cli.main import cli
-
+def test_stored_run_renders_again_and_is_listed(outcome, cli_main):
     run_dir = outcome[0].run_dir
-    runner = CliRunner()
-    md = runner.invoke(cli, ["report", str(run_dir), "--format", "md"])
-    assert md.exit_code == 0, md.output
-    assert md.output.strip() == (run_dir / "report.md").read_text().strip()
-    as_json = runner.invoke(cli, ["report", str(run_dir), "--format", "json"])
-    assert json.loads(as_json.output)["manifest"]["scenario"]["name"] == "hold-and-errors"
-    listing = runner.invoke(cli, ["results", str(run_dir.parent)])
-    assert listing.exit_code == 0 and "hold-and-errors" in listing.output and "ok" in listing.output
-    broken = runner.invoke(cli, ["report", str(run_dir / "samples")])
-    assert broken.exit_code != 0
+    code, md, err = cli_main("report", run_dir, "--format", "md")
+    assert code == 0, err
+    assert md.strip() == (run_dir / "report.md").read_text().strip()
+    code, as_json, err = cli_main("report", run_dir, "--format", "json")
+    assert json.loads(as_json)["manifest"]["scenario"]["name"] == "hold-and-errors"
+    code, listing, err = cli_main("results", run_dir.parent)
+    assert code == 0 and "hold-and-errors" in listing and "ok" in listing
+    code, out, err = cli_main("report", run_dir / "samples")
+    assert code == 2 and "not a run directory" in err and "Traceback" not in err, err
 
 
 def test_fixed_count_of_failing_transactions_ends(outcome):

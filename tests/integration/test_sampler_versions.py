@@ -56,18 +56,26 @@ def test_every_sampler_reads_and_summarizes(major_server):
             work.execute("CHECKPOINT")
             with work.transaction():
                 work.execute("SELECT * FROM t WHERE id <= 3 FOR SHARE")
-        time.sleep(1.2)  # a closed session's statistics reach the views (14 still has a collector process)
-        after = {s.name: s.read(conn) for s in samplers if s.kind == "snapshot"}
-        summaries = {s.name: s.summarize(before.get(s.name), after.get(s.name),
-                                         [{"t_s": 0.0, **r} for r in rows.get(s.name) or []], 1.0)
-                     for s in samplers}
+        # a closed session's statistics reach the views a little later (14 still has a collector process)
+        deadline = time.monotonic() + 15
+        while True:
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            after = {s.name: s.read(conn) for s in samplers if s.kind == "snapshot"}
+            summaries = {s.name: s.summarize(before.get(s.name), after.get(s.name),
+                                             [{"t_s": 0.0, **r} for r in rows.get(s.name) or []], 1.0)
+                         for s in samplers}
+            arrived = summaries["database"]["xact_commit"] >= 20 and summaries["table_stats"]["n_tup_upd"] >= 20 \
+                and (int(major) < 16 or summaries["io"].get("writes", 0) > 0)
+            if arrived or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
     assert summaries["wal"]["bytes"] > 0 and summaries["wal"]["records"] > 0
     assert summaries["database"]["xact_commit"] >= 20
     assert summaries["table_stats"]["n_tup_upd"] >= 20
     assert summaries["checkpointer"]["requested"] >= 1
     assert "created" in summaries["multixact"] and "slru_member_hit" in summaries["multixact"]
     if int(major) >= 16:
-        assert summaries["io"].get("writes", 0) + summaries["io"].get("extends", 0) >= 0
+        assert summaries["io"]["writes"] > 0  # the CHECKPOINT wrote the updated pages
         assert "note" not in summaries["io"]
     else:
         assert "16" in summaries["io"]["note"]
