@@ -32,7 +32,7 @@ import psycopg
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import parse_distribution
+from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.pool import PoolRunner
 
 APP = "concurbench:hot"
