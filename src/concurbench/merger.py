@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .check import evaluate
+from .check.evaluate import LEFT_OUT
 from .errors import ConfigError
 from .report.render import write_report
 from .results.merge import join
@@ -73,7 +74,7 @@ def _skipped(run: Run, plan: Plan) -> dict[str, str]:
         if name in run.skipped:
             out[name] = f"skipped by the server: {run.skipped[name]}"
         elif name not in planned:
-            out[name] = "left out with --variant"
+            out[name] = LEFT_OUT
         elif name not in ran:
             out[name] = "not run: its shards are missing or ended first"
     return out

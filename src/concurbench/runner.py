@@ -20,6 +20,7 @@ from typing import Callable
 from . import stats
 from .background.kinds import make_background
 from .check import CheckPolicy, Sequential, evaluate
+from .check.evaluate import LEFT_OUT
 from .check.plan import points_of
 from .check.sides import MIN_RUNS
 from .engines.registry import get_engine
@@ -226,7 +227,7 @@ class Runner:
             if v.name in self.unsupported:
                 out[v.name] = f"skipped by the server: {self.unsupported[v.name]}"
             elif v.name not in chosen:
-                out[v.name] = "left out with --variant"
+                out[v.name] = LEFT_OUT
             elif v.name not in ran:
                 out[v.name] = f"not run: the run {'was interrupted' if status == 'interrupted' else 'ended'} first"
         return out

@@ -7,7 +7,8 @@ import random
 import pytest
 
 from concurbench import stats
-from concurbench.check import CheckPolicy, Sequential, evaluate
+from concurbench.check import CheckPolicy, Sequential, check_outcome, evaluate
+from concurbench.check.evaluate import LEFT_OUT
 from concurbench.check.plan import points_of
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import parse_claim
@@ -133,6 +134,16 @@ def test_claims_left_out_of_quick_runs_say_why():
     assert v.verdict == "not evaluated" and "too small" in v.reason
     (v,) = evaluate([claim], runs, quick=False)
     assert v.verdict != "not evaluated"
+
+
+def test_claims_on_variants_not_run_are_not_evaluated_and_only_the_unchosen_ones_leave_the_exit_code_alone():
+    runs = [run("a", r) for r in (1, 2)]
+    texts = ["a: tps > b: tps", "a: tps > c: tps", "a: tps > 0"]
+    verdicts = judge(texts, runs, skipped={"b": LEFT_OUT, "c": "not run: the run was interrupted first"})
+    assert [v.verdict for v in verdicts] == ["not evaluated", "not evaluated", "pass"]
+    assert verdicts[0].reason == "not evaluated: left out with --variant (b)"
+    assert "interrupted" in verdicts[1].reason
+    assert check_outcome(verdicts) == (0, 1)  # the interrupted one is undecided; the one not chosen is not
 
 
 def test_a_missing_metric_is_named_without_suggesting_itself():

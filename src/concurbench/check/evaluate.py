@@ -19,14 +19,17 @@ from .sides import NEVER_SEEN, NotEvaluated, NotFound, SideData, paired, side_da
 NOT_EVALUATED = "not evaluated"
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
 ABOUT_OTHERS = "not evaluated: the claim is about"
+LEFT_OUT = "left out with --variant"  # why a variant the user did not choose has no run
+NOT_CHOSEN = f"not evaluated: {LEFT_OUT}"
 
 
 def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
     """(failed, undecided) for `--check`: undecided counts inconclusive and not evaluated claims, except
-    those a scenario leaves out on purpose (in quick runs, or on servers the claim is not about)."""
+    those left out on purpose: by the scenario (in quick runs, or on servers the claim is not about) or
+    by the user (on variants --variant did not choose)."""
     failed = sum(1 for v in verdicts if v.verdict == stats.FAIL)
     undecided = sum(1 for v in verdicts if v.verdict in (stats.INCONCLUSIVE, NOT_EVALUATED)
-                    and not v.reason.startswith((LEFT_OUT_OF_QUICK, ABOUT_OTHERS)))
+                    and not v.reason.startswith((LEFT_OUT_OF_QUICK, ABOUT_OTHERS, NOT_CHOSEN)))
     return failed, undecided
 
 
@@ -89,6 +92,9 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, str], q
     left_out = sorted({r.variant for r in claim.refs() if r.variant in skipped})
     if quick and claim.skip_quick:
         member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}")
+        return
+    if left_out and all(skipped[v] == LEFT_OUT for v in left_out):
+        member.verdict = _settled(member, f"{NOT_CHOSEN} ({', '.join(left_out)})")
         return
     if left_out:
         why = "; ".join(f"{v}: {skipped[v]}" for v in left_out)
