@@ -68,6 +68,7 @@ class Session:
         self.think = int(pool.think * 1e9)
         self.measure_from = 0  # set by the worker loop from the shared window
         self._txn_append = self.stats.txn.pending.append
+        self._end_append = self.stats.ends.append  # completion times, for the per-interval series
         self._appends = [self.stats.statement(name).pending.append for name in self.names]
         self._timings: list[int] = []
 
@@ -99,6 +100,10 @@ class Session:
         except Exception:  # noqa: BLE001 - counted as a connection error; tried again next transaction
             self.runner = None
             return False
+
+    def open_window(self, measure_from: int) -> None:
+        """The worker loop starts: transactions completing from `measure_from` on are counted."""
+        self.measure_from = self.stats.origin_ns = measure_from
 
     # -- stepping -------------------------------------------------------------
     # The success path (readable -> next statement, or _complete -> begin) is the hot loop of the
@@ -147,6 +152,7 @@ class Session:
             self.finished += 1
             counted = self.counted = self.counted + 1
             self._txn_append(now - self.t0)
+            self._end_append(now)
             for append, ns in zip(self._appends, timings):
                 append(ns)
             self.counter[self.slot] = counted
@@ -198,13 +204,9 @@ class Session:
 
     def _finish(self, now: int, window, failure) -> None:
         """End a transaction that failed for good (after its tries)."""
-        stats = self.stats
         if self.measure_from <= now <= window[2]:
             self.finished += 1  # a failed transaction counts toward `transactions:` too, as in pgbench -t
-            stats.retries += self.retries
-            stats.failed += 1
-            stats.errors[failure[0]] += 1
-            stats.error_messages[failure[1]] += 1
+            self.count_failure(failure, self.retries, now)
         if failure[0] == CONNECTION:
             self.state = THINKING  # back off before reconnecting
             self.wake_at = now + 100_000_000
@@ -214,6 +216,15 @@ class Session:
             self.wake_at = now + self.think
             return
         self.begin(now, window)
+
+    def count_failure(self, failure, retries: int, now: int) -> None:
+        """A transaction that failed for good inside the window (the compiled loop calls this too)."""
+        stats = self.stats
+        stats.retries += retries
+        stats.failed += 1
+        stats.errors[failure[0]] += 1
+        stats.error_messages[failure[1]] += 1
+        stats.failed_ends.append(now)
 
     # -- shutdown ---------------------------------------------------------------
     def settle_stats(self) -> PoolStats:
