@@ -56,7 +56,11 @@ static int bound = 0;
 /* session states (session.py) and the slot status a finished session gets (pool.py) */
 static int RUNNING, ROLLING_BACK, THINKING, DONE, SLOT_DONE;
 enum { PROTO_PREPARED = 0, PROTO_EXTENDED = 1, PROTO_SIMPLE = 2 };
-#define FLUSH_EVERY 4096         /* hand latencies to Python every this many transactions */
+/* A session hands its latencies to Python every drain_at transactions: 4,096 at most, fewer when
+   there are many sessions, so that all of them together hold about 64 k transactions at most. */
+#define DRAIN_MAX 4096
+#define DRAIN_MIN 16
+#define DRAIN_ALL 65536
 #define RECONNECT_BACKOFF_NS 100000000LL
 #define PARENT_CHECK_NS 200000000LL
 
@@ -110,6 +114,7 @@ typedef struct {
     Sess **heap; /* sessions thinking, by wake time */
     int heap_n;
     int remaining;
+    Py_ssize_t drain_at;
     PyObject *connection_kind, *retryable, *connection_failure, *result_failure;
     PyObject *keep; /* objects whose buffers the plans point into */
 } Loop;
@@ -569,7 +574,7 @@ static int readable(Loop *L, Sess *s, int64_t now) {
             if (buf_push(&s->stmts[i], s->timings[i]) < 0) return -1;
         L->counters[s->slot] = s->counted;
         s->retried += s->retries;
-        if (s->txn.used >= FLUSH_EVERY && drain(s) < 0) return -1;
+        if (s->txn.used >= L->drain_at && drain(s) < 0) return -1;
     }
     if (s->think || now >= end || (s->limit >= 0 && s->finished >= s->limit)) return complete(L, s, now);
     if (draw(s) < 0) return -1;
@@ -884,6 +889,8 @@ static PyObject *fl_run(PyObject *self, PyObject *args) {
         goto release;
     }
     L.remaining = L.n;
+    L.drain_at = L.n > 0 ? DRAIN_ALL / L.n : DRAIN_MAX;
+    L.drain_at = L.drain_at > DRAIN_MAX ? DRAIN_MAX : (L.drain_at < DRAIN_MIN ? DRAIN_MIN : L.drain_at);
     L.measure_from = L.window[1];
     ok = step_loop(&L) == 0;
 release:;

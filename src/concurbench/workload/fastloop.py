@@ -4,7 +4,7 @@ The pure Python loop costs about 10 us of CPU per statement in the worker proces
 about 2. On a machine where the server and the load generator share the cores that difference is
 taken from the server, so the C loop does the per-statement work (libpq calls, timing, buffers)
 and calls back into Python only for what is rare: drawing a transaction's parameters, naming and
-counting a failure, reconnecting, and handing over latencies every few thousand transactions.
+counting a failure, reconnecting, and handing over latencies in batches.
 
 The extension is optional: without a C compiler `pip install` skips it and the pure loop runs.
 It calls the libpq psycopg itself is linked with (found through psycopg's compiled pq module), so
@@ -22,7 +22,7 @@ import psycopg
 from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
-from .session import DONE, ROLLING_BACK, RUNNING, THINKING, Session
+from .session import DONE, FLUSH_AT, ROLLING_BACK, RUNNING, THINKING, Session
 
 try:
     from . import _fastloop
@@ -100,12 +100,7 @@ class _Glue:
         plans = []
         for key, text, order in runner.plans:
             refs = tuple(names.index(name) for name in order)
-            pieces = None
-            if s.pool.protocol == "simple" and order:
-                parts = _PLACEHOLDER.split(text)  # the placeholders postgres._inline replaces
-                pieces = tuple(refs[int(p) - 1] if i % 2 and 0 < int(p) <= len(refs) else p
-                               for i, p in enumerate(parts))
-                pieces = _fold_unknown(pieces)
+            pieces = inline_pieces(text, refs) if s.pool.protocol == "simple" and order else None
             plans.append((key, text, refs, pieces))
         limit = -1 if s.limit is None else s.limit
         return (self, runner.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
@@ -122,7 +117,8 @@ class _Glue:
         for lat, data in zip(self.latencies, statements):
             lat.pending.frombytes(data)
         stats.retries += retries
-        stats.flush()
+        if len(stats.ends) >= FLUSH_AT:
+            stats.flush()
 
     def failed(self, failure: tuple, retries: int, now: int) -> None:
         self.session.count_failure(failure, retries, now)
@@ -155,16 +151,20 @@ class _Glue:
             runner.prepared.update(runner.plans[i][0] for i in prepared)
 
 
-def _fold_unknown(pieces: tuple) -> tuple:
-    """Placeholders beyond the statement's parameters stay text (`$7`), merged into the pieces."""
+def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:
+    """The simple protocol's statement for the C loop: (text, parameter index, text, ..., text).
+
+    The text is split at the placeholders postgres._inline replaces ($1 is refs[0]); one beyond the
+    statement's parameters stays text.
+    """
     out: list = [b""]
-    for i, piece in enumerate(pieces):
+    for i, part in enumerate(_PLACEHOLDER.split(text)):
         if i % 2 == 0:
-            out[-1] += piece
-        elif isinstance(piece, int):
-            out += [piece, b""]
+            out[-1] += part
+        elif 0 < int(part) <= len(refs):
+            out += [refs[int(part) - 1], b""]
         else:
-            out[-1] += b"$" + piece
+            out[-1] += b"$" + part
     return tuple(out)
 
 

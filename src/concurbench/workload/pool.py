@@ -19,6 +19,7 @@ import resource
 import select
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
@@ -30,6 +31,7 @@ from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
+CONNECT_THREADS = 8  # connections a worker opens at once
 
 
 class WindowListener(Protocol):
@@ -64,17 +66,10 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     from ..engines.registry import get_engine
 
     engine = get_engine(engine_name)
-    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine) for s in specs]
-    problems: list[str] = []
-    live = []
-    for spec, session in zip(specs, sessions):
-        try:
-            session.connect()
-            status[spec.slot] = READY
-            live.append(session)
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
-            problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
-            status[spec.slot] = FAILED
+    merged: dict[str, PoolStats] = {}  # one per pool, shared by its sessions here
+    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine,
+                        merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
+    live, problems = _connect_all(specs, sessions, status)
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
         (_compiled_loop if loop == "compiled" else _loop)(live, window, status, finished)
@@ -86,15 +81,32 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             session.close()
             finished[session.slot] = finished[session.slot] or time.perf_counter_ns()
             status[session.slot] = DONE
-    merged: dict[str, PoolStats] = {}
     for session in sessions:
-        merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.settle_stats())
+        session.settle_stats()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
     results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
                  "wall_s": time.perf_counter() - wall0})
+
+
+def _connect_all(specs: list[_SessionSpec], sessions: list[Session], status) -> tuple[list[Session], list[str]]:
+    """Connect the sessions, several at a time: a connection waits mostly on the server starting a
+    backend, so a few in flight connect hundreds of sessions several times faster than one by one."""
+    def connect(spec: _SessionSpec, session: Session) -> str | None:
+        try:
+            session.connect()
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
+            status[spec.slot] = FAILED
+            return f"pool {spec.pool.name} session {spec.index}: {exc}"
+        status[spec.slot] = READY
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(CONNECT_THREADS, len(sessions)))) as executor:
+        outcomes = list(executor.map(connect, specs, sessions))
+    live = [session for session, problem in zip(sessions, outcomes) if problem is None]
+    return live, [problem for problem in outcomes if problem is not None]
 
 
 def _raise_fd_limit() -> None:

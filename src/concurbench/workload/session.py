@@ -19,6 +19,7 @@ from .distributions import make_drawer
 from .stats import PoolStats
 
 FAR_FUTURE = 1 << 62
+FLUSH_AT = 65_536  # pending transactions in a pool's buffers that make the hot loop flush them
 
 # What a session is doing.
 IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
@@ -41,7 +42,12 @@ class Window:
 
 
 class Session:
-    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg):
+    """One client. Sessions of a pool in one worker process may share one PoolStats (`stats`): the hot
+    loop only appends to its buffers (a transaction's values together, so they stay aligned), and one
+    set of histograms per pool is far smaller than one per session."""
+
+    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg,
+                 stats: PoolStats | None = None):
         self.conninfo = conninfo
         self.engine = engine  # the engine module: postgres or sqlserver
         self.pool = pool
@@ -55,7 +61,9 @@ class Session:
             statements = [("begin", engine.BEGIN), *statements, ("commit", engine.COMMIT)]
         self.names = [name for name, _ in statements]
         self.statements = statements
-        self.stats = PoolStats(pool.name, sessions=1)
+        self.stats = stats if stats is not None else PoolStats(pool.name)
+        self.stats.sessions += 1
+        self._settled = 0  # transactions already added to stats.transactions
         self.conn = None
         self.runner = None
         self.state = IDLE
@@ -68,7 +76,8 @@ class Session:
         self.think = int(pool.think * 1e9)
         self.measure_from = 0  # set by the worker loop from the shared window
         self._txn_append = self.stats.txn.pending.append
-        self._end_append = self.stats.ends.append  # completion times, for the per-interval series
+        self._ends = self.stats.ends  # completion times, for the per-interval series
+        self._end_append = self._ends.append
         self._appends = [self.stats.statement(name).pending.append for name in self.names]
         self._timings: list[int] = []
 
@@ -158,7 +167,7 @@ class Session:
             self.counter[self.slot] = counted
             if self.retries:
                 self.stats.retries += self.retries
-            if not counted & 4095:
+            if len(self._ends) >= FLUSH_AT:
                 self.stats.flush()
         if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
@@ -228,8 +237,9 @@ class Session:
 
     # -- shutdown ---------------------------------------------------------------
     def settle_stats(self) -> PoolStats:
-        """Bring the statistics up to date (the hot loop only appends to buffers)."""
-        self.stats.transactions = self.counted
+        """Bring the statistics up to date (the hot loop only appends to buffers); any number of times."""
+        self.stats.transactions += self.counted - self._settled
+        self._settled = self.counted
         self.stats.flush()
         return self.stats
 
