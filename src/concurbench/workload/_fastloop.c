@@ -494,7 +494,6 @@ static int complete(Loop *L, Sess *s, int64_t now) {
 }
 
 static int draw(Sess *s) {
-    if (s->n_params == 0) return 0;
     PyObject *args = PyObject_CallMethodObjArgs(s->glue, S_draw, NULL);
     if (args == NULL) return -1;
     int ok = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == s->n_params;
@@ -516,10 +515,13 @@ static int begin(Loop *L, Sess *s, int64_t now) {
         s->state = DONE;
         return 0;
     }
-    if (draw(s) < 0) return -1;
+    s->t0 = now; /* the transaction's time includes drawing its parameters, its first statement's not */
+    if (s->n_params) {
+        if (draw(s) < 0) return -1;
+        now = clock_ns();
+    }
     s->attempt = 0;
     s->retries = 0;
-    s->t0 = now;
     return start_attempt(L, s, now);
 }
 
@@ -577,10 +579,13 @@ static int readable(Loop *L, Sess *s, int64_t now) {
         if (s->txn.used >= L->drain_at && drain(s) < 0) return -1;
     }
     if (s->think || now >= end || (s->limit >= 0 && s->finished >= s->limit)) return complete(L, s, now);
-    if (draw(s) < 0) return -1;
     s->attempt = s->retries = s->step = 0;
     s->t0 = s->s0 = now;
-    return send_step(L, s, now);
+    if (s->n_params) {
+        if (draw(s) < 0) return -1;
+        s->s0 = clock_ns();
+    }
+    return send_step(L, s, s->s0);
 }
 
 /* After a step: a finished session is marked done, a thinking one waits in the heap (pool._loop). */

@@ -123,10 +123,14 @@ class Session:
         if now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self.state = DONE
             return
-        self.params = {name: draw() for name, draw in self.drawers} if self.drawers else None
+        self.t0 = now  # the transaction's time includes drawing its parameters, its first statement's not
+        if self.drawers:
+            self.params = {name: draw() for name, draw in self.drawers}
+            now = time.perf_counter_ns()
+        else:
+            self.params = None
         self.attempt = 0
         self.retries = 0
-        self.t0 = now
         self._start_attempt(now, window)
 
     def _start_attempt(self, now: int, window) -> None:
@@ -173,9 +177,14 @@ class Session:
             self._complete(now, window)
             return
         drawers = self.drawers
-        self.params = params = {name: draw() for name, draw in drawers} if drawers else None
         self.attempt = self.retries = self.step = 0
-        self.t0 = self.s0 = now
+        self.t0 = now
+        if drawers:
+            self.params = params = {name: draw() for name, draw in drawers}
+            self.s0 = time.perf_counter_ns()
+        else:
+            self.params = params = None
+            self.s0 = now
         timings.clear()
         runner.send(0, params)
 
