@@ -92,6 +92,7 @@ class _Glue:
     def __init__(self, session: Session):
         self.session = session
         self.latencies = [session.stats.statement(name) for name in session.names]
+        self.draws = [draw for _name, draw in session.drawers]
 
     def spec(self) -> tuple:
         s = self.session
@@ -108,7 +109,8 @@ class _Glue:
 
     # -- called from C ----------------------------------------------------------------
     def draw(self) -> tuple:
-        return tuple(pg._text(draw()) for _name, draw in self.session.drawers)
+        text = pg._text
+        return tuple([text(draw()) for draw in self.draws])
 
     def drain(self, txn: bytes, ends: bytes, statements: tuple, retries: int) -> None:
         stats = self.session.stats
