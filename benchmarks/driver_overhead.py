@@ -311,7 +311,8 @@ def scale(args) -> list[str]:
               f"{run['failed']} failed, {run['left']} sessions left on the server afterwards, "
               f"max_connections {run['max_connections']}, {run['loop']} loop, messages {run['messages']}")
     clean = big["failed"] == 0 and big["left"] == 0 and not big["messages"] and big["transactions"] > 0
-    lines.append(f"sessions {big['sessions']}: connect {big['connect_s']:.2f} s (10 sessions: {small['connect_s']:.2f} s), "
+    lines.append(f"sessions {big['sessions']}: connect {big['connect_s']:.2f} s "
+                 f"(10 sessions: {small['connect_s']:.2f} s), "
                  f"harness memory {per_session / 1024:.0f} KiB per session, "
                  f"{'ended cleanly' if clean else 'NOT clean'}")
     return lines

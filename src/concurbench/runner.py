@@ -289,7 +289,7 @@ class Runner:
         result.update(
             status="interrupted" if outcome.interrupted else "ok", elapsed_s=round(elapsed, 4),
             started=started, warmup_s=variant.warmup, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=outcome.messages,
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop, messages=outcome.messages,
             pools={p.name: {"measure": p.measure, "clients": p.clients,
                             "metrics": pool_metrics(outcome.pools[p.name], elapsed),
                             "stats": outcome.pools[p.name].to_dict()} for p in pools},

@@ -599,7 +599,8 @@ static int settle(Loop *L, Sess *s) {
         L->remaining--;
         if (drain(s) < 0) return -1;
         PyObject *counted = PyLong_FromLongLong(s->counted), *finished = PyLong_FromLongLong(s->finished);
-        PyObject *r = (counted && finished) ? PyObject_CallMethodObjArgs(s->glue, S_done, counted, finished, NULL) : NULL;
+        PyObject *r = (counted && finished) ? PyObject_CallMethodObjArgs(s->glue, S_done, counted, finished, NULL)
+                                            : NULL;
         Py_XDECREF(counted);
         Py_XDECREF(finished);
         if (r == NULL) return -1;

@@ -240,8 +240,8 @@ class PoolRunner:
         results = ctx.Queue()
         buckets = _spread(self.pools, self.processes)
         procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
-                             args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished, results,
-                                   loop))
+                             args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished,
+                                   results, loop))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
         interrupted = False
