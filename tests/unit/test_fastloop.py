@@ -3,6 +3,8 @@ pieces, and sessions of one pool sharing their statistics in a worker."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from concurbench.errors import RunError
@@ -45,3 +47,26 @@ def test_sessions_of_a_pool_share_one_stats_and_settle_any_number_of_times():
     assert shared.transactions == 14
     alone = Session("", pool, 0, 1, [0], 0)
     assert alone.stats is not shared and alone.stats.sessions == 1
+
+
+def test_the_compiled_loop_binds_to_psycopgs_own_libpq():
+    """The PQ* functions come from the libpq psycopg's pq module links, checked by version; a module
+    without them or another version is refused, and a refused bind leaves the good one in place."""
+    import sys
+
+    import psycopg
+
+    if fastloop.unavailable("postgres"):
+        pytest.skip(fastloop.unavailable("postgres"))
+    bound = fastloop.bind()
+    assert "libpq" in bound.rsplit("/", 1)[-1]
+    mapped = {line.split()[-1] for line in open("/proc/self/maps") if "libpq" in line}
+    assert any(Path(m).resolve() == Path(bound).resolve() for m in mapped)
+    module = sys.modules[psycopg.pq.PGconn.__module__].__file__
+    with pytest.raises(RuntimeError, match="PQsendQuery not found"):
+        fastloop._fastloop.bind(fastloop._fastloop.__file__, psycopg.pq.version())
+    with pytest.raises(RuntimeError, match="psycopg reports"):
+        fastloop._fastloop.bind(module, psycopg.pq.version() + 1)
+    with pytest.raises(RuntimeError, match="not loaded"):
+        fastloop._fastloop.bind("/nonexistent/pq.so", psycopg.pq.version())
+    assert fastloop._fastloop.bind(module, psycopg.pq.version()) == bound

@@ -32,7 +32,7 @@ enum { PQTRANS_IDLE = 0 };
 #define PG_DIAG_SQLSTATE 'C'
 #define PG_DIAG_MESSAGE_PRIMARY 'M'
 
-static struct {
+typedef struct {
     int (*sendQuery)(PGconn *, const char *);
     int (*sendQueryParams)(PGconn *, const char *, int, const unsigned int *, const char *const *, const int *,
                            const int *, int);
@@ -50,7 +50,8 @@ static struct {
     int (*transactionStatus)(const PGconn *);
     int (*flush)(PGconn *);
     int (*libVersion)(void);
-} pq;
+} Libpq;
+static Libpq pq;
 static int bound = 0;
 
 /* session states (session.py) and the slot status a finished session gets (pool.py) */
@@ -137,32 +138,32 @@ static PyObject *fl_bind(PyObject *self, PyObject *args) {
         PyErr_Format(PyExc_RuntimeError, "psycopg's pq module %s is not loaded: %s", path, dlerror());
         return NULL;
     }
+    Libpq found;
     struct { const char *name; void **slot; } names[] = {
-        {"PQsendQuery", (void **)&pq.sendQuery}, {"PQsendQueryParams", (void **)&pq.sendQueryParams},
-        {"PQsendPrepare", (void **)&pq.sendPrepare}, {"PQsendQueryPrepared", (void **)&pq.sendQueryPrepared},
-        {"PQconsumeInput", (void **)&pq.consumeInput}, {"PQisBusy", (void **)&pq.isBusy},
-        {"PQgetResult", (void **)&pq.getResult}, {"PQresultStatus", (void **)&pq.resultStatus},
-        {"PQresultErrorField", (void **)&pq.resultErrorField},
-        {"PQresultErrorMessage", (void **)&pq.resultErrorMessage}, {"PQclear", (void **)&pq.clear},
-        {"PQerrorMessage", (void **)&pq.errorMessage}, {"PQstatus", (void **)&pq.status},
-        {"PQtransactionStatus", (void **)&pq.transactionStatus}, {"PQflush", (void **)&pq.flush},
-        {"PQlibVersion", (void **)&pq.libVersion},
+        {"PQsendQuery", (void **)&found.sendQuery}, {"PQsendQueryParams", (void **)&found.sendQueryParams},
+        {"PQsendPrepare", (void **)&found.sendPrepare}, {"PQsendQueryPrepared", (void **)&found.sendQueryPrepared},
+        {"PQconsumeInput", (void **)&found.consumeInput}, {"PQisBusy", (void **)&found.isBusy},
+        {"PQgetResult", (void **)&found.getResult}, {"PQresultStatus", (void **)&found.resultStatus},
+        {"PQresultErrorField", (void **)&found.resultErrorField},
+        {"PQresultErrorMessage", (void **)&found.resultErrorMessage}, {"PQclear", (void **)&found.clear},
+        {"PQerrorMessage", (void **)&found.errorMessage}, {"PQstatus", (void **)&found.status},
+        {"PQtransactionStatus", (void **)&found.transactionStatus}, {"PQflush", (void **)&found.flush},
+        {"PQlibVersion", (void **)&found.libVersion},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         void *fn = dlsym(handle, names[i].name);
         if (fn == NULL) {
-            bound = 0;
             PyErr_Format(PyExc_RuntimeError, "%s not found through %s", names[i].name, path);
             return NULL;
         }
         *names[i].slot = fn;
     }
-    if (pq.libVersion() != expected) {
-        bound = 0;
+    if (found.libVersion() != expected) {
         PyErr_Format(PyExc_RuntimeError, "the libpq found through %s is version %d, psycopg reports %d", path,
-                     pq.libVersion(), expected);
+                     found.libVersion(), expected);
         return NULL;
     }
+    pq = found; /* only a complete, checked set replaces the one in use */
     bound = 1;
     Dl_info info;
     if (dladdr((void *)pq.sendQuery, &info) && info.dli_fname) return PyUnicode_DecodeFSDefault(info.dli_fname);
