@@ -1,6 +1,6 @@
 /*
- * The compiled event loop of a worker process: pool.py's `_loop` and session.py's success path
- * in C, so the harness spends about what pgbench spends per statement.
+ * The compiled event loop of a worker process: pool.py's `_loop` and session.py's state machine in
+ * C, so the harness spends about what pgbench spends per statement (docs/load-generator.md).
  *
  * It calls the libpq that psycopg itself uses: `bind(path)` takes the file of psycopg's compiled
  * pq module, already loaded, and looks the PQ* functions up through it with dlsym, which searches
@@ -23,7 +23,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* libpq's ABI, as in libpq-fe.h (values unchanged since PostgreSQL 7.4) */
+/* The little of libpq's ABI used here, as libpq-fe.h declares it (these values have not changed since
+   libpq introduced them); no libpq header is needed to build. */
 typedef struct pg_conn PGconn;
 typedef struct pg_result PGresult;
 enum { PGRES_EMPTY_QUERY = 0, PGRES_COMMAND_OK = 1, PGRES_TUPLES_OK = 2 };
