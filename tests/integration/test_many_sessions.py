@@ -5,9 +5,14 @@ to end. The full 1,000 sessions run only in benchmarks/driver_overhead.py --sess
 from __future__ import annotations
 
 import json
+import os
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
+import psycopg
 import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
@@ -25,8 +30,6 @@ class Watched(EmbeddedPostgres):
     left: int | None = None
 
     def stop(self) -> None:
-        import psycopg
-
         if self._started:
             with psycopg.connect(self.connection.conninfo, autocommit=True) as conn:
                 self.left = conn.execute("SELECT count(*) FROM pg_stat_activity "
@@ -47,15 +50,15 @@ def test_two_hundred_sessions_connect_run_and_end_cleanly(tmp_path):
     out = Runner(scenario, server, out_dir=tmp_path).run()
     assert out.status == "ok", out.error
     result = out.results[0]
-    assert result["messages"] == []
-    stats = PoolStats.from_dict(result["pools"]["readers"]["stats"])
+    assert result.messages == [] and result.status == "ok" and result.loop in ("compiled", "python")
+    stats = PoolStats.from_dict(result.pools["readers"].stats)
     assert stats.sessions == 200
     assert stats.failed == 0 and stats.transactions > 200  # every session ran, thinking 200 ms between
     assert int(stats.series.count.sum()) == stats.transactions
     assert int(stats.series.txn_ns.sum()) == stats.txn.total_ns
     assert server.left == 0  # every session had ended before the server stopped
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
-    assert manifest["server"]["settings"]["max_connections"] == "1100"
+    assert manifest["servers"][0]["settings"]["max_connections"] == "1100"
     assert not [p for p in psutil.Process().children(recursive=True)
                 if p.pid not in children_before and is_worker(p)]  # no worker process outlives the run
 
@@ -81,11 +84,6 @@ if __name__ == "__main__":
 
 def test_a_worker_raises_its_file_limit_for_its_sessions(server, tmp_path):
     """120 sessions in one worker started with a soft limit of 64 open files: it raises the limit."""
-    import os
-    import resource
-    import subprocess
-    import sys
-
     script = tmp_path / "many.py"
     script.write_text(SCRIPT)
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]

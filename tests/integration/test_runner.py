@@ -24,7 +24,7 @@ def outcome(server, running_server, tmp_path_factory):
 
 
 def by_variant(outcome, name):
-    return next(r for r in outcome[0].results if r["variant"] == name)
+    return next(r for r in outcome[0].results if r.variant == name)
 
 
 def test_run_completes_and_writes_the_run_directory(outcome):
@@ -34,30 +34,30 @@ def test_run_completes_and_writes_the_run_directory(outcome):
     for name in ("manifest.json", "summary.json", "summary.csv", "report.md", "samples/wait_events.csv"):
         assert (out.run_dir / name).is_file(), name
     manifest = json.loads((out.run_dir / "manifest.json").read_text())
-    assert manifest["format_version"] == 1
-    assert manifest["server"]["version_num"] >= 140000
+    assert manifest["format_version"] == 2
+    assert manifest["servers"][0]["version_num"] >= 140000
     assert manifest["scenario"]["sha256"] and len(manifest["scenario"]["sha256"]) == 64
     assert {"variant", "tick", "variant_done"} <= {e["event"] for e in events}
 
 
 def test_statements_executed_equal_transactions_times_statements(outcome):
     for result in outcome[0].results:
-        for pool, data in result["pools"].items():
-            m = data["metrics"]
+        for pool, data in result.pools.items():
+            m = data.metrics
             statements = len(m["statements"])
-            assert m["statements_executed"] == m["transactions"] * statements, (result["variant"], pool)
+            assert m["statements_executed"] == m["transactions"] * statements, (result.variant, pool)
             for name, s in m["statements"].items():
-                assert s["count"] == m["transactions"], (result["variant"], name)
+                assert s["count"] == m["transactions"], (result.variant, name)
 
 
 def test_fixed_transaction_count_per_client(outcome):
-    m = by_variant(outcome, "counted")["pools"]["fixed"]["metrics"]
+    m = by_variant(outcome, "counted").pools["fixed"].metrics
     assert m["transactions"] == 3 * 50
     assert m["failed"] == 0
 
 
 def test_lock_not_available_is_counted_not_fatal(outcome):
-    m = by_variant(outcome, "nowait")["pools"]["grabbers"]["metrics"]
+    m = by_variant(outcome, "nowait").pools["grabbers"].metrics
     assert m["transactions"] == 0
     assert m["errors"]["lock_not_available"] > 0
     assert m["failed"] == m["errors"]["lock_not_available"]
@@ -65,7 +65,7 @@ def test_lock_not_available_is_counted_not_fatal(outcome):
 
 
 def test_serialization_failures_are_retried(outcome):
-    m = by_variant(outcome, "conflicts")["pools"]["incrementers"]["metrics"]
+    m = by_variant(outcome, "conflicts").pools["incrementers"].metrics
     assert m["transactions"] > 0
     assert m["retries"] > 0
     assert m["errors"]["serialization"] == m["failed"]
@@ -73,7 +73,7 @@ def test_serialization_failures_are_retried(outcome):
 
 def test_held_transaction_released_halfway_and_closed(outcome, admin):
     result = by_variant(outcome, "held_snapshot")
-    holder, keeper = result["background"]
+    holder, keeper = result.background
     assert holder["released_at_s"] == pytest.approx(0.7, abs=0.3)
     assert keeper["released_at_s"] is None
     rows = admin.execute("SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'concurbench%%'").fetchall()
@@ -84,9 +84,17 @@ def test_held_transaction_released_halfway_and_closed(outcome, admin):
 
 def test_samplers_report_deltas(outcome):
     result = by_variant(outcome, "counted")
-    assert result["samplers"]["wal"]["bytes"] > 0
-    assert result["samplers"]["database"]["xact_commit"] >= 150
-    assert result["sampler_errors"] == []
+    assert result.samplers["wal"]["bytes"] > 0
+    assert result.samplers["database"]["xact_commit"] >= 150
+    assert result.sampler_errors == []
+
+
+def test_the_stored_run_loads_back_as_the_run_that_was_built(outcome):
+    from concurbench.results.store import load_run
+
+    out = outcome[0]
+    assert load_run(out.run_dir) == out.run
+    assert any(r.samples.get("wait_events") for r in out.run.variant_runs)
 
 
 def test_stored_run_renders_again_and_is_listed(outcome):
@@ -108,7 +116,7 @@ def test_stored_run_renders_again_and_is_listed(outcome):
 
 
 def test_fixed_count_of_failing_transactions_ends(outcome):
-    m = by_variant(outcome, "always_fails")["pools"]["failing"]["metrics"]
+    m = by_variant(outcome, "always_fails").pools["failing"].metrics
     assert m["transactions"] == 0
     assert m["failed"] == 2 * 5
     assert m["errors"]["other"] == 10

@@ -8,32 +8,20 @@ extension its half skips with the reason (a failure when CI=true: CI builds it).
 
 from __future__ import annotations
 
-import os
+import json
 
 import psycopg
 import pytest
 
+from concurbench.check.sides import side_data
+from concurbench.report.metrics import pool_metrics
+from concurbench.results.model import PoolResult, VariantRun
+from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload import fastloop
 from concurbench.workload.distributions import Distribution, parse_distribution
 from concurbench.workload.pool import PoolRunner
 
 pytestmark = pytest.mark.integration
-
-
-def need_compiled() -> None:
-    why = fastloop.unavailable("postgres")
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and the compiled loop cannot run: {why}", pytrace=False)
-        pytest.skip(why)
-
-
-@pytest.fixture(params=["python", "compiled"])
-def loop(request):
-    if request.param == "compiled":
-        need_compiled()
-    return request.param
 
 
 def run(server, pools, loop, *, duration=0.8, warmup=0.1, **kwargs):
@@ -95,9 +83,8 @@ def test_fixed_count_per_client_is_exact(server, loop, table):
 
 
 @pytest.mark.parametrize("protocol", ["prepared", "extended", "simple"])
-def test_parameters_reach_the_server_the_same_with_both_loops(server, admin, table, protocol):
+def test_parameters_reach_the_server_the_same_with_both_loops(server, admin, table, protocol, compiled):
     """Seeded draws: a fixed count of transactions (no warm-up) inserts the same rows with either loop."""
-    need_compiled()
     quoted = Distribution("constant", ("O'Brien; --\\",))
     pool = Pool("inserts", 3, (Statement("ins", "INSERT INTO loop_rows (session, a, b, name) "
                                                 "VALUES (:s, :a, :b, :name)"),),
@@ -221,3 +208,25 @@ def test_background_pool_stops_when_the_counted_one_is_done(server, loop):
     assert result.pools["counted"].transactions == 400
     assert result.pools["background"].transactions > 0
     assert result.elapsed_s < 30
+
+
+# -- the claims check reads the series ---------------------------------------------------------
+def test_the_claims_check_reads_the_series_the_pool_stores(server, loop):
+    """The series a pool stores, through summary.json's form, give check/sides.py its within-run
+    estimates, centred on the reported tps and means."""
+    pool = Pool("reads", 2, (Statement("one", "SELECT 1"), Statement("two", "SELECT 2")), atomic=True)
+    result = run(server, [pool], loop, duration=1.5)
+    stats = result.pools["reads"]
+    metrics = pool_metrics(stats, result.elapsed_s)
+    data = json.loads(json.dumps({"variant": "v", "group": "g", "point": None, "elapsed_s": result.elapsed_s,
+                                  "pools": {"reads": PoolResult("reads", True, 2, metrics, stats.to_dict()).as_dict()}}))
+    variant_run = VariantRun.from_dict(data, "test")
+    buckets = int(result.elapsed_s / 0.1 + 1e-9)
+    for metric, reported in (("tps", metrics["tps"]), ("latency.mean_ms", metrics["latency"]["mean_ms"]),
+                             ("statements.one.mean_ms", metrics["statements"]["one"]["mean_ms"]),
+                             ("statements.commit.mean_ms", metrics["statements"]["commit"]["mean_ms"])):
+        side = side_data(Ref("v", None, None, metric), [variant_run])
+        within = side.within[0]
+        assert within is not None and within.method == "within run", metric
+        assert within.n >= min(buckets, 10) and within.se > 0, metric
+        assert within.mean == pytest.approx(reported, rel=0.05), metric

@@ -15,6 +15,9 @@ from concurbench.cli.compare import compare
 from concurbench.errors import ConfigError
 from concurbench.report.compare import HIGHER, LOWER, NEUTRAL, Thresholds, compare_runs, direction
 from concurbench.report.compare_render import junit, markdown, terminal, to_json
+from concurbench.results import store
+from concurbench.results.migrate import migrate
+from concurbench.results.model import FORMAT_VERSION, Run
 
 SHA = "a" * 64
 
@@ -64,8 +67,11 @@ def write_run(path: Path, results: list[dict], *, scenario: str = "row-lock", sh
                 "server": {"version_short": servers[0]}, "servers": [{"version_short": s} for s in servers],
                 "target": "embedded", "host": {"hostname": "vm", "cpu_count": 2}, "processes": 2}
     summary = {"format_version": format_version, "results": results, "published": [], "claims": []}
-    (path / "manifest.json").write_text(json.dumps(manifest))
-    (path / "summary.json").write_text(json.dumps(summary))
+    if format_version == 1:  # written in format 1, as the results above are shaped
+        (path / "manifest.json").write_text(json.dumps(manifest))
+        (path / "summary.json").write_text(json.dumps(summary))
+    else:  # the same run as the current format writes it
+        store.write_run(Run.from_dicts(*migrate(manifest, summary, 1)), path)
     return path
 
 
@@ -256,9 +262,22 @@ def test_different_scenarios_are_refused_naming_both_dirs_unless_forced(tmp_path
 def test_different_format_versions_are_refused_unless_forced(tmp_path):
     base, cont = pair(tmp_path, runs("for_update", [1000]), runs("for_update", [1000]),
                       cont_kwargs={"format_version": 2})
-    with pytest.raises(ConfigError, match="format versions"):
+    with pytest.raises(ConfigError, match=r"different run-directory format versions \(1 and 2\)"):
         compare_runs(base, cont)
     assert compare_runs(base, cont, force=True).rows
+
+
+def test_a_format_newer_than_this_concurbench_is_refused_with_both_versions(tmp_path):
+    base, cont = pair(tmp_path, runs("for_update", [1000]), runs("for_update", [1000]),
+                      cont_kwargs={"format_version": FORMAT_VERSION})
+    summary = json.loads((cont / "summary.json").read_text())
+    (cont / "summary.json").write_text(json.dumps({**summary, "format_version": 999}))
+    manifest = json.loads((cont / "manifest.json").read_text())
+    (cont / "manifest.json").write_text(json.dumps({**manifest, "format_version": 999}))
+    result = CliRunner().invoke(compare, [str(base), str(cont)])
+    assert isinstance(result.exception, ConfigError) and result.exception.exit_code == 2
+    assert result.exception.message == (f"{cont / 'manifest.json'}: format version 999 is newer than this "
+                                        f"concurbench reads ({FORMAT_VERSION}); upgrade concurbench")
 
 
 def test_warnings_for_a_changed_scenario_quick_parameters_and_status(tmp_path):
@@ -410,3 +429,17 @@ def test_two_servers_of_one_matrix_run(tmp_path, group):
     assert isinstance(wrong.exception, ConfigError) and "no server matches 15" in wrong.exception.message
     alone = runner.invoke(group, ["compare", str(run)])
     assert isinstance(alone.exception, ConfigError) and "--servers" in alone.exception.message
+
+
+def test_the_gate_corrects_for_the_number_of_gated_metrics(tmp_path):
+    """A drop that is significant for one metric alone (p ~ 0.03) is not a regression when many metrics are
+    gated at once: at 5% each, some would move by chance (Holm's correction over every gated metric)."""
+    base, cont = pair(tmp_path, runs("a", [1000, 1020, 980]), runs("a", [930, 945, 915]))
+    alone = compare_runs(base, cont, fail_above={"tps": 3})
+    (tps,) = [r for r in alone.rows if r.metric == "tps"]
+    assert 0.01 < tps.p_value < 0.05 and tps.p_adjusted == tps.p_value and tps.regression
+    many = compare_runs(base, cont, fail_above=3)  # every default metric is gated: tps, latencies, statements
+    (tps,) = [r for r in many.rows if r.metric == "tps"]
+    gated = [r for r in many.rows if r.threshold is not None]
+    assert len(gated) > 5 and tps.p_adjusted > tps.p_value
+    assert not tps.regression and tps.label == "within noise"

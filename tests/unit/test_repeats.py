@@ -7,8 +7,9 @@ import math
 import pytest
 
 from concurbench.report.repeats import busiest_worker, client_cpu, collapse, warnings
-from concurbench.report.stats import estimate, t_cdf, t_quantile, welch
+from concurbench.stats import estimate, t_cdf, t_quantile, welch
 from concurbench.report.tables import build_report
+from concurbench.results.model import Run, ScenarioInfo, ServerInfo, VariantRun
 
 
 @pytest.mark.parametrize("df, expected", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423)])
@@ -40,26 +41,26 @@ def test_welch_separates_a_real_shift_from_noise():
 
 
 def _result(variant, tps, repeat, point=None, transactions=5000, cpu=(0.5,), wall=(1.0,)):
-    return {"variant": variant, "group": "g", "point": point, "clients": {"p": 4}, "server": "18.1",
+    return VariantRun.from_dict({"variant": variant, "group": "g", "point": point, "clients": {"p": 4}, "server": "18.1",
             "status": "ok", "elapsed_s": 10.0, "repeat": repeat, "worker_cpu_s": list(cpu), "worker_wall_s": list(wall),
             "messages": [], "sampler_errors": [], "samplers": {"wal": {"bytes": 1000 * repeat}},
             "pools": {"p": {"measure": True, "clients": 4, "metrics": {
                 "tps": tps, "transactions": transactions, "failed": 0, "retries": 0, "sessions": 4,
                 "errors": {}, "statements": {"s": {"count": transactions, "mean_ms": 2.0 * repeat}},
                 "statements_executed": transactions, "error_messages": {},
-                "latency": {"mean_ms": 1.0, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "max_ms": 9.0}}}}}
+                "latency": {"mean_ms": 1.0, "p50_ms": 1.0, "p95_ms": 2.0, "p99_ms": 3.0, "max_ms": 9.0}}}}}, "test")
 
 
 def test_collapse_folds_repeats_into_means_with_intervals():
     raw = [_result("a", 100.0, 1), _result("b", 50.0, 1), _result("a", 110.0, 2), _result("b", 52.0, 2)]
     folded = collapse(raw)
-    assert [r["variant"] for r in folded] == ["a", "b"]
+    assert [r.variant for r in folded] == ["a", "b"]
     a = folded[0]
-    assert a["repeats"] == 2
-    assert a["pools"]["p"]["metrics"]["tps"] == pytest.approx(105.0)
-    assert a["pools"]["p"]["metrics"]["statements"]["s"]["mean_ms"] == pytest.approx(3.0)
-    assert a["samplers"]["wal"]["bytes"] == pytest.approx(1500)
-    tps = a["repeat_stats"]["p"]["tps"]
+    assert a.repeats == 2
+    assert a.pools["p"].metrics["tps"] == pytest.approx(105.0)
+    assert a.pools["p"].metrics["statements"]["s"]["mean_ms"] == pytest.approx(3.0)
+    assert a.samplers["wal"]["bytes"] == pytest.approx(1500)
+    tps = a.repeat_stats["p"]["tps"]
     assert tps["n"] == 2 and tps["ci95"] == pytest.approx(12.7062 * math.sqrt(50) / math.sqrt(2), rel=1e-4)
 
 
@@ -88,10 +89,9 @@ def test_client_cpu_and_busiest_worker():
 
 def test_report_shows_mean_and_interval_with_repeats():
     raw = [_result("a", 100.0, 1), _result("a", 110.0, 2), _result("a", 105.0, 3)]
-    manifest = {"scenario": {"name": "demo", "title": "Demo"}, "status": "ok", "repeat": 3, "target": "embedded",
-                "servers": [{"version": "PostgreSQL 18.1", "version_short": "18.1"}],
-                "server": {"version": "PostgreSQL 18.1", "version_short": "18.1"}, "host": {"cpu_count": 2}}
-    report = build_report(manifest, {"results": raw})
+    run = Run(ScenarioInfo("demo", "Demo"), repeat=3, target="embedded", host={"cpu_count": 2},
+              servers=[ServerInfo("PostgreSQL 18.1", version_short="18.1")], variant_runs=raw)
+    report = build_report(run)
     assert any("Repeats: 3 per variant" in line for line in report.lines)
     table = report.tables[0]
     row = table.rows[0]

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import replace
 from html import escape
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from concurbench.cli.main import cli
 from concurbench.report.html import html_page
 from concurbench.report.render import markdown
 from concurbench.report.tables import build_report
+from concurbench.results.model import Source
 from concurbench.results.store import load_run
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -68,8 +70,7 @@ def test_there_is_a_fixture_run():
 
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
 def test_markdown_matches_golden(run: Path):
-    manifest, summary = load_run(run)
-    _compare(markdown(build_report(manifest, summary)), GOLDEN / f"{run.name}.md")
+    _compare(markdown(build_report(load_run(run))), GOLDEN / f"{run.name}.md")
 
 
 @pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
@@ -89,9 +90,8 @@ def test_output_option_writes_the_file_instead_of_stdout(tmp_path, fmt):
     assert result.stdout == ""
     assert f"wrote {target}" in result.stderr
     text = target.read_text(encoding="utf-8")
-    manifest, summary = load_run(RUN)
     if fmt == "table":
-        assert build_report(manifest, summary).title in text
+        assert build_report(load_run(RUN)).title in text
         assert "\x1b[" not in text, "no terminal colour codes in a file"
     else:
         assert text == _invoke("report", RUN, "--format", fmt).stdout
@@ -142,7 +142,7 @@ def test_html_is_one_self_contained_file(html_run):
 def test_html_has_every_table_title_and_line(html_run):
     run, page, _ = html_run
     text = page.read_text(encoding="utf-8")
-    report = build_report(*load_run(run))
+    report = build_report(load_run(run))
     tables = [t for t in report.tables if t.rows]
     assert tables
     for table in tables:
@@ -174,7 +174,7 @@ def test_html_embeds_png_when_there_is_no_svg(tmp_path):
     for n in range(2):
         pngs.append(tmp_path / f"chart{n}.png")
         pngs[-1].write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
-    text = html_page(run, *load_run(run), plots=pngs)
+    text = html_page(load_run(run), plots=pngs)
     assert text.count("data:image/png;base64,") == 2
     assert "<svg" not in text
 
@@ -194,22 +194,26 @@ def test_html_without_matplotlib_says_so(tmp_path, monkeypatch):
 
 
 def test_html_escapes_text_and_links_the_source(tmp_path):
-    run = _copy(tmp_path)
-    manifest, summary = load_run(run)
-    manifest["scenario"]["title"] = "<script>alert(1)</script> & more"
-    manifest["scenario"]["source"] = {"title": "An <em>article</em>", "url": "https://example.com/a?b=1&c=2"}
-    text = html_page(run, manifest, summary, plots=[])
+    run = load_run(_copy(tmp_path))
+    run = replace(run, scenario=replace(run.scenario, title="<script>alert(1)</script> & more",
+                                        source=Source(title="An <em>article</em>", url="https://example.com/a?b=1&c=2")))
+    text = html_page(run, plots=[])
     assert "<script>" not in text and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in text
     assert '<a href="https://example.com/a?b=1&amp;c=2">An &lt;em&gt;article&lt;/em&gt;</a>' in text
     assert _external_refs(text) == ['href="https://example.com/a?b=1&amp;c=2']
     assert "No chart applies to this run." in text
 
 
-def test_golden_json_is_the_stored_run():
-    """The JSON golden file is the run's manifest and summary, unchanged (a sanity check on the fixture)."""
+def test_golden_json_is_the_model_of_the_stored_run():
+    """The JSON golden file is the run as the current format writes it (a sanity check on the fixture)."""
     for run in RUNS:
         golden = GOLDEN / f"{run.name}.json"
         if REGOLD or not golden.is_file():
             continue
-        manifest, summary = load_run(run)
-        assert json.loads(golden.read_text(encoding="utf-8")) == {"manifest": manifest, **summary}
+        assert json.loads(golden.read_text(encoding="utf-8")) == load_run(run).as_dict()
+
+
+@pytest.mark.parametrize("run", RUNS, ids=[p.name for p in RUNS])
+def test_report_csv_is_the_stored_summary_csv(run: Path):
+    """summary.csv rendered from the model is the file the run wrote (format 1 fixtures included)."""
+    assert _invoke("report", run, "--format", "csv").stdout == (run / "summary.csv").read_text(encoding="utf-8")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
-from concurbench.report.metrics import ERROR_CLASSES, pool_metrics, row_metrics, top_waits
+from concurbench.report.metrics import ERROR_CLASSES, pool_metrics, top_waits
+from concurbench.results.model import (PoolResult, PublishedFigure, Run, ScenarioInfo, ServerInfo, Source,
+                                       Unavailable, VariantRun)
 from concurbench.report.render import markdown
 from concurbench.report.tables import build_report, fmt, human_bytes, measured_value
 from concurbench.workload.stats import PoolStats
@@ -80,15 +83,17 @@ def test_pool_metrics_counts_unknown_error_classes_nowhere():
 # -- a hand-made run -----------------------------------------------------------------
 
 def result(variant, group, point, pools, *, elapsed=10.0, samplers=None, status="ok", messages=()):
-    """A variant run as runner.Runner._run_variant builds it: pools -> (stats, measure)."""
-    return {
-        "variant": variant, "group": group, "point": point,
-        "clients": {name: s.sessions for name, (s, _m) in pools.items()},
-        "status": status, "elapsed_s": elapsed, "started": 0.0, "worker_cpu_s": [], "messages": list(messages),
-        "pools": {name: {"measure": measure, "clients": s.sessions, "metrics": pool_metrics(s, elapsed),
-                         "stats": s.to_dict()} for name, (s, measure) in pools.items()},
-        "samplers": samplers or {}, "sampler_errors": [], "background": [],
-    }
+    """A variant run as the runner builds it: pools -> (stats, measure)."""
+    return VariantRun(
+        variant, group, point, status=status, elapsed_s=elapsed, started=0.0, messages=list(messages),
+        pools={name: PoolResult(name, measure, s.sessions, pool_metrics(s, elapsed), s.to_dict())
+               for name, (s, measure) in pools.items()},
+        samplers=samplers or {})
+
+
+def written(run: Run) -> Run:
+    """The run as a report reads it back from its JSON files."""
+    return Run.from_dicts(json.loads(json.dumps(run.manifest_dict())), json.loads(json.dumps(run.summary_dict())))
 
 
 @pytest.fixture
@@ -107,25 +112,17 @@ def run():
                                       errors=Counter(deadlock=7)), False)},
                status="interrupted", messages=["stopped early"]),
     ]
-    manifest = {
-        "format_version": 1, "status": "ok", "error": None,
-        "scenario": {"name": "demo", "title": "Demo of locks", "quick": True,
-                     "baselines": {"locks": "for_update", "bystander": "bystander_beside"},
-                     "source": {"engine": "PostgreSQL 12", "hardware": "4 cores"}},
-        "server": {"version": "PostgreSQL 17.2 on x86_64", "version_short": "17.2"},
-        "target": "embedded", "host": {"hostname": "box", "cpu_count": 8}, "processes": 2,
-    }
     published = [
-        {"variant": "advisory", "metric": "tps", "value": 3446.0, "unit": "tps", "clients": 40, "pool": None,
-         "note": "10 background lockers"},
-        {"variant": "for_update", "metric": "statements.lock.mean_ms", "value": 66.5, "unit": "ms", "clients": 90,
-         "pool": None, "note": ""},
-        {"variant": "missing_here", "metric": "tps", "value": 1.0, "unit": "", "clients": None, "pool": None,
-         "note": "not run"},
+        PublishedFigure("advisory", "tps", 3446.0, unit="tps", clients=40, note="10 background lockers"),
+        PublishedFigure("for_update", "statements.lock.mean_ms", 66.5, unit="ms", clients=90),
+        PublishedFigure("missing_here", "tps", 1.0, note="not run"),
     ]
-    summary = {"format_version": 1, "results": results, "published": published}
-    # the report reads what was written to summary.json
-    return json.loads(json.dumps(manifest)), json.loads(json.dumps(summary))
+    return written(Run(
+        ScenarioInfo("demo", "Demo of locks", quick=True,
+                     baselines={"locks": "for_update", "bystander": "bystander_beside"},
+                     source=Source(engine="PostgreSQL 12", hardware="4 cores")),
+        servers=[ServerInfo("PostgreSQL 17.2 on x86_64", version_short="17.2")], target="embedded",
+        host={"hostname": "box", "cpu_count": 8}, processes=2, variant_runs=results, published=published))
 
 
 def table_rows(md: str, title: str) -> list[list[str]]:
@@ -140,9 +137,8 @@ def table_rows(md: str, title: str) -> list[list[str]]:
     return rows
 
 
-def test_row_metrics_flattens_and_adds_sampler_figures(run):
-    _manifest, summary = run
-    flat = row_metrics(summary["results"][0], "lockers")
+def test_flat_metrics_flatten_and_add_sampler_figures(run):
+    flat = run.variant_runs[0].flat_metrics("lockers")
     assert flat["tps"] == 100.0
     assert flat["errors.deadlock"] == 0
     assert flat["statements.lock.count"] == 1000
@@ -151,14 +147,13 @@ def test_row_metrics_flattens_and_adds_sampler_figures(run):
     assert flat["multixact.created"] == 0
     assert flat["waits.Lock:transactionid"] == 0.5
     assert flat["elapsed_s"] == 10.0
-    assert top_waits(summary["results"][0], 2) == [("Lock:transactionid", 0.5), ("CPU", 0.25)]
+    assert top_waits(run.variant_runs[0], 2) == [("Lock:transactionid", 0.5), ("CPU", 0.25)]
     # WAL per transaction divides by every pool's transactions, background ones included
-    assert row_metrics(summary["results"][1], "lockers")["wal.bytes_per_txn"] == 50.0
+    assert run.variant_runs[1].flat_metrics("lockers")["wal.bytes_per_txn"] == 50.0
 
 
 def test_markdown_report_tables(run):
-    manifest, summary = run
-    report = build_report(manifest, summary)
+    report = build_report(run)
     md = markdown(report)
     assert md.startswith("# Demo of locks\n")
     assert "- Scenario: demo (quick) — Demo of locks" in md
@@ -188,9 +183,26 @@ def test_markdown_report_tables(run):
     assert "- bystander_beside: stopped early" in md
 
 
+def test_an_incomplete_run_is_marked_in_every_table_of_its_figures(run):
+    partial = replace(run.variant_runs[1], status="incomplete", workers={"started": 2, "reported": 1},
+                      messages=["worker process 2 of 2 (5 sessions of pool lockers) exited (killed by "
+                                "SIGKILL) without sending its results: the figures leave out its sessions"])
+    runs = list(run.variant_runs)
+    runs[1] = partial
+    md = markdown(build_report(replace(run, variant_runs=runs)))
+    note = ("_* incomplete: a worker process sent no results, so figures leave out its sessions and claims on "
+            "them are not evaluated_")
+    assert [r[0] for r in table_rows(md, "locks: 10 clients")] == ["for_update", "advisory *"]
+    statements = table_rows(md, "locks: mean latency per statement (ms)")
+    assert {r[0] for r in statements if r[0].startswith("advisory")} == {"advisory *"}
+    assert table_rows(md, "Published beside measured")[0][4] == "200.00 tps *"
+    assert md.count(note) == 3
+    assert "_* interrupted: figures cover the part that ran_" in md  # the other group keeps its own note
+    assert "- advisory: worker process 2 of 2 (5 sessions of pool lockers) exited (killed by SIGKILL)" in md
+
+
 def test_published_beside_measured(run):
-    manifest, summary = run
-    md = markdown(build_report(manifest, summary))
+    md = markdown(build_report(run))
     assert "## Published beside measured" in md
     rows = table_rows(md, "Published beside measured")
     assert rows[0] == ["advisory", "tps", "3,446 tps", "40", "200.00 tps", "10", "10 background lockers"]
@@ -200,21 +212,18 @@ def test_published_beside_measured(run):
 
 
 def test_no_published_section_without_published_figures(run):
-    manifest, summary = run
-    summary["published"] = []
-    md = markdown(build_report(manifest, summary))
+    md = markdown(build_report(replace(run, published=[])))
     assert "Published beside measured" not in md
     assert "for_update" in md and "advisory" in md
 
 
 def test_measured_value_picks_the_nearest_sweep_point(run):
-    _manifest, summary = run
-    results = summary["results"] + [result("advisory", "locks", 40,
-                                           {"lockers": (stats_for("lockers", 3000, sessions=40), True)})]
+    results = run.variant_runs + [result("advisory", "locks", 40,
+                                         {"lockers": (stats_for("lockers", 3000, sessions=40), True)})]
     value, r = measured_value(results, "advisory", "tps", clients=32)
-    assert (value, r["point"]) == (300.0, 40)
+    assert (value, r.point) == (300.0, 40)
     value, r = measured_value(results, "advisory", "tps", clients=12)
-    assert (value, r["point"]) == (200.0, 10)
+    assert (value, r.point) == (200.0, 10)
     assert measured_value(results, "advisory", "tps", pool="nope")[0] is None
     assert measured_value(results, "nothing", "tps") == (None, None)
 
@@ -240,3 +249,19 @@ def test_human_bytes():
     assert human_bytes(512) == "512 B"
     assert human_bytes(2048) == "2.0 kB"
     assert human_bytes(5 * 1024 ** 3) == "5.0 GB"
+
+
+def test_an_unavailable_metric_reads_as_its_reason_in_lookups_tables_and_csv(run):
+    from concurbench.results.store import csv_rows
+
+    first = run.variant_runs[0]
+    gone = replace(first, unavailable={"wal.bytes_per_txn": "not available on PostgreSQL 14"},
+                   pools={"lockers": replace(first.pools["lockers"], unavailable={"latency.p99_ms": "too few"})})
+    assert str(gone.metric("lockers", "wal.bytes_per_txn")) == "unavailable: not available on PostgreSQL 14"
+    assert gone.metric("lockers", "latency.p99_ms") == Unavailable("too few")
+    assert gone.metric("lockers", "tps") == 100.0
+    run = written(replace(run, variant_runs=[gone, *run.variant_runs[1:]]))
+    assert run.variant_runs[0] == gone, "unavailable metrics survive the JSON round trip"
+    rows = table_rows(markdown(build_report(run)), "locks: 10 clients")
+    assert rows[0][7] == "unavailable: too few" and rows[0][10] == "unavailable: not available on PostgreSQL 14"
+    assert csv_rows(run)[0]["wal.bytes_per_txn"] == Unavailable("not available on PostgreSQL 14")

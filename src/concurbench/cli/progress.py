@@ -42,12 +42,9 @@ class Progress:
                 self.console.print(text, highlight=False)
         elif kind == "variant_done":
             r = event["result"]
-            parts = []
-            for pool, data in r["pools"].items():
-                m = data["metrics"]
-                tps = m["tps"] if m["tps"] is not None else 0
-                parts.append(f"{pool} {tps:,.0f} tps")
-            self._line(f"  done {self.label} in {r['elapsed_s']:.1f} s: " + "; ".join(parts))
+            parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
+            status = "" if r.complete else f" ({r.status})"
+            self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
         elif kind == "repeat":
             where = f" on {event['server']}" if event.get("server") else ""
             self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")

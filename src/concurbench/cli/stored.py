@@ -7,18 +7,11 @@ from pathlib import Path
 
 import click
 
+from .console import err, out
+
 from ..errors import ConfigError
-
-
-def _load(run_dir: Path):
-    from ..results.store import load_run
-
-    if not (run_dir / "manifest.json").is_file():
-        raise ConfigError(f"{run_dir}: not a run directory (no manifest.json)")
-    try:
-        return load_run(run_dir)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{run_dir}: cannot read the run: {exc}") from exc
+from ..results.model import Run
+from ..results.store import csv_text, load_run
 
 
 @click.command(name="report")
@@ -33,24 +26,23 @@ def report(run_dir: Path, fmt: str, output: Path | None, plots: bool) -> None:
     """Render a stored run again."""
     from ..report.render import markdown, terminal
     from ..report.tables import build_report
-    from .main import err, out
 
-    manifest, summary = _load(run_dir)
+    run = load_run(run_dir)
     text = ""
     if fmt == "html":
-        text = _html(run_dir, manifest, summary)
+        text = _html(run)
         plots = False  # written for the page already
     elif fmt == "table":
         if output is None:
-            terminal(build_report(manifest, summary), out)
+            terminal(build_report(run), out)
         else:
-            text = _table_text(build_report(manifest, summary))
+            text = _table_text(build_report(run))
     elif fmt == "md":
-        text = markdown(build_report(manifest, summary)) + "\n"
+        text = markdown(build_report(run)) + "\n"
     elif fmt == "csv":
-        text = (run_dir / "summary.csv").read_text()
+        text = csv_text(run)
     else:
-        text = json.dumps({"manifest": manifest, **summary}, indent=2) + "\n"
+        text = json.dumps(run.as_dict(), indent=2, default=str) + "\n"
     if output is not None:
         try:
             output.write_text(text, encoding="utf-8")
@@ -76,60 +68,94 @@ def _table_text(rep) -> str:
     return buffer.getvalue()
 
 
-def _html(run_dir: Path, manifest: dict, summary: dict) -> str:
+def _html(run: Run) -> str:
     """The page, with the charts written first under RUN_DIR/plots/ when matplotlib is there."""
     import importlib.util
 
     from ..errors import ConcurbenchError
     from ..report.html import NO_MATPLOTLIB, html_page
     from ..report.plots import write_plots
-    from .main import err
 
     if importlib.util.find_spec("matplotlib") is None:
         err.print(f"[yellow]no charts:[/yellow] {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
-        return html_page(run_dir, manifest, summary, plots=None)
+        return html_page(run, plots=None)
     try:
-        paths = write_plots(run_dir)
+        paths = write_plots(run.path)
     except ConcurbenchError as exc:
         err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
-        return html_page(run_dir, manifest, summary, plots=None, no_charts_reason=exc.message)
-    err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
-    return html_page(run_dir, manifest, summary, plots=paths)
+        return html_page(run, plots=None, no_charts_reason=exc.message)
+    err.print(f"{len(paths)} charts in {run.path / 'plots'}", highlight=False, soft_wrap=True)
+    return html_page(run, plots=paths)
 
 
 def write_and_list_plots(run_dir: Path) -> None:
     from ..report.plots import write_plots
-    from .main import err
 
     paths = write_plots(run_dir)
     err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
 
 
 @click.command(name="results")
-@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path),
-                default=Path("results"))
-def results(directory: Path) -> None:
-    """List the stored runs under DIRECTORY (default ./results)."""
+@click.argument("directories", nargs=-1, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table: one line per run; csv, json: the tidy metric rows of every run (one row per run, "
+              "server, variant, point, pool, repeat and metric), the run directory as the first column.")
+def results(directories: tuple[Path, ...], fmt: str) -> None:
+    """List the stored runs under DIRECTORY... (default ./results); a DIRECTORY may also be one run."""
+
+    found = _run_dirs(directories or (Path("results"),))
+    if fmt == "table":
+        _list_runs(found, directories or (Path("results"),), out)
+        return
+    import pandas as pd
+
+    from ..results.frame import COLUMNS
+
+    frames = []
+    for path in found:
+        try:
+            run = load_run(path)
+        except ConfigError as exc:
+            err.print(f"[yellow]skipped:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
+            continue
+        frame = run.frame()
+        frame.insert(0, "scenario", run.scenario.name)
+        frame.insert(0, "run", str(path))
+        frames.append(frame)
+    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "scenario", *COLUMNS])
+    if fmt == "csv":
+        click.echo(rows.to_csv(index=False), nl=False)
+    else:  # through pandas' JSON for its nulls (NaN, <NA>), then plain json for readable paths
+        click.echo(json.dumps(json.loads(rows.to_json(orient="records")), indent=2))
+
+
+def _run_dirs(directories: tuple[Path, ...]) -> list[Path]:
+    """The run directories in or under each of `directories`, in name (time) order, each once."""
+    found: list[Path] = []
+    for directory in directories:
+        if (directory / "manifest.json").is_file():
+            candidates = [directory]
+        else:
+            candidates = sorted(p.parent for p in directory.glob("*/manifest.json")) if directory.is_dir() else []
+        found.extend(p for p in candidates if p not in found)
+    return found
+
+
+def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
     from rich.table import Table
 
-    from .main import out
-
     table = Table("when (UTC)", "scenario", "target", "server", "variants", "status", "claims", "directory")
-    runs = sorted(p for p in directory.glob("*/manifest.json")) if directory.is_dir() else []
     for path in runs:
         try:
-            manifest = json.loads(path.read_text())
-            summary = json.loads((path.parent / "summary.json").read_text())
-        except (OSError, ValueError):
-            table.add_row("?", "?", "?", "?", "?", "unreadable", "", str(path.parent))
+            run = load_run(path)
+        except ConfigError:
+            table.add_row("?", "?", "?", "?", "?", "unreadable", "", str(path))
             continue
-        servers = ", ".join(s.get("version_short", "?") for s in manifest.get("servers") or []) or "–"
-        claims = summary.get("claims") or []
-        passed = sum(1 for c in claims if c["passed"])
-        table.add_row(manifest.get("started", "")[:19].replace("T", " "), manifest["scenario"]["name"]
-                      + (" (quick)" if manifest["scenario"].get("quick") else ""), str(manifest.get("target")),
-                      servers, str(len({r["variant"] for r in summary.get("results", [])})), manifest.get("status", "?"),
-                      f"{passed}/{len(claims)}" if claims else "–", str(path.parent))
+        servers = ", ".join(s.version_short for s in run.servers) or "–"
+        passed = sum(1 for c in run.claims if c.verdict == "pass")
+        table.add_row(run.started[:19].replace("T", " "), run.scenario.name + (" (quick)" if run.scenario.quick else ""),
+                      str(run.target), servers, str(len({r.variant for r in run.variant_runs})), run.status,
+                      f"{passed}/{len(run.claims)}" if run.claims else "–", str(path))
     out.print(table)
     if not runs:
-        out.print(f"no runs under {directory}")
+        out.print(f"no runs under {', '.join(map(str, directories))}")

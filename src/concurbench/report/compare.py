@@ -25,7 +25,9 @@ in practice. `metrics` (glob patterns, matched with fnmatch) replaces the defaul
 
 Significance and the gate. With at least two repeats on both sides, Welch's t-test decides whether
 a change is significant (p < 0.05). A metric regresses when it moved in its worse direction by more
-than its `fail_above` threshold (percent of the baseline mean) and the move is significant. A change
+than its `fail_above` threshold (percent of the baseline mean) and the move is significant after
+Holm's correction over every gated metric (a comparison gates many metrics at once: at 5% each, some
+would move "significantly" by chance, and a gate that fails on noise gets switched off). A change
 that is not significant is reported as "within noise" and does not fail, however large. When
 either side ran once there is no test: such a move is reported as an "untested" regression and does
 count, because a gate that could never fire on single runs would be useless; the report says to use
@@ -42,9 +44,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..results.model import Run, VariantRun
 from ..results.store import load_run
-from .metrics import row_metrics
-from .stats import Estimate, estimate, welch
+from ..scenario.claims import server_matches
+from ..stats import Estimate, estimate, holm, welch
 
 DEFAULT_METRICS = ("tps", "latency.mean_ms", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms",
                    "statements.*.mean_ms")
@@ -159,6 +162,7 @@ class Row:
     p_value: float | None
     threshold: float | None
     regression: bool
+    p_adjusted: float | None = None  # gated metrics: Welch's p-value after Holm's correction over all of them
 
     @property
     def where(self) -> str:
@@ -185,7 +189,8 @@ class Row:
                 "server": self.server, "metric": self.metric, "baseline": self.baseline.as_dict(),
                 "contender": self.contender.as_dict(), "pct": self.pct, "direction": self.direction,
                 "verdict": self.verdict, "label": self.label, "significant": self.significant,
-                "p_value": self.p_value, "threshold": self.threshold, "regression": self.regression}
+                "p_value": self.p_value, "p_adjusted": self.p_adjusted, "threshold": self.threshold,
+                "regression": self.regression}
 
 
 @dataclass(frozen=True)
@@ -245,14 +250,13 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
     sides of a comparison may be two servers of one run (whose variants ran interleaved)."""
     baseline_dir, contender_dir = Path(baseline_dir), Path(contender_dir)
     thresholds = Thresholds.of(fail_above)
-    bm, bs = _read(baseline_dir)
-    cm, cs = _read(contender_dir)
+    b, c = load_run(baseline_dir), load_run(contender_dir)
     if baseline_server is not None:
-        bm, bs = _one_server(baseline_dir, bm, bs, baseline_server)
+        b = _one_server(baseline_dir, b, baseline_server)
     if contender_server is not None:
-        cm, cs = _one_server(contender_dir, cm, cs, contender_server)
-    warnings = _check(baseline_dir, bm, bs, contender_dir, cm, cs, force)
-    b_servers, c_servers = _servers(bm, bs), _servers(cm, cs)
+        c = _one_server(contender_dir, c, contender_server)
+    warnings = _check(baseline_dir, b, contender_dir, c, force)
+    b_servers, c_servers = _servers(b), _servers(c)
     by_server = len(b_servers) > 1 or len(c_servers) > 1
     if by_server and sorted(b_servers) != sorted(c_servers):
         servers = (f"the baseline ran on {', '.join(b_servers) or '?'} and the contender on "
@@ -262,7 +266,7 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
                               f"servers is compared server by server, and {servers}. Compare runs of the same "
                               f"server matrix, or pass --force to compare only the servers both have.")
         warnings.append(f"compared only the servers in both runs: {servers}")
-    b_groups, c_groups = _group(bs["results"], by_server), _group(cs["results"], by_server)
+    b_groups, c_groups = _group(b.variant_runs, by_server), _group(c.variant_runs, by_server)
     wanted = list(metrics or [])
     gate_patterns = [p for p, _ in thresholds.patterns]
     matched: set[str] = set()
@@ -273,11 +277,11 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
         if not c_runs:
             continue
         fixed = _fixed_count(b_runs + c_runs)
-        for pool, data in b_runs[0]["pools"].items():
-            if not data.get("measure", True) or pool not in c_runs[0]["pools"]:
+        for pool, data in b_runs[0].pools.items():
+            if not data.measure or pool not in c_runs[0].pools:
                 continue
-            b_rows = [row_metrics(r, pool) for r in b_runs if pool in r["pools"]]
-            c_rows = [row_metrics(r, pool) for r in c_runs if pool in r["pools"]]
+            b_rows = [r.flat_metrics(pool) for r in b_runs if pool in r.pools]
+            c_rows = [r.flat_metrics(pool) for r in c_runs if pool in r.pools]
             names = [n for n in b_rows[0] if _values(b_rows, n) and _values(c_rows, n)]
             available.update(names)
             patterns = wanted or list(DEFAULT_METRICS) + (list(FIXED_COUNT_METRICS) if fixed else [])
@@ -287,6 +291,7 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
             for metric in chosen:
                 rows.append(_row(b_runs[0], key, pool, metric, _values(b_rows, metric), _values(c_rows, metric),
                                  thresholds, by_server))
+    rows = _gate(rows)
     for pattern in wanted + gate_patterns:
         if available and pattern not in matched:
             hint = difflib.get_close_matches(pattern, sorted(available), n=3)
@@ -308,100 +313,80 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
         warnings.append(f"only in the baseline, not compared: {', '.join(only_b)}")
     if only_c:
         warnings.append(f"only in the contender, not compared: {', '.join(only_c)}")
-    return Comparison(_info(baseline_dir, bm, bs), _info(contender_dir, cm, cs), rows, warnings, thresholds,
-                      by_server)
+    return Comparison(_info(baseline_dir, b), _info(contender_dir, c), rows, warnings, thresholds, by_server)
 
 
-def _one_server(path: Path, manifest: dict, summary: dict, wanted: str) -> tuple[dict, dict]:
+def _one_server(path: Path, run: Run, wanted: str) -> Run:
     """The run as if only the server matching `wanted` (`17` for 17.6, `2022` for 2022-CU18) had run."""
-    from ..scenario.claims import server_matches
-
-    servers = _servers(manifest, summary)
+    servers = _servers(run)
     chosen = [v for v in servers if server_matches(v, wanted)]
     if len(chosen) != 1:
         raise ConfigError(f"{path}: {'no server' if not chosen else 'more than one server'} matches {wanted} "
                           f"(the run has {', '.join(servers) or 'none'})")
-    manifest = {**manifest, "servers": [s for s in manifest.get("servers") or []
-                                        if s.get("version_short") == chosen[0]]}
-    summary = {**summary, "results": [r for r in summary["results"] if r.get("server") == chosen[0]]}
-    return manifest, summary
+    return replace(run, servers=[s for s in run.servers if s.version_short == chosen[0]],
+                   variant_runs=[r for r in run.variant_runs if r.server == chosen[0]])
 
 
-def _read(path: Path) -> tuple[dict, dict]:
-    if not (path / "manifest.json").is_file() or not (path / "summary.json").is_file():
-        raise ConfigError(f"{path}: not a run directory (no manifest.json and summary.json)")
-    try:
-        return load_run(path)
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the run: {exc}", cause=exc) from exc
-
-
-def _check(b_dir: Path, bm: dict, bs: dict, c_dir: Path, cm: dict, cs: dict, force: bool) -> list[str]:
+def _check(b_dir: Path, b: Run, c_dir: Path, c: Run, force: bool) -> list[str]:
     """Refuse what cannot be compared (unless force); return warnings about what may mislead."""
-    b_scn, c_scn = bm.get("scenario") or {}, cm.get("scenario") or {}
+    b_scn, c_scn = b.scenario, c.scenario
     refusals = []
-    if b_scn.get("name") != c_scn.get("name"):
-        refusals.append(f"they ran different scenarios ({b_scn.get('name')} and {c_scn.get('name')}), and a "
+    if b_scn.name != c_scn.name:
+        refusals.append(f"they ran different scenarios ({b_scn.name} and {c_scn.name}), and a "
                         f"comparison pairs the variants of one scenario")
-    b_fmt = (bm.get("format_version"), bs.get("format_version"))
-    c_fmt = (cm.get("format_version"), cs.get("format_version"))
-    if b_fmt != c_fmt:
-        refusals.append(f"they were written in different run-directory format versions ({b_fmt[0]} and "
-                        f"{c_fmt[0]}), whose metrics may not mean the same")
+    if b.format_version != c.format_version:
+        refusals.append(f"they were written in different run-directory format versions ({b.format_version} and "
+                        f"{c.format_version}), whose metrics may not mean the same")
     if refusals and not force:
         raise ConfigError(f"cannot compare {b_dir} with {c_dir}: {'; and '.join(refusals)}. "
                           f"Pass --force to compare them anyway.")
     warnings = [f"compared although {r}" for r in refusals]
-    if b_scn.get("name") == c_scn.get("name") and b_scn.get("sha256") != c_scn.get("sha256"):
-        warnings.append(f"the scenario file changed between the runs (SHA-256 {str(b_scn.get('sha256'))[:12]} "
-                        f"and {str(c_scn.get('sha256'))[:12]}): a difference may come from the scenario")
-    if bool(b_scn.get("quick")) != bool(c_scn.get("quick")):
-        which = "baseline" if b_scn.get("quick") else "contender"
+    if b_scn.name == c_scn.name and b_scn.sha256 != c_scn.sha256:
+        warnings.append(f"the scenario file changed between the runs (SHA-256 {str(b_scn.sha256)[:12]} "
+                        f"and {str(c_scn.sha256)[:12]}): a difference may come from the scenario")
+    if bool(b_scn.quick) != bool(c_scn.quick):
+        which = "baseline" if b_scn.quick else "contender"
         warnings.append(f"only the {which} ran with --quick: the runs did different amounts of work")
-    b_par, c_par = b_scn.get("parameters") or {}, c_scn.get("parameters") or {}
+    b_par, c_par = b_scn.parameters, c_scn.parameters
     changed = [f"{k} {b_par.get(k, '–')} → {c_par.get(k, '–')}" for k in dict.fromkeys([*b_par, *c_par])
                if b_par.get(k) != c_par.get(k)]
     if changed:
         warnings.append(f"parameters differ: {', '.join(changed)}")
-    b_host, c_host = _host(bm), _host(cm)
+    b_host, c_host = _host(b), _host(c)
     if b_host != c_host:
         warnings.append(f"the runs come from different hosts ({b_host} and {c_host}): "
                         f"a difference may come from the machine")
-    for side, manifest, summary in (("baseline", bm, bs), ("contender", cm, cs)):
-        if manifest.get("status", "ok") != "ok":
-            warnings.append(f"the {side} run's status is {manifest.get('status')}: its figures may be partial")
-        bad = [_key_label((None, r["variant"], r.get("point"))) + f" {r.get('status')}"
-               for r in summary.get("results", []) if r.get("status", "ok") != "ok"]
+    for side, run in (("baseline", b), ("contender", c)):
+        if run.status != "ok":
+            warnings.append(f"the {side} run's status is {run.status}: its figures may be partial")
+        bad = [_key_label((None, r.variant, r.point)) + f" {r.status}" for r in run.variant_runs if not r.complete]
         if bad:
             warnings.append(f"{side} variant runs that did not finish ok: {', '.join(bad)}")
     return warnings
 
 
-def _host(manifest: dict) -> str:
-    host = manifest.get("host") or {}
-    return f"{host.get('hostname', '?')} ({host.get('cpu_count', '?')} CPUs)"
+def _host(run: Run) -> str:
+    return f"{run.host.get('hostname', '?')} ({run.host.get('cpu_count', '?')} CPUs)"
 
 
-def _servers(manifest: dict, summary: dict) -> list[str]:
-    found = list(dict.fromkeys(r["server"] for r in summary.get("results", []) if r.get("server")))
-    return found or [s.get("version_short", "?") for s in manifest.get("servers") or []]
+def _servers(run: Run) -> list[str]:
+    found = list(dict.fromkeys(r.server for r in run.variant_runs if r.server))
+    return found or [s.version_short for s in run.servers]
 
 
-def _info(path: Path, manifest: dict, summary: dict) -> RunInfo:
-    scn = manifest.get("scenario") or {}
+def _info(path: Path, run: Run) -> RunInfo:
     counts: dict = {}
-    for r in summary.get("results", []):
-        key = (r.get("server"), r["variant"], r.get("point"))
+    for r in run.variant_runs:
+        key = (r.server, r.variant, r.point)
         counts[key] = counts.get(key, 0) + 1
-    return RunInfo(path, scn.get("name", "?"), scn.get("title") or "", bool(scn.get("quick")),
-                   manifest.get("status", "?"), tuple(_servers(manifest, summary)), _host(manifest),
-                   max(counts.values(), default=0))
+    return RunInfo(path, run.scenario.name, run.scenario.title, run.scenario.quick, run.status,
+                   tuple(_servers(run)), _host(run), max(counts.values(), default=0))
 
 
-def _group(results: list[dict], by_server: bool) -> dict[tuple, list[dict]]:
-    groups: dict[tuple, list[dict]] = {}
+def _group(results: list[VariantRun], by_server: bool) -> dict[tuple, list[VariantRun]]:
+    groups: dict[tuple, list[VariantRun]] = {}
     for r in results:
-        groups.setdefault((r.get("server") if by_server else None, r["variant"], r.get("point")), []).append(r)
+        groups.setdefault((r.server if by_server else None, r.variant, r.point), []).append(r)
     return groups
 
 
@@ -410,12 +395,12 @@ def _key_label(key: tuple) -> str:
     return variant + (f"@{point}" if point is not None else "") + (f" ({server})" if server else "")
 
 
-def _fixed_count(runs: list[dict]) -> bool:
-    flags = [r["fixed"] for r in runs if r.get("fixed") is not None]
+def _fixed_count(runs: list[VariantRun]) -> bool:
+    flags = [r.fixed for r in runs if r.fixed is not None]
     if flags:
         return all(flags)
-    attempted = {sum((p["metrics"].get("transactions") or 0) + (p["metrics"].get("failed") or 0)
-                     for p in r["pools"].values() if p.get("measure", True)) for r in runs}
+    attempted = {sum((p.metrics.get("transactions") or 0) + (p.metrics.get("failed") or 0)
+                     for p in r.pools.values() if p.measure) for r in runs}
     return len(attempted) == 1 and attempted != {0}
 
 
@@ -441,7 +426,7 @@ def _select(names: list[str], patterns: list[str], matched: set[str], gated_only
     return chosen
 
 
-def _row(first: dict, key: tuple, pool: str, metric: str, b_values: list[float], c_values: list[float],
+def _row(first: VariantRun, key: tuple, pool: str, metric: str, b_values: list[float], c_values: list[float],
          thresholds: Thresholds, by_server: bool) -> Row:
     b, c = estimate(b_values), estimate(c_values)
     diff = c.mean - b.mean
@@ -456,8 +441,17 @@ def _row(first: dict, key: tuple, pool: str, metric: str, b_values: list[float],
     p_value = welch(b, c).p_value if b.n >= 2 and c.n >= 2 else None
     significant = None if p_value is None else p_value < ALPHA
     threshold = thresholds.for_metric(metric) if way != NEUTRAL else None
-    row = Row(first.get("group"), key[1], key[2], pool, key[0] if by_server else None, metric, b, c, pct, way,
-              verdict, significant, p_value, threshold, False)
-    if verdict == "worse" and row.beyond and significant is not False:
-        row = replace(row, regression=True)
-    return row
+    return Row(first.group, key[1], key[2], pool, key[0] if by_server else None, metric, b, c, pct, way,
+               verdict, significant, p_value, threshold, False)
+
+
+def _gate(rows: list[Row]) -> list[Row]:
+    """The regressions: a gated metric moved the worse way beyond its threshold, and significantly once
+    Holm's correction over every gated metric is applied (so that among many metrics, some moving by
+    chance at the 5% level do not fail the gate), or untested when a side ran once."""
+    tested = [i for i, r in enumerate(rows) if r.threshold is not None and r.p_value is not None]
+    rows = list(rows)
+    for i, p in zip(tested, holm([rows[i].p_value for i in tested])):
+        rows[i] = replace(rows[i], p_adjusted=p, significant=p < ALPHA)
+    return [replace(r, regression=True) if r.verdict == "worse" and r.beyond and r.significant is not False else r
+            for r in rows]

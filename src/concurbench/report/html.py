@@ -11,8 +11,9 @@ from html import escape
 from pathlib import Path
 
 from .. import __version__
+from ..results.model import Run
 from .render import numeric_columns
-from .tables import build_report
+from .tables import Report, build_report
 
 NO_MATPLOTLIB = "matplotlib is not installed (pip install -e '.[plots]')"
 
@@ -35,19 +36,15 @@ footer { margin-top: 3em; color: #888; font-size: .85em; }
 """
 
 
-def html_page(run_dir: Path, manifest: dict, summary: dict, *, plots: list[Path] | None,
-              no_charts_reason: str | None = None) -> str:
+def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | None = None) -> str:
     """The page as text. `plots` are the chart files written (PNG and/or SVG; SVG is preferred when
     both exist); None means no charts were drawn, for `no_charts_reason` (default: no matplotlib)."""
-    report = build_report(manifest, summary)
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           f"<title>{escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-           f"<h1>{escape(report.title)}</h1>", '<ul class="lines">']
-    out += [f"<li>{escape(line)}</li>" for line in report.lines]
-    source = (manifest.get("scenario") or {}).get("source") or {}
-    url = source.get("url") or ""
+    report = build_report(run)
+    out = _head(report)
+    source = run.scenario.source
+    url = source.url or ""
     if url.startswith(("https://", "http://")):
-        out.append(f'<li>Source: <a href="{escape(url)}">{escape(source.get("title") or url)}</a></li>')
+        out.append(f'<li>Source: <a href="{escape(url)}">{escape(source.title or url)}</a></li>')
     out.append("</ul>")
     for table in report.tables:
         if table.rows:
@@ -57,9 +54,27 @@ def html_page(run_dir: Path, manifest: dict, summary: dict, *, plots: list[Path]
         out += [f"<li>{escape(w)}</li>" for w in report.warnings]
         out.append("</ul>")
     out += _charts(plots, no_charts_reason)
-    out += [f"<footer>concurbench {escape(__version__)}, run directory {escape(Path(run_dir).name)}</footer>",
+    out += [f"<footer>concurbench {escape(__version__)}, run directory {escape(Path(run.path or '').name)}</footer>",
             "</body>", "</html>", ""]
     return "\n".join(out)
+
+
+def report_page(report: Report) -> str:
+    """Any report (its lines, tables and notes) as one self-contained page."""
+    out = _head(report) + ["</ul>"]
+    for table in report.tables:
+        if table.rows:
+            out += _table(table)
+    out += [f"<footer>concurbench {escape(__version__)}</footer>", "</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def _head(report: Report) -> list[str]:
+    """The page's head and title, and its report lines as an open list."""
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           f"<title>{escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+           f"<h1>{escape(report.title)}</h1>", '<ul class="lines">']
+    return out + [f"<li>{escape(line)}</li>" for line in report.lines]
 
 
 def _table(table) -> list[str]:

@@ -1,12 +1,14 @@
-"""Turn raw measurements into the named metrics reports, CSV and claims all use.
+"""Turn a pool's raw measurements into the metrics a PoolResult keeps (`tps`, `latency`, `statements`...).
 
-Names are dotted paths: `tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`,
-`wal.bytes_per_txn`, `multixact.created`, `waits.Lock:transactionid` (share of sampled sessions).
+Reports, CSV and claims read them flattened into dotted names by VariantRun.flat_metrics:
+`tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`, `wal.bytes_per_txn`,
+`multixact.created`, `waits.Lock:transactionid` (share of sampled sessions).
 """
 
 from __future__ import annotations
 
 from ..engines.classes import ALL as ERROR_CLASSES
+from ..results.model import VariantRun
 from ..workload.stats import PoolStats
 
 
@@ -36,47 +38,6 @@ def _latency(lat) -> dict:
             "p99_ms": r(lat.percentile_ms(99.0)), "max_ms": r(lat.max_ms())}
 
 
-def row_metrics(result: dict, pool: str) -> dict:
-    """Flat metrics for one measured pool of one variant run, sampler figures included."""
-    pm = result["pools"][pool]
-    flat: dict = {}
-    _flatten(pm["metrics"], "", flat)
-    samplers = result.get("samplers", {})
-    txns = sum(p["metrics"]["transactions"] for p in result["pools"].values()) or None
-    wal = samplers.get("wal") or {}
-    if wal.get("bytes") is not None:
-        flat["wal.bytes"] = wal["bytes"]
-        flat["wal.bytes_per_txn"] = round(wal["bytes"] / txns, 1) if txns else None
-        if wal.get("records") is not None:
-            flat["wal.records"] = wal["records"]
-            flat["wal.fpi"] = wal.get("fpi")
-    for name, summary in samplers.items():
-        if name in ("wal", "wait_events") or not isinstance(summary, dict):
-            continue
-        for key, value in summary.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                flat[f"{name}.{key}"] = value
-    waits = (samplers.get("wait_events") or {}).get("share") or {}
-    for key, value in waits.items():
-        flat[f"waits.{key}"] = value
-    for name, times in (result.get("probes") or {}).items():
-        for when, rows in times.items():
-            flat[f"probes.{name}.{when}.rows"] = len(rows)
-            for column, value in (rows[0].items() if rows else []):
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    flat[f"probes.{name}.{when}.{column}"] = value
-    flat["elapsed_s"] = result["elapsed_s"]
-    return flat
-
-
-def _flatten(node, prefix: str, out: dict) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            _flatten(value, f"{prefix}.{key}" if prefix else str(key), out)
-    else:
-        out[prefix] = node
-
-
-def top_waits(result: dict, n: int = 3) -> list[tuple[str, float]]:
-    share = ((result.get("samplers") or {}).get("wait_events") or {}).get("share") or {}
+def top_waits(result: VariantRun, n: int = 3) -> list[tuple[str, float]]:
+    share = (result.samplers.get("wait_events") or {}).get("share") or {}
     return list(share.items())[:n]

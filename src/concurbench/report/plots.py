@@ -3,8 +3,8 @@
     throughput-<group>.png         TPS against client count, one line per variant (and server); sweep groups only
     latency-<group>.png            p50/p95/p99 per variant run of the group, in ms
     <sampler>-<group>[-<N>clients].png
-                                   a periodic sampler over time, one panel per variant run (wait events:
-                                   stacked sessions by wait, top 8 waits and "other")
+                                   a periodic sampler over time (report/timeseries.py): wait events as
+                                   sessions stacked by wait (top 8 and "other"), one panel per variant run
     wait-profile-<group>.png       share of sampled sessions by wait, one horizontal bar per variant run
 
 With repeats, bars and points are means and error bars their 95% intervals; time series show the
@@ -13,22 +13,18 @@ first repeat. matplotlib is optional: it is imported when plots are asked for, w
 
 from __future__ import annotations
 
-import csv
-import json
 import math
-import re
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..results.model import Run, VariantRun
+from ..results.store import load_run
+from .chart_style import DPI, FIGSIZE, OTHER, RC, Context, colors, pyplot, slug, thousands, top_keys, wrap
 from .repeats import cell_stats, collapse
-from .tables import ENGINE_NAMES
+from .timeseries import series_figures
 
-FIGSIZE = (8.0, 4.5)
-DPI = 150
 TOP_WAITS = 8
-OTHER = "other"
 PERCENTILES = (("p50_ms", "p50"), ("p95_ms", "p95"), ("p99_ms", "p99"))
-KEY_COLUMNS = ("variant", "point", "server", "t_s")
 
 
 def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg")) -> list[Path]:
@@ -38,33 +34,13 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
     unknown = [f for f in formats if f not in ("png", "svg", "pdf")]
     if not formats or unknown:
         raise ConfigError(f"plot formats must be among png, svg, pdf (got {', '.join(map(str, formats)) or 'none'})")
-    manifest, summary = _load(run_dir)
-    results = collapse(summary["results"])  # repeats folded: means, with their intervals as error bars
-    first = [r for r in summary["results"] if r.get("repeat", 1) == 1]  # time series: the first repeat's
-    plt = _pyplot()
+    run = load_run(run_dir)
+    plt = pyplot()
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "plots"
     out_dir.mkdir(parents=True, exist_ok=True)
-    ctx = _Context(manifest, results)
     written: list[Path] = []
-    rc = {"svg.fonttype": "none", "font.size": 9, "axes.titlesize": 10, "figure.titlesize": 11,
-          "axes.spines.top": False, "axes.spines.right": False}
-    with plt.rc_context(rc):
-        figures = []
-        for group in ctx.groups:
-            runs = [r for r in results if r["group"] == group]
-            figures.append((f"throughput-{_slug(group)}", _throughput(plt, ctx, group, runs)))
-            figures.append((f"latency-{_slug(group)}", _latency(plt, ctx, group, runs)))
-        series_ctx = _Context(manifest, first)
-        for name, rows in _samples(run_dir).items():
-            rows = [row for row in rows if str(row.get("repeat") or 1) == "1"]
-            if rows:
-                figures.extend(_timeseries(plt, series_ctx, name, rows))
-        for group in ctx.groups:
-            figures.append((f"wait-profile-{_slug(group)}",
-                            _wait_profile(plt, ctx, group, [r for r in results if r["group"] == group])))
-        for stem, fig in figures:
-            if fig is None:
-                continue
+    with plt.rc_context(RC):
+        for stem, fig in figures(plt, run):
             try:
                 for fmt in formats:
                     path = out_dir / f"{stem}.{fmt}"
@@ -75,143 +51,87 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
     return written
 
 
-# Loading ---------------------------------------------------------------------------------------------
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError as exc:
-        raise ConfigError("plots need matplotlib: pip install matplotlib", cause=exc) from exc
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _load(run_dir: Path) -> tuple[dict, dict]:
-    if not run_dir.is_dir():
-        raise ConfigError(f"{run_dir}: no such run directory")
-    data = []
-    for name in ("manifest.json", "summary.json"):
-        path = run_dir / name
-        if not path.is_file():
-            raise ConfigError(f"{run_dir}: not a run directory (no {name})")
-        try:
-            data.append(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{path}: cannot read it: {exc}", cause=exc) from exc
-    manifest, summary = data
-    if not isinstance(manifest.get("scenario"), dict) or "name" not in manifest["scenario"]:
-        raise ConfigError(f"{run_dir / 'manifest.json'}: no scenario name")
-    results = summary.get("results")
-    if not isinstance(results, list) or not results:
-        raise ConfigError(f"{run_dir / 'summary.json'}: no variant runs to plot (empty `results`)")
-    for i, r in enumerate(results):
-        missing = [k for k in ("variant", "group", "point", "pools") if k not in r]
-        if missing or not r["pools"]:
-            raise ConfigError(f"{run_dir / 'summary.json'}: results[{i}] lacks {', '.join(missing) or 'pools'}")
-    return manifest, summary
+def figures(plt, run: Run) -> list[tuple[str, object]]:
+    """Every chart that applies to the run, as (file stem, matplotlib figure); the caller closes them."""
+    if not run.variant_runs:
+        raise ConfigError(f"{Path(run.path or '') / 'summary.json'}: no variant runs to plot (empty `results`)")
+    results = collapse(run.variant_runs)  # repeats folded: means, with their intervals as error bars
+    ctx = Context(run, results)
+    out = []
+    for group in ctx.groups:
+        runs = [r for r in results if r.group == group]
+        out.append((f"throughput-{slug(group)}", _throughput(plt, ctx, group, runs)))
+        out.append((f"latency-{slug(group)}", _latency(plt, ctx, group, runs)))
+    out.extend(series_figures(plt, Context(run, [r for r in run.variant_runs if r.repeat == 1]), run))
+    for group in ctx.groups:
+        out.append((f"wait-profile-{slug(group)}", _wait_profile(plt, ctx, group,
+                                                                 [r for r in results if r.group == group])))
+    return [(stem, fig) for stem, fig in out if fig is not None]
 
 
-def _samples(run_dir: Path) -> dict[str, list[dict]]:
-    out = {}
-    for path in sorted((run_dir / "samples").glob("*.csv")):
-        with path.open(newline="", encoding="utf-8") as fh:
-            reader = csv.DictReader(fh)
-            rows = list(reader)
-            columns = reader.fieldnames or []
-        missing = [c for c in ("variant", "point", "t_s") if c not in columns]
-        if missing:
-            raise ConfigError(f"{path}: cannot plot it, missing column(s) {', '.join(missing)}")
-        if rows:
-            out[path.stem] = rows
-    return out
-
-
-class _Context:
-    def __init__(self, manifest: dict, results: list[dict]):
-        scen = manifest["scenario"]
-        self.scenario = scen["name"] + (" (quick)" if scen.get("quick") else "")
-        servers = manifest.get("servers") or ([manifest["server"]] if manifest.get("server") else [])
-        versions = [s.get("version_short") or "?" for s in servers]
-        if not versions:
-            versions = sorted({str(r["server"]) for r in results if r.get("server")})
-        engine = ENGINE_NAMES.get(scen.get("engine") or "postgres", "")
-        self.server_label = f"{engine} " + ", ".join(versions) if versions else "server not recorded"
-        if (manifest.get("repeat") or 1) > 1:
-            self.server_label += f"; means of {manifest['repeat']} repeats, bars: 95% interval"
-        self.results = results
-        self.multi_server = len({r.get("server") for r in results}) > 1
-        self.groups: list[str] = []
-        for r in results:
-            if r["group"] not in self.groups:
-                self.groups.append(r["group"])
-
-    def title(self, what: str) -> str:
-        return f"{self.scenario}: {what}\n{self.server_label}"
-
-    def run_label(self, r: dict, with_point: bool = True) -> str:
-        label = r["variant"]
-        if with_point and r["point"] is not None:
-            label += f" @ {r['point']} client{'' if r['point'] == 1 else 's'}"
-        if self.multi_server and r.get("server"):
-            label += f" ({r['server']})"
-        return label
-
-
-# Charts ----------------------------------------------------------------------------------------------
-
-def _half(r: dict, pool: str, metric: str) -> float:
+def _half(r: VariantRun, pool: str, metric: str) -> float:
     s = cell_stats(r, pool, metric)
     return float(s["ci95"]) if s and s.get("ci95") is not None else 0.0
 
 
-def _measured(r: dict) -> list[tuple[str, dict]]:
-    pools = [(p, d) for p, d in r["pools"].items() if d.get("measure")]
-    return pools or [next(iter(r["pools"].items()))]
+def _no_negative(values: list[float], halves: list[float]):
+    """Error bars of quantities that cannot be negative (throughput, latency): an interval reaching below
+    0 stops at 0. None when there are none (single runs)."""
+    if not any(halves):
+        return None
+    return [[min(h, v) if v == v else 0.0 for v, h in zip(values, halves)], list(halves)]
 
 
-def _throughput(plt, ctx: _Context, group: str, runs: list[dict]):
-    points = {r["point"] for r in runs if r["point"] is not None}
+def _measured(r: VariantRun) -> list[tuple[str, dict]]:
+    pools = [(p, d.metrics) for p, d in r.pools.items() if d.measure]
+    return pools or [(r.first_measured().name, r.first_measured().metrics)]
+
+
+def _throughput(plt, ctx: Context, group: str, runs: list[VariantRun]):
+    points = {r.point for r in runs if r.point is not None}
     if len(points) < 2:
         return None
     lines: dict[str, list[tuple[float, float, float]]] = {}
     for r in runs:
-        if r["point"] is None:
+        if r.point is None:
             continue
-        for pool, data in _measured(r):
-            tps = (data.get("metrics") or {}).get("tps")
+        for pool, metrics in _measured(r):
+            tps = metrics.get("tps")
             if tps is None:
                 continue
-            label = r["variant"] + (f" [{pool}]" if len(_measured(r)) > 1 else "")
+            label = r.variant + (f" [{pool}]" if len(_measured(r)) > 1 else "")
             if ctx.multi_server:
-                label += f" ({r.get('server', '?')})"
-            lines.setdefault(label, []).append((r["point"], tps, _half(r, pool, "tps")))
+                label += f" ({r.server or '?'})"
+            lines.setdefault(label, []).append((r.point, tps, _half(r, pool, "tps")))
     if not lines:
         raise ConfigError(f"group {group}: a sweep but no TPS figures to plot")
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
-    for label, xy in lines.items():
+    # error bars of several lines at one client count are set a little apart, so that each can be read
+    step = 0.012 * (max(points) - min(points)) if any(e for xy in lines.values() for _, _, e in xy) else 0.0
+    for i, (label, xy) in enumerate(lines.items()):
         xy.sort()
         errors = [e for _, _, e in xy]
-        ax.errorbar([x for x, _, _ in xy], [y for _, y, _ in xy], yerr=errors if any(errors) else None,
-                    marker="o", capsize=3, label=label)
+        shift = (i - (len(lines) - 1) / 2) * step
+        ys = [y for _, y, _ in xy]
+        ax.errorbar([x + shift for x, _, _ in xy], ys, yerr=_no_negative(ys, errors), marker="o", capsize=3,
+                    label=label)
     ax.set_xlabel("clients (concurrent sessions)")
     ax.set_ylabel("throughput (transactions/s)")
     ax.set_xticks(sorted(points))
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
-    ax.yaxis.set_major_formatter(_thousands())
-    ax.set_title(ctx.title(f"throughput against clients — {group}"))
+    ax.yaxis.set_major_formatter(thousands())
+    ax.set_title(ctx.title(f"throughput against clients — {group}", means=True, intervals=True))
     fig.legend(loc="outside right upper", frameon=False)
     return fig
 
 
-def _latency(plt, ctx: _Context, group: str, runs: list[dict]):
+def _latency(plt, ctx: Context, group: str, runs: list[VariantRun]):
     bars = []
     for r in runs:
         pools = _measured(r)
-        for pool, data in pools:
-            lat = (data.get("metrics") or {}).get("latency") or {}
+        for pool, metrics in pools:
+            lat = metrics.get("latency") or {}
             values = [lat.get(key) for key, _ in PERCENTILES]
             if all(v is None for v in values):
                 continue
@@ -220,144 +140,43 @@ def _latency(plt, ctx: _Context, group: str, runs: list[dict]):
                          [_half(r, pool, f"latency.{key}") for key, _ in PERCENTILES]))
     if not bars:
         return None
+    # a percentile no run could give (too few transactions beyond it) gets no empty slot or legend entry
+    shown = [i for i in range(len(PERCENTILES)) if any(b[1][i] == b[1][i] for b in bars)]
     fig, ax = plt.subplots(figsize=FIGSIZE, layout="constrained")
-    width = 0.8 / len(PERCENTILES)
-    for i, (_, name) in enumerate(PERCENTILES):
-        xs = [j + (i - (len(PERCENTILES) - 1) / 2) * width for j in range(len(bars))]
+    width = 0.8 / len(shown)
+    for slot, i in enumerate(shown):
+        xs = [j + (slot - (len(shown) - 1) / 2) * width for j in range(len(bars))]
+        values = [b[1][i] for b in bars]
         errors = [b[2][i] for b in bars]
-        ax.bar(xs, [b[1][i] for b in bars], width, label=name, yerr=errors if any(errors) else None, capsize=2)
+        ax.bar(xs, values, width, label=PERCENTILES[i][1], yerr=_no_negative(values, errors), capsize=2,
+               color=f"C{i}")
     finite = [v for _, vals, _ in bars for v in vals if v == v and v > 0]
     log = bool(finite) and max(finite) / min(finite) > 50
     if log:
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator
 
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 1 2 5 10 20 50...: values can be read
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,g}"))
+    else:
+        ax.yaxis.set_major_formatter(thousands())
+        ax.set_ylim(bottom=0)
     ax.set_ylabel("transaction latency (ms" + (", log scale)" if log else ")"))
     ax.set_xlabel("variant run")
     ax.set_xticks(range(len(bars)))
-    ax.set_xticklabels([_wrap(b[0]) for b in bars], rotation=30 if len(bars) > 4 else 0,
+    ax.set_xticklabels([wrap(b[0]) for b in bars], rotation=30 if len(bars) > 4 else 0,
                        ha="right" if len(bars) > 4 else "center")
     ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(ctx.title(f"latency percentiles — {group}"))
+    ax.set_title(ctx.title(f"latency percentiles — {group}", means=True, intervals=True))
     fig.legend(loc="outside right upper", frameon=False, title="percentile")
     return fig
 
 
-def _timeseries(plt, ctx: _Context, name: str, rows: list[dict]) -> list[tuple[str, object]]:
-    """One figure per sampler, group and sweep point; one panel per variant run."""
-    columns = [c for c in rows[0] if c not in KEY_COLUMNS]
-    numeric = [c for c in columns if all(_number(r.get(c)) is not None for r in rows if r.get(c) not in ("", None))]
-    category = [c for c in columns if c not in numeric]
-    if not numeric:
-        raise ConfigError(f"samples/{name}.csv: no numeric column to plot")
-    series = _assign(rows, ctx)
-    figures = []
-    for group in ctx.groups:
-        points: list = []
-        for r, _ in series:
-            if r["group"] == group and r["point"] not in points:
-                points.append(r["point"])
-        for point in points:
-            panels = [(r, rs) for r, rs in series if r["group"] == group and r["point"] == point]
-            stem = f"{_slug(name)}-{_slug(group)}" + (f"-{point}clients" if point is not None else "")
-            what = f"{name.replace('_', ' ')} over time — {group}" + (f", {point} clients" if point is not None else "")
-            if len(category) == 1 and len(numeric) == 1:
-                fig = _stacked_panels(plt, ctx, panels, category[0], numeric[0], what)
-            else:
-                fig = _line_panels(plt, ctx, panels, numeric, what)
-            figures.append((stem, fig))
-    return figures
-
-
-def _assign(rows: list[dict], ctx: _Context) -> list[tuple[dict, list[dict]]]:
-    """Match sample rows to variant runs: by server when the CSV says it, else by order of appearance
-    (a version matrix writes the runs of one variant and point one after the other)."""
-    results = ctx.results
-    blocks: list[tuple[tuple, list[dict]]] = []
-    for row in rows:
-        key = (row["variant"], row.get("point") or "", row.get("server") or "")
-        if not blocks or blocks[-1][0] != key:
-            blocks.append((key, []))
-        blocks[-1][1].append(row)
-    used: set[int] = set()
-    out = []
-    for key, block in blocks:
-        for i, r in enumerate(results):
-            rkey = (r["variant"], "" if r["point"] is None else str(r["point"]), str(r.get("server") or "") if key[2] else "")
-            if i not in used and rkey == key:
-                used.add(i)
-                out.append((r, block))
-                break
-    return out
-
-
-def _grid(plt, n: int, what: str, ctx: _Context):
-    ncols = 1 if n == 1 else 2
-    nrows = math.ceil(n / ncols)
-    height = max(FIGSIZE[1], 2.4 * nrows + 1.2)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(FIGSIZE[0], height), sharex=True, sharey=True,
-                             squeeze=False, layout="constrained")
-    flat = [ax for row in axes for ax in row]
-    for ax in flat[n:]:
-        ax.set_visible(False)
-    fig.suptitle(ctx.title(what))
-    return fig, flat[:n], axes
-
-
-def _stacked_panels(plt, ctx, panels, cat: str, value: str, what: str):
-    totals: dict[str, float] = {}
-    for _, rows in panels:
-        for row in rows:
-            totals[row[cat]] = totals.get(row[cat], 0.0) + (_number(row[value]) or 0.0)
-    ranked = sorted(totals, key=lambda k: (-totals[k], k))
-    top = ranked[:TOP_WAITS]
-    keys = top + ([OTHER] if len(ranked) > TOP_WAITS else [])
-    colors = _colors(plt, keys)
-    fig, axes, grid = _grid(plt, len(panels), what, ctx)
-    for ax, (r, rows) in zip(axes, panels):
-        times = sorted({_number(row["t_s"]) for row in rows})
-        index = {t: i for i, t in enumerate(times)}
-        stack = {k: [0.0] * len(times) for k in keys}
-        for row in rows:
-            k = row[cat] if row[cat] in top else OTHER
-            stack[k][index[_number(row["t_s"])]] += _number(row[value]) or 0.0
-        ax.stackplot(times, [stack[k] for k in keys], colors=[colors[k] for k in keys], labels=keys, linewidth=0)
-        ax.set_title(ctx.run_label(r, with_point=False), fontsize=9)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-    unit = "sessions" if value == "sessions" else value
-    for row in grid:
-        row[0].set_ylabel(f"{unit} (count)" if unit == "sessions" else unit)
-    for ax in grid[-1]:
-        ax.set_xlabel("time in measurement window (s)")
-    for ax in axes:  # panels above a hidden one keep their tick labels
-        ax.tick_params(labelbottom=True)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[k]) for k in keys]
-    fig.legend(handles, keys, loc="outside right upper", frameon=False, title=cat)
-    return fig
-
-
-def _line_panels(plt, ctx, panels, numeric: list[str], what: str):
-    fig, axes, grid = _grid(plt, len(panels), what, ctx)
-    for ax, (r, rows) in zip(axes, panels):
-        times = [_number(row["t_s"]) for row in rows]
-        for col in numeric:
-            ax.plot(times, [_number(row.get(col)) for row in rows], label=col)
-        ax.set_title(ctx.run_label(r, with_point=False), fontsize=9)
-        ax.grid(True, alpha=0.3)
-    for ax in grid[-1]:
-        ax.set_xlabel("time in measurement window (s)")
-    for row in grid:
-        row[0].set_ylabel("value")
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside right upper", frameon=False)
-    return fig
-
-
-def _wait_profile(plt, ctx: _Context, group: str, runs: list[dict]):
+def _wait_profile(plt, ctx: Context, group: str, runs: list[VariantRun]):
     shares = []
     for r in runs:
-        share = ((r.get("samplers") or {}).get("wait_events") or {}).get("share")
+        share = (r.samplers.get("wait_events") or {}).get("share")
         if share:
             shares.append((ctx.run_label(r), share))
     if not shares:
@@ -366,10 +185,8 @@ def _wait_profile(plt, ctx: _Context, group: str, runs: list[dict]):
     for _, share in shares:
         for w, s in share.items():
             totals[w] = totals.get(w, 0.0) + s
-    ranked = sorted(totals, key=lambda k: (-totals[k], k))
-    top = ranked[:TOP_WAITS]
-    keys = top + ([OTHER] if len(ranked) > TOP_WAITS else [])
-    colors = _colors(plt, keys)
+    top, keys = top_keys(totals, TOP_WAITS)
+    palette = colors(plt, keys)
     height = max(FIGSIZE[1], 0.45 * len(shares) + 1.6)
     fig, ax = plt.subplots(figsize=(FIGSIZE[0], height), layout="constrained")
     ys = list(range(len(shares)))[::-1]  # first run on top
@@ -377,53 +194,21 @@ def _wait_profile(plt, ctx: _Context, group: str, runs: list[dict]):
     for k in keys:
         widths = [100 * (sum(s for w, s in share.items() if w not in top) if k == OTHER else share.get(k, 0.0))
                   for _, share in shares]
-        ax.barh(ys, widths, left=left, color=colors[k], label=k, height=0.7)
+        ax.barh(ys, widths, left=left, color=palette[k], label=k, height=0.7)
         for y, x0, w in zip(ys, left, widths):
-            if w >= 8:
+            if w >= 10:  # narrower segments have no room for their label
                 ax.text(x0 + w / 2, y, f"{w:.0f}%", ha="center", va="center", fontsize=7,
                         color="white" if k != OTHER else "black")
         left = [a + b for a, b in zip(left, widths)]
     ax.set_yticks(ys)
     ax.set_yticklabels([label for label, _ in shares])
+    if len(shares) < 3:  # one or two bars would fill the whole height
+        ax.set_ylim(-1, len(shares))
     ax.set_xlim(0, 100)
     ax.set_xlabel("share of sampled non-idle sessions (%)")
     ax.set_ylabel("variant run")
-    ax.set_title(ctx.title(f"wait-event profile — {group}"))
+    ax.set_title(ctx.title(f"wait-event profile — {group}", means=True))
     fig.legend(loc="outside right upper", frameon=False, title="wait")
     return fig
 
 
-# Helpers ---------------------------------------------------------------------------------------------
-
-def _colors(plt, keys: list[str]) -> dict[str, object]:
-    palette = plt.get_cmap("tab10").colors
-    out = {}
-    i = 0
-    for k in keys:
-        if k == OTHER:
-            out[k] = "#b0b0b0"
-        else:
-            out[k] = palette[i % len(palette)] if palette[i % len(palette)] != palette[7] else palette[9]
-            i += 1
-    return out
-
-
-def _thousands():
-    from matplotlib.ticker import FuncFormatter
-
-    return FuncFormatter(lambda v, _: f"{v:,.0f}")
-
-
-def _number(text):
-    try:
-        return float(text)
-    except (TypeError, ValueError):
-        return None
-
-
-def _wrap(label: str) -> str:
-    return label.replace(" @ ", "\n@ ") if len(label) > 18 else label
-
-
-def _slug(text) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(text)).strip("_") or "all"

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from .tables import Report
+from pathlib import Path
+
+from ..results.model import Run
+from .tables import Report, build_report
+
+REPORT_MD = "report.md"
 
 
 def _md_cell(text: str) -> str:
@@ -36,6 +41,13 @@ def markdown(report: Report) -> str:
     if report.warnings:
         out += ["## Warnings", ""] + [f"- {w}" for w in report.warnings] + [""]
     return "\n".join(out)
+
+
+def write_report(run: Run) -> Path:
+    """Write report.md into the run's directory (after the store has written the data)."""
+    path = Path(run.path) / REPORT_MD
+    path.write_text(markdown(build_report(run)), encoding="utf-8")
+    return path
 
 
 def terminal(report: Report, console) -> None:

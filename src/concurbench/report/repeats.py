@@ -8,8 +8,10 @@ confidence half-width. A result that ran once is passed through unchanged.
 
 from __future__ import annotations
 
-from .metrics import row_metrics
-from .stats import estimate
+from dataclasses import dataclass, field, fields
+
+from ..results.model import PoolResult, VariantRun
+from ..stats import estimate
 
 CV_LIMIT = 0.10  # spread between repeats above which a metric is flagged
 SPREAD_METRICS = ("tps", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms", "elapsed_s")
@@ -17,38 +19,47 @@ TAIL_SAMPLES = 10  # a percentile needs this many transactions beyond it to be w
 BUSY_LIMIT = 0.85  # share of one CPU above which a worker process limits the load it can drive
 
 
-def key(result: dict) -> tuple:
-    return (result.get("server"), result["variant"], result["point"])
+@dataclass(frozen=True)
+class Folded(VariantRun):
+    """The repeats of one (server, variant, point) as one variant run: numbers are means over the
+    repeats; `repeat_stats` holds, per pool, each flat metric's mean, sd and 95% half-width."""
+
+    repeats: int = 1
+    repeat_stats: dict = field(default_factory=dict)
 
 
-def collapse(results: list[dict]) -> list[dict]:
+def key(result: VariantRun) -> tuple:
+    return (result.server, result.variant, result.point)
+
+
+def collapse(results: list[VariantRun]) -> list[VariantRun]:
     """One result per (server, variant, point), in the order each first appeared."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[VariantRun]] = {}
     for r in results:
         groups.setdefault(key(r), []).append(r)
     return [runs[0] if len(runs) == 1 else fold(runs) for runs in groups.values()]
 
 
-def fold(runs: list[dict]) -> dict:
+def fold(runs: list[VariantRun]) -> Folded:
     first = runs[0]
-    out = dict(first)
-    out["repeats"] = len(runs)
-    out["status"] = next((r["status"] for r in runs if r["status"] != "ok"), "ok")
-    out["elapsed_s"] = _mean([r["elapsed_s"] for r in runs])
-    out["worker_cpu_s"] = [c for r in runs for c in r.get("worker_cpu_s") or []]
-    out["worker_wall_s"] = [c for r in runs for c in r.get("worker_wall_s") or []]
-    out["messages"] = [m for r in runs for m in r.get("messages") or []]
-    out["sampler_errors"] = [m for r in runs for m in r.get("sampler_errors") or []]
-    out["samplers"] = _nested_mean([r.get("samplers") or {} for r in runs])
     pools = {}
-    for name, data in first["pools"].items():
-        same = [r["pools"][name] for r in runs if name in r["pools"]]
-        pools[name] = {**data, "metrics": _nested_mean([p["metrics"] for p in same])}
-        pools[name].pop("stats", None)  # histograms of one repeat would mislead beside the means
-    out["pools"] = pools
-    out["repeat_stats"] = {
-        name: _flat_stats([row_metrics(r, name) for r in runs if name in r["pools"]]) for name in first["pools"]}
-    return out
+    for name, pool in first.pools.items():
+        same = [r.pools[name] for r in runs if name in r.pools]
+        # histograms of one repeat would mislead beside the means: stats left out
+        pools[name] = PoolResult(name, pool.measure, pool.clients, _nested_mean([p.metrics for p in same]),
+                                 None, pool.unavailable)
+    values = {f.name: getattr(first, f.name) for f in fields(VariantRun)}
+    values.update(
+        status=next((r.status for r in runs if r.status != "ok"), "ok"),
+        elapsed_s=_mean([r.elapsed_s for r in runs]),
+        worker_cpu_s=[c for r in runs for c in r.worker_cpu_s],
+        worker_wall_s=[c for r in runs for c in r.worker_wall_s],
+        messages=[m for r in runs for m in r.messages],
+        sampler_errors=[m for r in runs for m in r.sampler_errors],
+        samplers=_nested_mean([r.samplers for r in runs]) or {},
+        pools=pools)
+    return Folded(**values, repeats=len(runs), repeat_stats={
+        name: _flat_stats([r.flat_metrics(name) for r in runs if name in r.pools]) for name in first.pools})
 
 
 def _flat_stats(rows: list[dict]) -> dict:
@@ -92,51 +103,47 @@ def _mean(values: list):
     return sum(values) / len(values)
 
 
-def cell_stats(result: dict, pool: str, metric: str) -> dict | None:
-    return ((result.get("repeat_stats") or {}).get(pool) or {}).get(metric)
+def cell_stats(result: VariantRun, pool: str, metric: str) -> dict | None:
+    stats = result.repeat_stats if isinstance(result, Folded) else {}
+    return (stats.get(pool) or {}).get(metric)
 
 
-def warnings(results: list[dict]) -> list[str]:
+def warnings(results: list[VariantRun]) -> list[str]:
     """Warnings a reader needs before trusting the figures: spread, thin tails, a busy load generator."""
     out = []
     for r in collapse(results):
-        label = r["variant"] + (f"@{r['point']}" if r["point"] is not None else "") + (
-            f" ({r['server']})" if r.get("server") else "")
-        for pool, data in r["pools"].items():
-            if not data.get("measure", True):
+        for name, pool in r.pools.items():
+            if not pool.measure:
                 continue
             spread = [(metric, s) for metric in SPREAD_METRICS
-                      for s in [cell_stats(r, pool, metric)] if s and s["cv"] is not None and s["cv"] > CV_LIMIT]
+                      for s in [cell_stats(r, name, metric)] if s and s["cv"] is not None and s["cv"] > CV_LIMIT]
             if spread:
                 listed = ", ".join(f"{metric} {s['cv']:.0%}" for metric, s in spread)
-                out.append(f"{label}/{pool}: large spread between {spread[0][1]['n']} repeats (coefficient of "
+                out.append(f"{r.label}/{name}: large spread between {spread[0][1]['n']} repeats (coefficient of "
                            f"variation above {CV_LIMIT:.0%}): {listed}; treat these means with care")
-            txns = data["metrics"].get("transactions") or 0
+            txns = pool.metrics.get("transactions") or 0
             thin = [p for p in (95, 99) if 0 < txns < TAIL_SAMPLES * 100 / (100 - p)]
             if thin:
                 need = int(TAIL_SAMPLES * 100 / (100 - thin[0]))
-                out.append(f"{label}/{pool}: p{'/p'.join(map(str, thin))} from {txns:,.0f} transactions per run; "
+                out.append(f"{r.label}/{name}: p{'/p'.join(map(str, thin))} from {txns:,.0f} transactions per run; "
                            f"p{thin[0]} needs {need:,} for {TAIL_SAMPLES} samples beyond it")
         busy = busiest_worker(r)
         if busy is not None and busy >= BUSY_LIMIT:
-            out.append(f"{label}: a worker process was busy {busy:.0%} of the time: the load generator, not the "
+            out.append(f"{r.label}: a worker process was busy {busy:.0%} of the time: the load generator, not the "
                        f"server, may have limited throughput (more --processes, or fewer clients per process)")
     return out
 
 
-def busiest_worker(result: dict) -> float | None:
+def busiest_worker(result: VariantRun) -> float | None:
     """The largest share of one CPU a worker process used during its load loop."""
-    cpu = result.get("worker_cpu_s") or []
-    wall = result.get("worker_wall_s") or []
-    shares = [c / w for c, w in zip(cpu, wall) if w]
+    shares = [c / w for c, w in zip(result.worker_cpu_s, result.worker_wall_s) if w]
     return max(shares) if shares else None
 
 
-def client_cpu(result: dict) -> float | None:
+def client_cpu(result: VariantRun) -> float | None:
     """CPUs the load generator used on average over its load loops (sum over worker processes)."""
-    cpu = result.get("worker_cpu_s") or []
-    wall = result.get("worker_wall_s") or []
+    cpu, wall = result.worker_cpu_s, result.worker_wall_s
     if not cpu or not wall or len(cpu) != len(wall):
         return None
-    runs = max(1, result.get("repeats") or 1)
-    return sum(cpu) / (sum(wall) / len(wall)) / runs
+    runs = result.repeats if isinstance(result, Folded) else 1
+    return sum(cpu) / (sum(wall) / len(wall)) / max(1, runs)

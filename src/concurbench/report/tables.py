@@ -1,12 +1,15 @@
-"""Build the comparison tables of a run from its manifest and summary (no rendering here)."""
+"""Build the comparison tables of a run from its model (no rendering here)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .metrics import ERROR_CLASSES, row_metrics, top_waits
+from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
 from ..scenario.claims import server_matches
+from .metrics import ERROR_CLASSES, top_waits
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
+from .server_facts import server_facts_table
+from .waits import wait_tables
 
 
 @dataclass
@@ -47,7 +50,7 @@ def human_bytes(value) -> str:
     return str(value)
 
 
-def stat_cell(result: dict, pool: str, metric: str, value, digits: int = 1) -> str:
+def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1) -> str:
     """The value, or `mean ± 95% half-width` when the result folds several repeats."""
     s = cell_stats(result, pool, metric)
     if s and s.get("ci95") is not None:
@@ -57,6 +60,28 @@ def stat_cell(result: dict, pool: str, metric: str, value, digits: int = 1) -> s
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
 
+# What a figure from a variant run that did not end ok covers (such runs are marked " *").
+STATUS_NOTES = {
+    "interrupted": "interrupted: figures cover the part that ran",
+    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
+                  "and claims on them are not evaluated",
+    "failed": "failed: figures cover what was measured before the variant run failed",
+}
+
+
+def unfinished(r: VariantRun) -> str:
+    """The mark of a variant run that did not end ok (" *"), or "" for one that did."""
+    return "" if r.complete else " *"
+
+
+def marked(r: VariantRun) -> str:
+    return r.variant + unfinished(r)
+
+
+def status_notes(runs: list[VariantRun]) -> list[str]:
+    found = dict.fromkeys(r.status for r in runs if unfinished(r))
+    return [f"* {STATUS_NOTES.get(status, status)}" for status in found]
+
 
 def _point_label(point, clients: dict) -> str:
     if point is not None:
@@ -65,55 +90,72 @@ def _point_label(point, clients: dict) -> str:
     return measured
 
 
-def build_report(manifest: dict, summary: dict) -> Report:
-    scen = manifest["scenario"]
-    server = manifest.get("server") or {}
-    host = manifest.get("host") or {}
-    servers = manifest.get("servers") or ([server] if server else [])
-    versions = ", ".join(s.get("version_short", "?") for s in servers) or "not reached"
+def build_report(run: Run) -> Report:
+    scen = run.scenario
+    server = run.server
+    host = run.host
+    servers = run.servers
+    versions = ", ".join(s.version_short for s in servers) or "not reached"
     lines = [
-        f"Scenario: {scen['name']}{' (quick)' if scen.get('quick') else ''} — {scen.get('title', '')}",
-        (f"Server: {server.get('version', 'not reached')} ({manifest.get('target')})" if len(servers) <= 1 else
-         f"Servers: {ENGINE_NAMES.get(scen.get('engine') or 'postgres', '')} {versions} ({manifest.get('target')}), side by side"),
-        f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {manifest.get('processes')} worker processes",
-        f"Status: {manifest['status']}" + (f" — {manifest['error']}" if manifest.get("error") else ""),
+        f"Scenario: {scen.name}{' (quick)' if scen.quick else ''} — {scen.title}",
+        (f"Server: {server.version if server else 'not reached'} ({run.target})" if len(servers) <= 1 else
+         f"Servers: {ENGINE_NAMES.get(scen.engine or 'postgres', '')} {versions} ({run.target}), side by side"),
+        f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {run.processes} worker processes",
+        f"Status: {run.status}" + (f" — {run.error}" if run.error else ""),
     ]
-    repeat = manifest.get("repeat") or 1
-    if repeat > 1:
-        lines.append(f"Repeats: {repeat} per variant, interleaved; figures are means, ± the 95% confidence half-width")
-    results = collapse(summary["results"])
-    baselines = scen.get("baselines", {})
+    if run.repeat > 1:
+        lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
+                     f"half-width")
+    lines += _shard_lines(run)
+    results = collapse(run.variant_runs)
     tables = []
-    groups: list[str] = []
-    for r in results:
-        if r["group"] not in groups:
-            groups.append(r["group"])
-    for group in groups:
-        in_group = [r for r in results if r["group"] == group]
-        points: list = []
-        for r in in_group:
-            if r["point"] not in points:
-                points.append(r["point"])
+    facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
+    if facts:
+        tables.append(Table(**facts))
+    for group in _unique(r.group for r in results):
+        in_group = [r for r in results if r.group == group]
         multi = len(servers) > 1
-        for point in points:
-            runs = [r for r in in_group if r["point"] == point]
+        for point in _unique(r.point for r in in_group):
+            runs = [r for r in in_group if r.point == point]
             if multi:
-                order = [r["variant"] for r in in_group]
-                runs.sort(key=lambda r: (order.index(r["variant"]), _version_key(r.get("server"))))
-            tables.append(_comparison(group, point, runs, baselines.get(group), multi))
+                order = [r.variant for r in in_group]
+                runs.sort(key=lambda r: (order.index(r.variant), _version_key(r.server)))
+            tables.append(_comparison(group, point, runs, scen.baselines.get(group), multi))
         tables.append(_statements(group, in_group))
         tables.extend(_probes(group, in_group))
-    published = summary.get("published") or []
-    if published:
-        tables.append(_published(published, results, manifest))
-    if summary.get("claims"):
-        tables.append(_claims(summary["claims"]))
-    warnings = [f"{name} was skipped: {why}" for name, why in (summary.get("skipped") or {}).items()]
-    warnings += run_warnings(summary["results"])
+        tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
+    if run.published:
+        tables.append(_published(run.published, results, run))
+    if run.claims:
+        tables.append(_claims(run.claims))
+    warnings = [f"{name} was skipped: {why}" for name, why in run.skipped.items()]
+    warnings += run_warnings(run.variant_runs)
     for r in results:
-        for msg in r.get("messages", []) + r.get("sampler_errors", []):
-            warnings.append(f"{r['variant']}: {msg}")
-    return Report(scen.get("title") or scen["name"], lines, tables, warnings)
+        for msg in r.messages + r.sampler_errors:
+            warnings.append(f"{r.variant}: {msg}")
+    return Report(scen.title or scen.name, lines, tables, warnings)
+
+
+def _shard_lines(run: Run) -> list[str]:
+    """Which shard of a run this is (`run --shard`), or which shards a merged run was made of."""
+    if run.shard is not None:
+        return [f"Shard: {run.shard.label} of the run (its share of server x variant x point x repeat); claims are "
+                f"judged when the shards are merged"]
+    if not run.merged_from:
+        return []
+    count = run.merged_from[0].count
+    present = {m.index for m in run.merged_from}
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in present]
+    return ["Merged from shards " + ", ".join(f"{m.index}/{m.count} ({m.hostname})" for m in run.merged_from)
+            + (f"; missing {', '.join(missing)}" if missing else "")]
+
+
+def _unique(values) -> list:
+    out: list = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
 
 
 def _version_key(version) -> tuple:
@@ -123,30 +165,30 @@ def _version_key(version) -> tuple:
     return tuple(parts)
 
 
-def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi: bool = False) -> Table:
+def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None, multi: bool = False) -> Table:
     title = f"{group}: {point} clients" if point is not None else group
     columns = ["Variant", "Pool", "Clients", "TPS", "vs base", "p50 ms", "p95 ms", "p99 ms",
                "Errors", "Top waits", "WAL B/txn", "MultiXacts", "Client CPU"]
     table = Table(title, (["Server"] if multi else []) + columns)
     base_tps: dict = {}
     for r in runs:
-        if r["variant"] == baseline:
-            base_tps[r.get("server")] = _first_measured(r)[1].get("tps")
+        if r.variant == baseline:
+            base_tps[r.server] = r.first_measured().metrics.get("tps")
     for r in runs:
         first = True
-        for pool, data in r["pools"].items():
-            m = row_metrics(r, pool)
+        for pool, data in r.pools.items():
+            m = r.flat_metrics(pool)
             tps = m.get("tps")
             errors = ", ".join(f"{k} {m.get('errors.' + k)}" for k in ERROR_CLASSES if m.get("errors." + k))
             vs = "–"
-            base = base_tps.get(r.get("server"))
-            if data["measure"] and base and tps is not None:
-                vs = "base" if r["variant"] == baseline else f"{tps / base:.2f}×"
+            base = base_tps.get(r.server)
+            if data.measure and _num(base) and _num(tps) is not None:
+                vs = "base" if r.variant == baseline else f"{tps / base:.2f}×"
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
             cpu = client_cpu(r) if first else None
-            table.rows.append(([str(r.get("server", ""))] if multi else []) + [
-                r["variant"] + (" *" if r.get("status") != "ok" else ""),
-                pool + ("" if data["measure"] else " (background)"), fmt(data["clients"]),
+            table.rows.append(([str(r.server or "")] if multi else []) + [
+                marked(r),
+                pool + ("" if data.measure else " (background)"), fmt(data.clients),
                 stat_cell(r, pool, "tps", tps), vs,
                 *[stat_cell(r, pool, f"latency.{p}_ms", m.get(f"latency.{p}_ms"), 2) for p in ("p50", "p95", "p99")],
                 errors or "0", waits or ("–" if first else ""),
@@ -154,8 +196,7 @@ def _comparison(group: str, point, runs: list[dict], baseline: str | None, multi
                 fmt(m.get("multixact.created")) if first else "",
                 f"{cpu:.2f}" if cpu is not None else ""])
             first = False
-    if any(r.get("status") != "ok" for r in runs):
-        table.notes.append("* interrupted: figures cover the part that ran")
+    table.notes.extend(status_notes(runs))
     table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
                        "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
                        "by every pool's transactions; Client CPU is the CPUs the load generator's processes used.")
@@ -171,103 +212,131 @@ def _drop_empty_columns(table: Table, keep: int) -> Table:
     return table
 
 
-def _first_measured(r: dict) -> tuple[str, dict]:
-    for pool, data in r["pools"].items():
-        if data["measure"]:
-            return pool, data["metrics"]
-    pool = next(iter(r["pools"]))
-    return pool, r["pools"][pool]["metrics"]
+def _num(value):
+    """A metric as a number, or None (absent or unavailable)."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _statements(group: str, runs: list[dict]) -> Table:
-    multi = len({r.get("server") for r in runs}) > 1
+def _statements(group: str, runs: list[VariantRun]) -> Table:
+    multi = len({r.server for r in runs}) > 1
     table = Table(f"{group}: mean latency per statement (ms)", (["Server"] if multi else []) + [
         "Variant", "Clients", "Pool", "Statement", "Mean", "p95", "Executed"])
     for r in runs:
-        for pool, data in r["pools"].items():
-            for name, s in data["metrics"]["statements"].items():
-                table.rows.append(([str(r.get("server", ""))] if multi else []) + [
-                    r["variant"], fmt(data["clients"]), pool, name,
+        for pool, data in r.pools.items():
+            for name, s in data.metrics["statements"].items():
+                table.rows.append(([str(r.server or "")] if multi else []) + [
+                    marked(r), fmt(data.clients), pool, name,
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    table.notes.extend(status_notes(runs))
     return table
 
 
-def _probes(group: str, runs: list[dict]) -> list[Table]:
+def _probes(group: str, runs: list[VariantRun]) -> list[Table]:
     """One table per probe: its rows for every variant run and time (before, after, final)."""
-    names: list[str] = []
-    for r in runs:
-        for name in r.get("probes") or {}:
-            if name not in names:
-                names.append(name)
     out = []
-    for name in names:
+    for name in _unique(name for r in runs for name in r.probes):
         columns: list[str] = []
         rows = []
         for r in runs:
-            for when, found in ((r.get("probes") or {}).get(name) or {}).items():
+            for when, found in (r.probes.get(name) or {}).items():
                 for row in found:
                     columns.extend(c for c in row if c not in columns)
                     rows.append((r, when, row))
         table = Table(f"{group}: {name}", ["Variant", "When", *columns])
         for r, when, row in rows:
-            label = r["variant"] + (f"@{r['point']}" if r["point"] is not None else "")
-            server = f" ({r['server']})" if r.get("server") and len({x.get('server') for x in runs}) > 1 else ""
+            label = r.variant + (f"@{r.point}" if r.point is not None else "")
+            server = f" ({r.server})" if r.server and len({x.server for x in runs}) > 1 else ""
             table.rows.append([label + server, when, *[fmt(row.get(c), 2) for c in columns]])
         out.append(table)
     return out
 
 
-def _claims(claims: list[dict]) -> Table:
-    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Server", "Why"])
+VERDICT_CELLS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not evaluated": "–"}
+
+
+def _side(side: ClaimEstimate | None) -> str:
+    if side is None:
+        return fmt(None)
+    if side.low is None or side.high is None:
+        return figure(side.value)
+    return f"{figure(side.value)} [{figure(side.low)}, {figure(side.high)}]"
+
+
+def figure(value) -> str:
+    """A measured figure with as many digits as it deserves: 1,234 / 685 / 49.6 / 2.84 / 0.0123."""
+    if value is None:
+        return "–"
+    value = float(value)
+    magnitude = abs(value)
+    if magnitude >= 100 or value == 0:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:#.3g}"
+
+
+def _claims(claims: list[ClaimVerdict]) -> Table:
+    multi = len({c.server for c in claims}) > 1
+    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Left / right"]
+                  + (["Server"] if multi else []) + ["Why"])
     for c in claims:
-        table.rows.append([{True: "PASS", False: "FAIL", None: "–"}[c["passed"]], c["claim"], fmt(c.get("left"), 3),
-                           fmt(c.get("right"), 3), c.get("server") or "", c.get("error") or c.get("description", "")])
-    failed = sum(1 for c in claims if c["passed"] is False)
-    held = sum(1 for c in claims if c["passed"])
-    table.notes.append(f"{held} of {len(claims)} claims hold" + (f"; {failed} failed" if failed else "")
-                       + (f"; {len(claims) - held - failed} not evaluated" if len(claims) - held - failed else ""))
-    return table
+        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio)]
+                          + ([c.server or ""] if multi else []) + [c.reason or c.description])
+    counts = {v: sum(1 for c in claims if c.verdict == v) for v in VERDICT_CELLS}
+    table.notes.append(f"{counts['pass']} of {len(claims)} claims hold"
+                       + (f"; {counts['fail']} failed" if counts["fail"] else "")
+                       + (f"; {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
+                       + (f"; {counts['not evaluated']} not evaluated" if counts["not evaluated"] else ""))
+    table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets; a verdict needs the "
+                       "data to support it at 95%, corrected for the number of claims and looks (docs/claims.md).")
+    return _drop_empty_columns(table, keep=2)
 
 
-def measured_value(results: list[dict], variant: str, metric: str, clients=None, pool=None, server=None):
+def measured_value(results: list[VariantRun], variant: str, metric: str, clients=None, pool=None, server=None):
     """The measured value of a metric for a published figure (nearest sweep point when clients differ;
     on the server version the figure names, when it names one)."""
-    runs = [r for r in results if r["variant"] == variant
-            and (server is None or r.get("server") is None or server_matches(r["server"], server))]
+    runs = [r for r in results if r.variant == variant
+            and (server is None or r.server is None or server_matches(r.server, server))]
     if not runs:
         return None, None
-    if clients is not None and any(r["point"] is not None for r in runs):
-        runs.sort(key=lambda r: abs((r["point"] or 0) - clients))
+    if clients is not None and any(r.point is not None for r in runs):
+        runs.sort(key=lambda r: abs((r.point or 0) - clients))
     r = runs[0]
-    pool = pool or _first_measured(r)[0]
-    if pool not in r["pools"]:
+    pool = pool or r.first_measured().name
+    if pool not in r.pools:
         return None, r
-    return row_metrics(r, pool).get(metric), r
+    return r.metric(pool, metric), r
 
 
-def _published(published: list[dict], results: list[dict], manifest: dict) -> Table:
-    src = manifest["scenario"].get("source") or {}
-    server = manifest.get("server") or {}
-    host = manifest.get("host") or {}
-    by_server = any(p.get("server") for p in published)
+def _published(published: list[PublishedFigure], results: list[VariantRun], run: Run) -> Table:
+    src = run.scenario.source
+    server = run.server
+    host = run.host
+    by_server = any(p.server for p in published)
     table = Table("Published beside measured", ["Variant", "Metric", "Published", "Clients (article)",
                                                 "Measured", "Clients (here)", "Note"]
                   if not by_server else ["Server", "Variant", "Metric", "Published", "Clients (article)", "Measured",
                                          "Clients (here)", "Note"])
+    runs: list[VariantRun] = []
     for p in published:
-        value, run = measured_value(results, p["variant"], p["metric"], p.get("clients"), p.get("pool"),
-                                    p.get("server"))
-        here = "–"
-        if run is not None:
-            pool = p.get("pool") or _first_measured(run)[0]
-            here = fmt(run["clients"].get(pool))
-        unit = f" {p['unit']}" if p.get("unit") else ""
-        table.rows.append(([p.get("server") or "any"] if by_server else []) + [
-            p["variant"], p["metric"], f"{fmt(p['value'], 1)}{unit}", fmt(p.get("clients")),
-            (fmt(value, 2) + unit) if value is not None else "–", here, p.get("note", "")])
-    table.notes.append(f"Article: {src.get('engine') or 'unknown server'} on {src.get('hardware') or 'unknown hardware'}. "
-                       f"Here: {ENGINE_NAMES.get(manifest['scenario'].get('engine') or 'postgres', '')} {server.get('version_short', '?')} on {host.get('cpu_count')} CPUs "
+        value, r = measured_value(results, p.variant, p.metric, p.clients, p.pool, p.server)
+        here, mark = "–", ""
+        if r is not None:
+            here = fmt(r.clients.get(p.pool or r.first_measured().name))
+            mark = unfinished(r)
+            runs.append(r)
+        unit = f" {p.unit}" if p.unit else ""
+        measured = fmt(value, 2) + (unit if _num(value) is not None else "") + mark
+        table.rows.append(([p.server or "any"] if by_server else []) + [
+            p.variant, p.metric, f"{fmt(p.value, 1)}{unit}", fmt(p.clients),
+            measured if value is not None else "–", here, p.note])
+    table.notes.append(f"Article: {src.engine or 'unknown server'} on {src.hardware or 'unknown hardware'}. "
+                       f"Here: {ENGINE_NAMES.get(run.scenario.engine or 'postgres', '')} "
+                       f"{server.version_short if server else '?'} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")
+    table.notes.extend(status_notes(runs))
     return table

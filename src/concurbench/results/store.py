@@ -1,29 +1,37 @@
-"""The run directory: written once at the end of a run, with a versioned manifest.
+"""The run directory: created when a run starts, written once when it ends, read back by `load_run`.
 
     <out>/<UTC timestamp>-<scenario>/
-        manifest.json   format version, scenario file and hash, parameters, server, host, harness, times
-        summary.json    every variant run: metrics, sampler summaries, encoded histograms
-        summary.csv     one row per variant run and measured pool, flat metric columns
-        samples/*.csv   periodic sampler time series
-        report.md       the comparison tables in Markdown
+        manifest.json   format version, scenario file and hash, parameters, servers, host, harness, times
+        summary.json    format version, every variant run: metrics, sampler summaries, encoded histograms;
+                        published figures, claims' verdicts, skipped variants
+        summary.csv     one row per variant run and pool, flat metric columns
+        samples/*.csv   periodic sampler time series, one file per sampler
+        report.md       the comparison tables (written by the caller, report.render.write_report)
+
+Writing never changes the Run it writes. `load_run` is the one reader: it checks the format version
+of both JSON files, migrates older formats (results/migrate.py), refuses newer ones, and turns any
+unreadable or malformed file into a ConfigError naming it.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import platform
+import re
 import socket
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import __version__
-from ..errors import ConcurbenchError
-from ..scenario.model import Scenario
+from ..errors import ConcurbenchError, ConfigError
+from .migrate import migrate
+from .model import FORMAT_VERSION, SAMPLE_KEYS, FormatProblem, Run, VariantRun
 
-FORMAT_VERSION = 1
+MANIFEST, SUMMARY, SUMMARY_CSV, SAMPLES = "manifest.json", "summary.json", "summary.csv", "samples"
 
 
 def host_info() -> dict:
@@ -38,111 +46,188 @@ def host_info() -> dict:
     return info
 
 
-class RunWriter:
-    def __init__(self, path: Path, scenario: Scenario, target: str, processes: int | None, repeat: int = 1):
-        self.path = path
-        self.repeat = repeat
-        self.scenario = scenario
-        self.target = target
-        self.processes = processes
-        self.started = datetime.now(timezone.utc)
-        self.servers: list[dict] = []  # one per server the scenario ran on (a version matrix has several)
-
-    @classmethod
-    def create(cls, out_dir: Path, scenario: Scenario, *, target: str, processes: int | None,
-               repeat: int = 1) -> "RunWriter":
-        out_dir.mkdir(parents=True, exist_ok=True)
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        for n in range(1000):
-            name = f"{stamp}-{scenario.name}" + (f"-{n}" if n else "")
-            try:
-                (out_dir / name).mkdir()
-                return cls(out_dir / name, scenario, target, processes, repeat)
-            except FileExistsError:
-                continue
-        raise ConcurbenchError(f"cannot create a run directory under {out_dir}")
-
-    def manifest(self, status: str, error: ConcurbenchError | None) -> dict:
-        s = self.scenario
-        return {
-            "format_version": FORMAT_VERSION,
-            "harness": {"name": "concurbench", "version": __version__},
-            "status": status,
-            "error": error.message if error else None,
-            "scenario": {"name": s.name, "title": s.title, "file": str(s.path), "sha256": s.sha256,
-                         "quick": s.quick, "parameters": dict(s.parameters), "engine": s.engine,
-                         "variants": [v.name for v in s.variants], "seed": s.seed,
-                         "baselines": dict(s.baselines),
-                         "source": {"title": s.source.title, "url": s.source.url, "author": s.source.author,
-                                    "engine": s.source.engine, "hardware": s.source.hardware}},
-            "server": self.servers[0] if self.servers else {},
-            "servers": self.servers,
-            "target": self.target,
-            "host": host_info(),
-            "processes": self.processes or os.cpu_count(),
-            "repeat": self.repeat,
-            "started": self.started.isoformat(),
-            "ended": datetime.now(timezone.utc).isoformat(),
-        }
-
-    def finish(self, results: list[dict], status: str, error: ConcurbenchError | None,
-               claims: list[dict] | None = None, skipped: dict[str, str] | None = None) -> Path:
-        from ..report.tables import build_report
-        from ..report.render import markdown
-
-        manifest = self.manifest(status, error)
-        samples = {}
-        for r in results:
-            for name, rows in (r.pop("samples", None) or {}).items():
-                for row in rows:
-                    samples.setdefault(name, []).append({"variant": r["variant"], "point": r["point"],
-                                                         "server": r.get("server"), "repeat": r.get("repeat", 1),
-                                                         **row})
-        published = [p.__dict__ for p in self.scenario.source.published]
-        summary = {"format_version": FORMAT_VERSION, "results": results, "published": published,
-                   "claims": claims or [], "skipped": dict(skipped or {})}
-        _write_json(self.path / "manifest.json", manifest)
-        _write_json(self.path / "summary.json", summary)
-        _write_csv(self.path / "summary.csv", _csv_rows(results))
-        if samples:
-            (self.path / "samples").mkdir(exist_ok=True)
-            for name, rows in samples.items():
-                _write_csv(self.path / "samples" / f"{name}.csv", rows)
-        (self.path / "report.md").write_text(markdown(build_report(manifest, summary)), encoding="utf-8")
-        return self.path
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
 
 
-def _csv_rows(results: list[dict]) -> list[dict]:
-    from ..report.metrics import row_metrics
+def create_run_dir(out_dir: Path, scenario_name: str) -> Path:
+    """A new, empty directory `<UTC timestamp>-<scenario>` under `out_dir` (with `-N` if the name is taken)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for n in range(1000):
+        path = out_dir / (f"{stamp}-{scenario_name}" + (f"-{n}" if n else ""))
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise ConcurbenchError(f"cannot create a run directory under {out_dir}")
 
+
+# Writing ---------------------------------------------------------------------------------------------
+
+def write_run(run: Run, path: Path | None = None) -> Path:
+    """Write the run's data files into `path` (default `run.path`); returns the directory."""
+    path = Path(path or run.path)
+    _write_json(path / MANIFEST, run.manifest_dict())
+    _write_json(path / SUMMARY, run.summary_dict())
+    (path / SUMMARY_CSV).write_text(csv_text(run), encoding="utf-8", newline="")
+    samples: dict[str, list[dict]] = {}
+    for r in run.variant_runs:
+        for name, rows in r.samples.items():
+            key = {"variant": r.variant, "point": r.point, "server": r.server, "repeat": r.repeat}
+            samples.setdefault(name, []).extend({**key, **row} for row in rows)
+    if samples:
+        (path / SAMPLES).mkdir(exist_ok=True)
+        for name, rows in samples.items():
+            (path / SAMPLES / f"{name}.csv").write_text(_csv(rows), encoding="utf-8", newline="")
+    return path
+
+
+def csv_rows(run: Run) -> list[dict]:
+    """summary.csv: one row per variant run and pool, its flat metrics as columns (error texts left out)."""
     rows = []
-    for r in results:
-        for pool, data in r["pools"].items():
-            flat = {k: v for k, v in row_metrics(r, pool).items() if not k.startswith("error_messages")}
-            rows.append({"variant": r["variant"], "group": r["group"], "point": r["point"],
-                         "repeat": r.get("repeat", 1), "server": r.get("server"), "pool": pool,
-                         "measured": data["measure"], "clients": data["clients"], "status": r["status"], **flat})
+    for r in run.variant_runs:
+        for name, pool in r.pools.items():
+            flat = {k: v for k, v in r.flat_metrics(name).items() if not k.startswith("error_messages")}
+            rows.append({"variant": r.variant, "group": r.group, "point": r.point, "repeat": r.repeat,
+                         "server": r.server, "pool": name, "measured": pool.measure, "clients": pool.clients,
+                         "status": r.status, **flat})
     return rows
+
+
+def csv_text(run: Run) -> str:
+    return _csv(csv_rows(run))
 
 
 def _write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def _csv(rows: list[dict]) -> str:
     columns: list[str] = []
     for row in rows:
-        for key in row:
-            if key not in columns:
-                columns.append(key)
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=columns)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row)
+        columns.extend(k for k in row if k not in columns)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
-def load_run(path: Path) -> tuple[dict, dict]:
-    manifest = json.loads((path / "manifest.json").read_text())
-    summary = json.loads((path / "summary.json").read_text())
-    return manifest, summary
+# Reading ---------------------------------------------------------------------------------------------
+
+def load_run(path: Path | str) -> Run:
+    """The run stored in `path`, in the current model whatever format it was written in."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such run directory")
+    docs, versions = [], []
+    for name in (MANIFEST, SUMMARY):
+        file = path / name
+        if not file.is_file():
+            raise ConfigError(f"{path}: not a run directory (no {name})")
+        data = _read_json(file)
+        docs.append(data)
+        versions.append(_version(data, file))
+    if versions[0] != versions[1]:
+        raise ConfigError(f"{path}: {MANIFEST} is format version {versions[0]} but {SUMMARY} is {versions[1]}: "
+                          f"the files come from different runs or were edited")
+    manifest, summary = migrate(docs[0], docs[1], versions[0])
+    try:
+        run = Run.from_dicts(manifest, summary, path=path, format_version=versions[0])
+    except FormatProblem as exc:
+        file, where = (MANIFEST, exc.where[len("manifest"):]) if exc.where.startswith("manifest") else \
+            (SUMMARY, exc.where[len("summary"):])
+        where = where.lstrip(".")
+        raise ConfigError(f"{path / file}: {where + ': ' if where else ''}{exc.problem}; "
+                          f"not a run directory concurbench can read", cause=exc) from exc
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a run directory concurbench can read ({exc})", cause=exc) from exc
+    samples = _read_samples(path / SAMPLES, run.variant_runs)
+    if any(samples):
+        run = replace(run, variant_runs=[replace(r, samples=s) if s else r for r, s in zip(run.variant_runs, samples)])
+    return run
+
+
+def _read_json(file: Path) -> dict:
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: not valid JSON ({exc}); the file may be truncated or not written by "
+                          f"concurbench", cause=exc) from exc
+    except OSError as exc:
+        raise ConfigError(f"{file}: cannot read it: {exc}", cause=exc) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}: not a concurbench run file (a JSON object is expected, found "
+                          f"{type(data).__name__})")
+    return data
+
+
+def _version(data: dict, file: Path) -> int:
+    version = data.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        found = "no format version" if version is None else f"format version {version!r}"
+        raise ConfigError(f"{file}: {found}, not one concurbench writes (this concurbench reads 1 to "
+                          f"{FORMAT_VERSION})")
+    if version > FORMAT_VERSION:
+        raise ConfigError(f"{file}: format version {version} is newer than this concurbench reads "
+                          f"({FORMAT_VERSION}); upgrade concurbench")
+    return version
+
+
+def _read_samples(folder: Path, runs: list[VariantRun]) -> list[dict[str, list[dict]]]:
+    """Each variant run's rows of every samples/*.csv, matched by the key columns the file has
+    (variant, point, server, repeat; older files lack the last two: then in order of appearance)."""
+    out: list[dict[str, list[dict]]] = [{} for _ in runs]
+    if not folder.is_dir():
+        return out
+    for file in sorted(folder.glob("*.csv")):
+        try:
+            with file.open(newline="", encoding="utf-8") as fh:
+                reader = csv.DictReader(fh)
+                rows = list(reader)
+                columns = list(reader.fieldnames or [])
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise ConfigError(f"{file}: cannot read it: {exc}", cause=exc) from exc
+        if not rows:
+            continue
+        missing = [c for c in ("variant", "point", "t_s") if c not in columns]
+        if missing:
+            raise ConfigError(f"{file}: not a samples file concurbench wrote: missing column(s) {', '.join(missing)}")
+        keys = [k for k in SAMPLE_KEYS if k in columns]
+        blocks: list[tuple[tuple, list[dict]]] = []
+        for line, row in enumerate(rows, 2):
+            key = tuple(row.get(k) or "" for k in keys)
+            if not blocks or blocks[-1][0] != key:
+                blocks.append((key, []))
+            blocks[-1][1].append({c: _cell(row.get(c)) for c in columns if c not in SAMPLE_KEYS})
+        taken: set[int] = set()
+        for key, block in blocks:  # rows of no variant run in summary.json (an edited summary) are left out
+            found = next((i for i, r in enumerate(runs) if i not in taken and _matches(r, dict(zip(keys, key)))), None)
+            if found is not None:
+                taken.add(found)
+                out[found].setdefault(file.stem, []).extend(block)
+    return out
+
+
+def _matches(r: VariantRun, key: dict[str, str]) -> bool:
+    wanted = {"variant": r.variant, "point": "" if r.point is None else str(r.point),
+              "server": r.server or "", "repeat": str(r.repeat)}
+    return all(value == wanted[k] or (k == "repeat" and value == "" and r.repeat == 1) for k, value in key.items())
+
+
+_INT = re.compile(r"-?\d+")
+_FLOAT = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+
+
+def _cell(text):
+    """A CSV cell as the value it was written from: None, int, float, bool or text."""
+    if text is None or text == "":
+        return None
+    if _INT.fullmatch(text):
+        return int(text)
+    if _FLOAT.fullmatch(text):
+        return float(text)
+    return {"True": True, "False": False}.get(text, text)

@@ -8,7 +8,7 @@
 A reference is `VARIANT[@POINT][/POOL]: METRIC`: POINT is a sweep client count, `min` or `max`
 (needed when the variant sweeps), POOL defaults to the variant's first measured pool, and METRIC is
 a name as reports and summary.csv use it. Either side may be scaled by a number (`3 * ref`,
-`ref * 0.5`) or be a plain number. On a run over several servers every server must pass.
+`ref * 0.5`) or be a plain number. This module parses claims; check/ judges them.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-OPERATORS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
-             ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+from .versions import VersionSpec, version_parts
+
 _OP = re.compile(r"\s(<=|>=|==|!=|<|>)\s")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _REF = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@(?P<point>\d+|min|max))?"
@@ -50,9 +50,20 @@ class Claim:
     right: Side
     description: str = ""
     servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
+    skip_quick: str = ""  # why the claim is not judged in quick runs (its effect is too small for them)
+    versions: VersionSpec | None = None  # or on the versions meeting a condition (`versions: ">=15"`)
 
     def applies_to(self, server) -> bool:
-        return not self.servers or server is None or any(server_matches(server, s) for s in self.servers)
+        if server is None:
+            return True
+        parts = version_parts(server)
+        return (not self.servers or any(server_matches(server, s) for s in self.servers)) and (
+            self.versions is None or parts is None or self.versions.matches(parts))
+
+    @property
+    def about(self) -> str:
+        """Which servers the claim is about, for the reason it was not evaluated on another."""
+        return " and ".join(filter(None, [", ".join(self.servers), self.versions and f"versions {self.versions}"]))
 
     def refs(self) -> list[Ref]:
         return [s.ref for s in (self.left, self.right) if s.ref is not None]
@@ -92,88 +103,3 @@ def _ref(text: str) -> Ref:
     if not m:
         raise ValueError(f"'{text.strip()}' is not a reference like 'variant[@point][/pool]: metric'")
     return Ref(m.group("variant"), m.group("point"), m.group("pool"), m.group("metric"))
-
-
-@dataclass
-class Verdict:
-    claim: Claim
-    server: str | None
-    passed: bool | None  # None: not evaluated, because a variant it names was not run
-    left: float | None
-    right: float | None
-    error: str = ""
-
-    def as_dict(self) -> dict:
-        return {"claim": self.claim.text, "description": self.claim.description, "server": self.server,
-                "passed": self.passed, "left": self.left, "right": self.right, "error": self.error}
-
-
-def evaluate(claims: list[Claim], results: list[dict], skipped: set[str] | frozenset = frozenset()) -> list[Verdict]:
-    """Evaluate every claim against the results of each server in the run.
-
-    Claims naming a variant in `skipped` (left out with --variant) are reported as not evaluated.
-    """
-    servers: list = []
-    for r in results:
-        if r.get("server") not in servers:
-            servers.append(r.get("server"))
-    verdicts = []
-    for server in servers or [None]:
-        mine = [r for r in results if r.get("server") == server]
-        for claim in claims:
-            left_out = [r.variant for r in claim.refs() if r.variant in skipped]
-            if not claim.applies_to(server):
-                verdicts.append(Verdict(claim, server, None, None, None,
-                                        f"not evaluated: the claim is about {', '.join(claim.servers)} only"))
-            elif left_out:
-                verdicts.append(Verdict(claim, server, None, None, None,
-                                        f"not evaluated: {', '.join(sorted(set(left_out)))} was not run"))
-            else:
-                verdicts.append(_one(claim, mine, server))
-    return verdicts
-
-
-def _one(claim: Claim, results: list[dict], server) -> Verdict:
-    try:
-        left = _value(claim.left, results)
-        right = _value(claim.right, results)
-    except LookupError as exc:
-        return Verdict(claim, server, False, None, None, str(exc))
-    return Verdict(claim, server, bool(OPERATORS[claim.op](left, right)), left, right)
-
-
-def _value(side: Side, results: list[dict]) -> float:
-    if side.ref is None:
-        return side.factor
-    return side.factor * lookup(side.ref, results)
-
-
-def lookup(ref: Ref, results: list[dict]) -> float:
-    from ..report.metrics import row_metrics
-
-    runs = [r for r in results if r["variant"] == ref.variant]
-    if not runs:
-        raise LookupError(f"no results for variant '{ref.variant}' (was it run?)")
-    points = sorted({r["point"] for r in runs if r["point"] is not None})
-    if ref.point is None:
-        if len(runs) > 1:
-            raise LookupError(f"variant '{ref.variant}' ran at {points}: say which with @N, @min or @max")
-        run = runs[0]
-    else:
-        want = points[0] if ref.point == "min" else points[-1] if ref.point == "max" else int(ref.point)
-        matching = [r for r in runs if r["point"] == want]
-        if not matching:
-            raise LookupError(f"variant '{ref.variant}' has no sweep point {ref.point} (it ran at {points})")
-        run = matching[0]
-    pools = run["pools"]
-    pool = ref.pool or next((p for p, d in pools.items() if d["measure"]), next(iter(pools)))
-    if pool not in pools:
-        raise LookupError(f"variant '{ref.variant}' has no pool '{pool}' (it has {', '.join(pools)})")
-    metrics = row_metrics(run, pool)
-    value = metrics.get(ref.metric)
-    if value is None:
-        from .yamlpos import suggest
-
-        hint = suggest(ref.metric, metrics) or f" (some metrics: {', '.join(list(metrics)[:8])})"
-        raise LookupError(f"no value for metric '{ref.metric}' of {ref}{hint}")
-    return float(value)

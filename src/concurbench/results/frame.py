@@ -1,0 +1,50 @@
+"""pandas views of a Run, for analysis after the run (`Run.frame()`, `Run.samples(name)`).
+
+The tidy frame has one row per server x variant x point x pool x repeat x metric, the metric named as
+reports, summary.csv and claims name it; `value` is a float (NaN where the run has no figure) and
+`unavailable` the reason when the server could not give the metric. Error texts are left out.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..errors import ConfigError
+from .model import Run, Unavailable
+
+KEYS = ["server", "variant", "group", "point", "pool", "measured", "clients", "repeat", "status"]
+COLUMNS = KEYS + ["metric", "value", "unavailable"]
+SAMPLE_KEYS = ["server", "variant", "group", "point", "repeat", "status"]
+
+
+def tidy(run: Run) -> pd.DataFrame:
+    rows = []
+    for r in run.variant_runs:
+        for name, pool in r.pools.items():
+            key = (r.server, r.variant, r.group, r.point, name, pool.measure, pool.clients, r.repeat, r.status)
+            for metric, value in r.flat_metrics(name).items():
+                if metric.startswith("error_messages."):
+                    continue
+                gone = value.reason if isinstance(value, Unavailable) else None
+                rows.append((*key, metric, _float(value), gone))
+    return _typed(pd.DataFrame.from_records(rows, columns=COLUMNS))
+
+
+def samples(run: Run, name: str) -> pd.DataFrame:
+    rows = [{"server": r.server, "variant": r.variant, "group": r.group, "point": r.point, "repeat": r.repeat,
+             "status": r.status, **row} for r in run.variant_runs for row in r.samples.get(name) or []]
+    if not rows:
+        names = sorted({n for r in run.variant_runs for n in r.samples})
+        raise ConfigError(f"{run.path or 'the run'}: no samples of a sampler named {name} "
+                          f"({'the run has ' + ', '.join(names) if names else 'the run has no periodic samples'})")
+    return _typed(pd.DataFrame.from_records(rows))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sweep points as nullable integers (a variant without a sweep has none)."""
+    frame["point"] = frame["point"].astype("Int64")
+    return frame
+
+
+def _float(value) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")

@@ -1,0 +1,535 @@
+"""The result of a run, typed: a Run holds its manifest facts and its VariantRuns, each VariantRun
+its PoolResults; ClaimVerdicts judge the scenario's `expect` claims.
+
+The runner builds a Run once, the store writes it (results/store.py) and `load_run` reads it back;
+reports, compare and `concurbench.load` read nothing else. `as_dict`/`from_dict` give and take the
+current format's JSON shapes (older formats are migrated before `from_dict`, in results/migrate.py).
+A metric a server cannot give is kept as `unavailable: {metric: reason}` on the variant run or the
+pool; metric lookups then return an `Unavailable` (printed "unavailable: reason"), never a gap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import __version__
+from .shards import Plan
+
+if TYPE_CHECKING:
+    from ..scenario.model import Scenario
+
+FORMAT_VERSION = 2
+STATUSES = ("ok", "interrupted", "incomplete", "failed")  # of a variant run
+VERDICTS = ("pass", "fail", "inconclusive", "not evaluated")
+SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
+
+
+class FormatProblem(ValueError):
+    """A JSON document that does not have the shape of the format; `where` is the path inside it."""
+
+    def __init__(self, where: str, problem: str):
+        super().__init__(f"{where}: {problem}" if where else problem)
+        self.where = where
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """A metric the server could not give, and why (`not available on PostgreSQL 14`)."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return f"unavailable: {self.reason}"
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    """One pool of one variant run: its metrics (as report/metrics.pool_metrics names them) and the
+    merged statistics with their encoded histograms (PoolStats.to_dict, kept as it comes)."""
+
+    name: str
+    measure: bool
+    clients: int
+    metrics: dict
+    stats: dict | None = None
+    unavailable: dict[str, str] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        out: dict[str, Any] = {"measure": self.measure, "clients": self.clients, "metrics": self.metrics}
+        if self.stats is not None:
+            out["stats"] = self.stats
+        if self.unavailable:
+            out["unavailable"] = dict(self.unavailable)
+        return out
+
+    @classmethod
+    def from_dict(cls, name: str, data: dict, where: str) -> "PoolResult":
+        _need(data, ("measure", "clients", "metrics"), where)
+        return cls(name, bool(data["measure"]), data["clients"], _mapping(data["metrics"], f"{where}.metrics"),
+                   data.get("stats"), dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")))
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant at one sweep point on one server, one repeat of it."""
+
+    variant: str
+    group: str
+    point: int | None
+    server: str | None = None  # the server's short version (`18.6`, `2022-CU18`)
+    repeat: int = 1
+    status: str = "ok"  # one of STATUSES
+    elapsed_s: float = 0.0  # the measurement window actually used
+    started: float | None = None  # seconds since the epoch
+    warmup_s: float | None = None
+    fixed: bool | None = None  # pools ran a set number of transactions (elapsed time is the result)
+    worker_cpu_s: list[float] = field(default_factory=list)
+    worker_wall_s: list[float] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+    pools: dict[str, PoolResult] = field(default_factory=dict)
+    samplers: dict[str, dict] = field(default_factory=dict)  # each sampler's summary
+    sampler_errors: list[str] = field(default_factory=list)
+    background: list[dict] = field(default_factory=list)
+    probes: dict[str, dict[str, list[dict]]] = field(default_factory=dict)  # probe -> when -> rows
+    settings: dict[str, Any] | None = None  # server settings the variant changed, as the server reported them
+    samples: dict[str, list[dict]] = field(default_factory=dict)  # periodic sampler -> rows (`t_s`, ...)
+    unavailable: dict[str, str] = field(default_factory=dict)
+    workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
+    loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
+
+    @property
+    def complete(self) -> bool:
+        """Its figures cover the whole window and every worker process (not interrupted, incomplete or failed)."""
+        return self.status == "ok"
+
+    @property
+    def clients(self) -> dict[str, int]:
+        return {name: p.clients for name, p in self.pools.items()}
+
+    @property
+    def label(self) -> str:
+        """`variant@point (server)`, as warnings and compare name a variant run."""
+        return self.variant + (f"@{self.point}" if self.point is not None else "") + (
+            f" ({self.server})" if self.server else "")
+
+    def first_measured(self) -> PoolResult:
+        """The first measured pool (the first pool when none is measured)."""
+        return next((p for p in self.pools.values() if p.measure), next(iter(self.pools.values())))
+
+    def flat_metrics(self, pool: str) -> dict:
+        """Flat metrics of one pool, with the variant run's sampler and probe figures: the names reports,
+        summary.csv, claims and compare use (`tps`, `latency.p95_ms`, `wal.bytes_per_txn`, `waits.CPU`)."""
+        flat: dict = {}
+        _flatten(self.pools[pool].metrics, "", flat)
+        txns = sum(p.metrics.get("transactions") or 0 for p in self.pools.values()) or None
+        wal = self.samplers.get("wal") or {}
+        if wal.get("bytes") is not None:
+            flat["wal.bytes"] = wal["bytes"]
+            flat["wal.bytes_per_txn"] = round(wal["bytes"] / txns, 1) if txns else None
+            if wal.get("records") is not None:
+                flat["wal.records"] = wal["records"]
+                flat["wal.fpi"] = wal.get("fpi")
+        for name, summary in self.samplers.items():
+            if name in ("wal", "wait_events") or not isinstance(summary, dict):
+                continue
+            for key, value in summary.items():
+                if _number(value):
+                    flat[f"{name}.{key}"] = value
+        for key, value in ((self.samplers.get("wait_events") or {}).get("share") or {}).items():
+            flat[f"waits.{key}"] = value
+        for name, times in self.probes.items():
+            for when, rows in times.items():
+                flat[f"probes.{name}.{when}.rows"] = len(rows)
+                for column, value in (rows[0].items() if rows else []):
+                    if _number(value):
+                        flat[f"probes.{name}.{when}.{column}"] = value
+        flat["elapsed_s"] = self.elapsed_s
+        for name, reason in {**self.unavailable, **self.pools[pool].unavailable}.items():
+            flat[name] = Unavailable(reason)
+        return flat
+
+    def metric(self, pool: str, name: str):
+        """One flat metric: a number, an Unavailable, or None when the run has no such figure."""
+        return self.flat_metrics(pool).get(name)
+
+    def as_dict(self) -> dict:
+        """The summary.json entry (samples go to samples/*.csv instead)."""
+        out = {"variant": self.variant, "group": self.group, "point": self.point, "server": self.server,
+               "repeat": self.repeat, "status": self.status, "elapsed_s": self.elapsed_s, "started": self.started,
+               "warmup_s": self.warmup_s, "fixed": self.fixed, "worker_cpu_s": list(self.worker_cpu_s),
+               "worker_wall_s": list(self.worker_wall_s), "messages": list(self.messages),
+               "pools": {name: p.as_dict() for name, p in self.pools.items()}, "samplers": self.samplers,
+               "sampler_errors": list(self.sampler_errors), "background": list(self.background),
+               "probes": self.probes}
+        if self.settings is not None:
+            out["settings"] = self.settings
+        if self.unavailable:
+            out["unavailable"] = dict(self.unavailable)
+        if self.workers is not None:
+            out["workers"] = dict(self.workers)
+        if self.loop is not None:
+            out["loop"] = self.loop
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str, samples: dict[str, list[dict]] | None = None) -> "VariantRun":
+        data = _mapping(data, where)
+        _need(data, ("variant", "group", "point", "pools"), where)
+        pools = _mapping(data["pools"], f"{where}.pools")
+        if not pools:
+            raise FormatProblem(f"{where}.pools", "no pools")
+        status = data.get("status", "ok")
+        if status not in STATUSES:
+            raise FormatProblem(f"{where}.status", f"'{status}' is not one of {', '.join(STATUSES)}")
+        return cls(
+            variant=str(data["variant"]), group=str(data["group"]), point=data["point"], server=data.get("server"),
+            repeat=int(data.get("repeat") or 1), status=status, elapsed_s=data.get("elapsed_s") or 0.0,
+            started=data.get("started"), warmup_s=data.get("warmup_s"), fixed=data.get("fixed"),
+            worker_cpu_s=list(data.get("worker_cpu_s") or []), worker_wall_s=list(data.get("worker_wall_s") or []),
+            messages=list(data.get("messages") or []),
+            pools={str(name): PoolResult.from_dict(str(name), _mapping(p, f"{where}.pools.{name}"),
+                                                   f"{where}.pools.{name}") for name, p in pools.items()},
+            samplers=dict(_mapping(data.get("samplers") or {}, f"{where}.samplers")),
+            sampler_errors=list(data.get("sampler_errors") or []), background=list(data.get("background") or []),
+            probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
+            samples=dict(samples or {}),
+            unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
+            workers=data.get("workers"), loop=data.get("loop"))
+
+
+@dataclass(frozen=True)
+class ClaimEstimate:
+    """One side of a claim: its value, and where known its interval, the observations behind it and how
+    it was estimated (`method`)."""
+
+    value: float
+    low: float | None = None
+    high: float | None = None
+    n: int | None = None
+    method: str | None = None
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n, "method": self.method}
+
+    @classmethod
+    def from_dict(cls, data, where: str) -> "ClaimEstimate | None":
+        if data is None:
+            return None
+        if _number(data):  # a bare number (format 1)
+            return cls(float(data))
+        data = _mapping(data, where)
+        _need(data, ("value",), where)
+        if not _number(data["value"]):
+            raise FormatProblem(f"{where}.value", f"expected a number, found {data['value']!r}")
+        return cls(data["value"], data.get("low"), data.get("high"), data.get("n"), data.get("method"))
+
+
+@dataclass(frozen=True)
+class ClaimVerdict:
+    """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated."""
+
+    claim: str
+    verdict: str  # one of VERDICTS
+    description: str = ""
+    server: str | None = None
+    left: ClaimEstimate | None = None
+    right: ClaimEstimate | None = None
+    reason: str = ""
+    ratio: ClaimEstimate | None = None  # left / right with its 95% interval, where the test was on the log scale
+    p_value: float | None = None  # the test's p-value after the corrections (Holm, looks)
+
+    @property
+    def passed(self) -> bool | None:
+        """True on pass, False on fail, None when the claim was not decided."""
+        return {"pass": True, "fail": False}.get(self.verdict)
+
+    def as_dict(self) -> dict:
+        return {"claim": self.claim, "description": self.description, "server": self.server,
+                "verdict": self.verdict, "left": self.left.as_dict() if self.left else None,
+                "right": self.right.as_dict() if self.right else None, "reason": self.reason,
+                "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
+        data = _mapping(data, where)
+        _need(data, ("claim", "verdict"), where)
+        if data["verdict"] not in VERDICTS:
+            raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(VERDICTS)}")
+        return cls(data["claim"], data["verdict"], data.get("description") or "", data.get("server"),
+                   ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
+                   ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
+                   ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"))
+
+
+class _Flat:
+    """A record stored as one flat JSON object of its fields; `required` names those it cannot lack."""
+
+    required: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str):
+        data = _mapping(data, where)
+        _need(data, cls.required, where)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
+@dataclass(frozen=True)
+class PublishedFigure(_Flat):
+    """A figure from the source article, shown beside what was measured. (Its own class, not the
+    scenario's `Published`: the stored format must not change when the scenario format does.)"""
+
+    variant: str
+    metric: str
+    value: float
+    unit: str = ""
+    clients: int | None = None
+    pool: str | None = None
+    note: str = ""
+    server: str | None = None
+
+    required = ("variant", "metric", "value")
+
+
+@dataclass(frozen=True)
+class Source:
+    title: str = ""
+    url: str = ""
+    author: str = ""
+    engine: str = ""
+    hardware: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    """What the run directory records of the scenario (the file itself is named and hashed)."""
+
+    name: str
+    title: str = ""
+    file: str = ""
+    sha256: str = ""
+    quick: bool = False
+    parameters: dict = field(default_factory=dict)
+    engine: str = "postgres"
+    variants: list[str] = field(default_factory=list)
+    seed: int | None = None
+    baselines: dict[str, str] = field(default_factory=dict)
+    source: Source = Source()
+
+    @classmethod
+    def of(cls, s: "Scenario") -> "ScenarioInfo":
+        return cls(s.name, s.title, str(s.path), s.sha256, s.quick, dict(s.parameters), s.engine,
+                   [v.name for v in s.variants], s.seed, dict(s.baselines),
+                   Source(s.source.title, s.source.url, s.source.author, s.source.engine, s.source.hardware))
+
+    def as_dict(self) -> dict:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["source"] = dict(self.source.__dict__)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "ScenarioInfo":
+        data = _mapping(data, where)
+        _need(data, ("name",), where)
+        source = _mapping(data.get("source") or {}, f"{where}.source")
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data and f.name != "source"},
+                   source=Source(**{f.name: source.get(f.name) or "" for f in fields(Source)}))
+
+
+SERVER_KEYS = ("version", "version_num", "version_short", "settings", "target", "connection")
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """A server the scenario ran on, as its engine described it; `extra` holds engine-specific facts
+    (SQL Server's edition and product version)."""
+
+    version: str = ""
+    version_num: int | None = None
+    version_short: str = "?"
+    settings: dict = field(default_factory=dict)
+    target: str | None = None
+    connection: str | None = None  # without any password
+    extra: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        head = {"version": self.version, "version_num": self.version_num, "version_short": self.version_short}
+        return {**head, **self.extra, "settings": self.settings, "target": self.target, "connection": self.connection}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "server") -> "ServerInfo":
+        data = _mapping(data, where)
+        known = {k: data[k] for k in SERVER_KEYS if k in data}
+        return cls(**known, extra={k: v for k, v in data.items() if k not in SERVER_KEYS})
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """A run made with `--shard INDEX/COUNT`: the plan it was cut from (results/shards.py has the rule)
+    and, for each server of the plan, the version it ran as here (None: this shard did not start it)."""
+
+    index: int
+    count: int
+    plan: Plan
+    servers: list[str | None] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "count": self.count, "plan": self.plan.as_dict(), "servers": list(self.servers)}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "ShardInfo":
+        data = _mapping(data, where)
+        _need(data, ("index", "count", "plan"), where)
+        try:
+            plan = Plan.from_dict(_mapping(data["plan"], f"{where}.plan"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatProblem(f"{where}.plan", f"not a plan ({exc})") from exc
+        index, count = data["index"], data["count"]
+        if not (isinstance(index, int) and isinstance(count, int) and 1 <= index <= count):
+            raise FormatProblem(where, f"shard {index}/{count} is not I/N with 1 <= I <= N")
+        return cls(index, count, plan, list(data.get("servers") or []))
+
+
+@dataclass(frozen=True)
+class MergedShard(_Flat):
+    """One shard a merged run was made of (`concurbench merge`): its place, directory, host and status."""
+
+    index: int
+    count: int
+    path: str
+    hostname: str = ""
+    status: str = "ok"
+    started: str = ""
+    ended: str = ""
+
+    required = ("index", "count", "path")
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory: the manifest's facts, every variant run, published figures, claims' verdicts."""
+
+    scenario: ScenarioInfo
+    status: str = "ok"
+    error: str | None = None
+    servers: list[ServerInfo] = field(default_factory=list)
+    target: str = ""
+    host: dict = field(default_factory=dict)
+    processes: int | None = None
+    repeat: int = 1
+    started: str = ""  # ISO 8601, UTC
+    ended: str = ""
+    harness: dict = field(default_factory=lambda: {"name": "concurbench", "version": __version__})
+    variant_runs: list[VariantRun] = field(default_factory=list)
+    published: list[PublishedFigure] = field(default_factory=list)
+    claims: list[ClaimVerdict] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # variants the server could not run, and why
+    format_version: int = FORMAT_VERSION  # the format the directory was written in (a migrated run keeps its own)
+    path: Path | None = field(default=None, compare=False)
+    shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
+    merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
+
+    @property
+    def server(self) -> ServerInfo | None:
+        return self.servers[0] if self.servers else None
+
+    @property
+    def claims_failed(self) -> int:
+        return sum(1 for c in self.claims if c.verdict == "fail")
+
+    def frame(self):
+        """One tidy row per server x variant x point x pool x repeat x metric (a pandas DataFrame)."""
+        from .frame import tidy  # pandas only when a frame is asked for: worker processes import this module
+
+        return tidy(self)
+
+    def samples(self, name: str):
+        """The periodic samples of one sampler, every variant run's, as a pandas DataFrame."""
+        from .frame import samples  # as in frame()
+
+        return samples(self, name)
+
+    def manifest_dict(self) -> dict:
+        return {"format_version": FORMAT_VERSION, "harness": dict(self.harness), "status": self.status,
+                "error": self.error, "scenario": self.scenario.as_dict(),
+                "servers": [s.as_dict() for s in self.servers], "target": self.target, "host": dict(self.host),
+                "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
+                **({"shard": self.shard.as_dict()} if self.shard else {}),
+                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {})}
+
+    def summary_dict(self) -> dict:
+        return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
+                "published": [p.as_dict() for p in self.published], "claims": [c.as_dict() for c in self.claims],
+                "skipped": dict(self.skipped)}
+
+    def as_dict(self) -> dict:
+        """The manifest and the summary in one document (`report --format json`)."""
+        return {"manifest": self.manifest_dict(), **self.summary_dict()}
+
+    @classmethod
+    def from_dicts(cls, manifest: dict, summary: dict, *, samples: dict | None = None, path: Path | None = None,
+                   format_version: int = FORMAT_VERSION) -> "Run":
+        """From the current format's manifest and summary; `samples` maps a result's index to its samples.
+        Raises FormatProblem naming the place that does not fit ("manifest: ..." or "summary: ...")."""
+        manifest = _mapping(manifest, "manifest")
+        summary = _mapping(summary, "summary")
+        _need(manifest, ("scenario",), "manifest")
+        _need(summary, ("results",), "summary")
+        results = summary["results"]
+        if not isinstance(results, list):
+            raise FormatProblem("summary.results", "not a list")
+        samples = samples or {}
+        return cls(
+            scenario=ScenarioInfo.from_dict(manifest["scenario"], "manifest.scenario"),
+            status=manifest.get("status") or "ok", error=manifest.get("error"),
+            servers=[ServerInfo.from_dict(s, f"manifest.servers[{i}]") for i, s in
+                     enumerate(manifest.get("servers") or [])],
+            target=manifest.get("target") or "", host=dict(manifest.get("host") or {}),
+            processes=manifest.get("processes"), repeat=int(manifest.get("repeat") or 1),
+            started=manifest.get("started") or "", ended=manifest.get("ended") or "",
+            harness=dict(manifest.get("harness") or {}),
+            variant_runs=[VariantRun.from_dict(r, f"summary.results[{i}]", samples.get(i)) for i, r in
+                          enumerate(results)],
+            published=[PublishedFigure.from_dict(p, f"summary.published[{i}]") for i, p in
+                       enumerate(summary.get("published") or [])],
+            claims=[ClaimVerdict.from_dict(c, f"summary.claims[{i}]") for i, c in
+                    enumerate(summary.get("claims") or [])],
+            skipped=dict(summary.get("skipped") or {}), format_version=format_version, path=path,
+            shard=ShardInfo.from_dict(manifest["shard"], "manifest.shard") if manifest.get("shard") else None,
+            merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
+                         enumerate(manifest.get("merged_from") or [])])
+
+
+# Helpers ---------------------------------------------------------------------------------------------
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _flatten(node, prefix: str, out: dict) -> None:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _flatten(value, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = node
+
+
+def _mapping(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise FormatProblem(where, f"expected an object, found {type(value).__name__}")
+    return value
+
+
+def _need(data: dict, keys: tuple[str, ...], where: str) -> None:
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise FormatProblem(where, f"lacks {', '.join(missing)}")
