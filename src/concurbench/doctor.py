@@ -188,9 +188,24 @@ def check_leftovers() -> Check:
                  "concurbench gc (concurbench gc --dry-run lists first)")
 
 
+# -- load generator ------------------------------------------------------------
+def check_event_loop() -> Check:
+    """Which event loop the worker processes run: the compiled one, or the pure Python fallback."""
+    from .workload import fastloop
+
+    name = "load generator: compiled loop"
+    why = fastloop.unavailable("postgres")
+    if why is None:
+        return Check(name, True, f"built; PostgreSQL pools run it, over psycopg's libpq ({fastloop.bind()})")
+    return Check(name, False, f"PostgreSQL pools run the pure Python loop, which takes more CPU per statement from "
+                              f"the server it measures (docs/load-generator.md): {why}",
+                 "install a C compiler and Python's headers (on Debian: apt-get install gcc python3-dev), "
+                 "then reinstall concurbench")
+
+
 def run_checks(*, network: bool = True) -> list[Check]:
     """Every check, in the order `concurbench doctor` shows them."""
-    checks = [check_embedded(), check_binaries_cache()]
+    checks = [check_embedded(), check_binaries_cache(), check_event_loop()]
     if network:
         checks.append(check_pypi())
     checks += check_docker()

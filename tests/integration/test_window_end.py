@@ -87,13 +87,14 @@ class WindowEnd:
         pass
 
 
-def test_window_ends_while_sessions_wait_on_row_locks(server, admin, hot):
-    """Row 1 is held by a background transaction; the pool's sessions wait on it and on each other."""
+def test_window_ends_while_sessions_wait_on_row_locks(server, admin, hot, loop):
+    """Row 1 is held by a background transaction; the pool's sessions wait on it and on each other
+    (with each event loop: the compiled one hands its sessions over mid-statement)."""
     conninfo = server[1].conninfo
     clock = WindowEnd()
     with holding(conninfo, 1):
         runner = PoolRunner(conninfo, [hot_pool("waiters", 12, "uniform(1, 3)")], warmup=0.2, duration=1.0,
-                            processes=2, listeners=[clock], tick=0.05)
+                            processes=2, listeners=[clock], tick=0.05, loop=loop)
         waiting = []
         watcher = threading.Thread(target=lambda: waiting.append(poll(
             lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
@@ -105,7 +106,7 @@ def test_window_ends_while_sessions_wait_on_row_locks(server, admin, hot):
         watcher.join()
         assert waiting[0] >= 4  # sessions were stuck on row locks during the window
         assert open_transactions(admin, "concurbench:waiters") == 0  # while the holder still holds row 1
-    assert result.workers == 2 and result.reported == 2 and result.complete
+    assert result.workers == 2 and result.reported == 2 and result.complete and result.loop == loop
     assert (returned_ns - clock.planned_ns) / 1e9 < BOUND_S
     assert not [m for m in result.messages if "had not ended" in m]
 

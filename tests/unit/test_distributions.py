@@ -102,6 +102,14 @@ def test_uniform_stays_within_bounds_and_covers_them():
     assert all(3_500 < c < 4_500 for c in counts.values())
 
 
+@pytest.mark.parametrize("low, high", [(1, 1), (1, 2), (1, 10), (-5000, 5000), (1, 1_000_000), (0, 2**40 + 3)])
+def test_uniform_draws_what_randint_draws(low, high):
+    """The fast drawer gives randint's values for the same seed, so seeded runs stay reproducible."""
+    ours = make_drawer(parse_distribution(f"uniform({low}, {high})"), random.Random("s:p:3"))
+    theirs = random.Random("s:p:3")
+    assert [ours() for _ in range(2_000)] == [theirs.randint(low, high) for _ in range(2_000)]
+
+
 def test_same_seed_same_values_different_seed_different():
     assert draws("uniform(1, 1000000)", 50, seed=1) == draws("uniform(1, 1000000)", 50, seed=1)
     assert draws("uniform(1, 1000000)", 50, seed=1) != draws("uniform(1, 1000000)", 50, seed=2)

@@ -92,3 +92,15 @@ def test_unreachable_engine_and_absent_images(monkeypatch):
     assert checks["Docker images: PostgreSQL"].ok and checks["Docker images: PostgreSQL"].detail == "postgres:16"
     assert not checks["Docker images: SQL Server"].ok
     assert "mcr.microsoft.com/mssql/server" in checks["Docker images: SQL Server"].fix
+
+
+def test_event_loop_check_says_which_loop_runs(monkeypatch):
+    """Whether the extension is built on this machine or not, the check names the loop; a missing one has a fix."""
+    from concurbench.workload import fastloop
+
+    check = doctor.check_event_loop()
+    assert check.ok == (fastloop.unavailable("postgres") is None)
+    monkeypatch.setattr(fastloop, "unavailable", lambda engine: "the extension cannot be loaded (not built)")
+    missing = doctor.check_event_loop()
+    assert not missing.ok and "pure Python loop" in missing.detail and "not built" in missing.detail
+    assert "gcc" in missing.fix and "python3-dev" in missing.fix

@@ -10,7 +10,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from concurbench.workload.stats import (HIGHEST_NS, MIN_SAMPLES_FOR, Latency, PoolStats, new_histogram,
+from concurbench.workload.stats import (BUCKET_NS, HIGHEST_NS, MIN_SAMPLES_FOR, Latency, PoolStats, new_histogram,
                                         record_many)
 
 RESOLUTION = 1e-3  # 3 significant digits
@@ -232,3 +232,106 @@ def test_statement_returns_the_same_latency():
     stats = PoolStats("p")
     assert stats.statement("x") is stats.statement("x")
     assert stats.statements_executed == 0
+
+
+# -- per-interval series ---------------------------------------------------------
+
+ORIGIN = 5_000_000_000  # a perf_counter value: where the window's measurement starts
+
+
+def recorded(pool: str, txns: list[tuple[int, int, dict[str, int]]], failures: list[int] = (),
+             origin: int = ORIGIN) -> PoolStats:
+    """Stats as the hot loop leaves them: (completion time, latency, statement latencies) per transaction."""
+    stats = PoolStats(pool, transactions=len(txns), failed=len(failures), origin_ns=origin)
+    for end, ns, stmts in txns:
+        stats.txn.record(ns)
+        stats.ends.append(end)
+        for name, value in stmts.items():
+            stats.statement(name).record(value)
+    stats.failed_ends.extend(failures)
+    return stats
+
+
+def test_series_buckets_by_completion_time_from_the_origin():
+    bucket = BUCKET_NS
+    stats = recorded("p", [(ORIGIN, 10, {"a": 4, "b": 6}),                    # first instant of bucket 0
+                           (ORIGIN + bucket - 1, 20, {"a": 5, "b": 15}),      # last instant of bucket 0
+                           (ORIGIN + bucket, 30, {"a": 10, "b": 20}),         # first of bucket 1
+                           (ORIGIN + 3 * bucket + 7, 40, {"a": 1, "b": 39})],  # bucket 3; bucket 2 empty
+                     failures=[ORIGIN + 2 * bucket, ORIGIN + 2 * bucket + 1, ORIGIN + 5 * bucket])
+    series = stats.to_dict()["series"]
+    assert series["bucket_ns"] == 100_000_000
+    assert series["count"] == [2, 1, 0, 1, 0, 0]
+    assert series["txn_ns"] == [30, 30, 0, 40, 0, 0]
+    assert series["statement_ns"] == {"a": [9, 10, 0, 1, 0, 0], "b": [21, 20, 0, 39, 0, 0]}
+    assert series["failed"] == [0, 0, 2, 0, 0, 1]
+    assert len(stats.ends) == 0 and len(stats.failed_ends) == 0
+
+
+def test_series_sums_equal_the_totals():
+    rng = random.Random(30)
+    txns = [(ORIGIN + rng.randrange(0, 20 * BUCKET_NS), ns, {"s": ns // 3})
+            for ns in latencies(5_000, seed=31)]
+    stats = recorded("p", txns)
+    stats.flush()
+    assert int(stats.series.count.sum()) == stats.transactions == stats.txn.count
+    assert int(stats.series.txn_ns.sum()) == stats.txn.total_ns
+    assert int(stats.series.statement_ns["s"].sum()) == stats.statements["s"].total_ns
+
+
+def test_series_merge_adds_elementwise_and_pads_the_shorter():
+    short = recorded("p", [(ORIGIN + 5, 100, {"a": 60})], failures=[ORIGIN + BUCKET_NS])
+    long = recorded("p", [(ORIGIN + 1, 1, {"a": 1, "b": 2}), (ORIGIN + 3 * BUCKET_NS, 7, {"a": 3, "b": 4})])
+    merged = short.merge(long).to_dict()["series"]
+    assert merged["count"] == [2, 0, 0, 1]
+    assert merged["txn_ns"] == [101, 0, 0, 7]
+    assert merged["failed"] == [0, 1, 0, 0]
+    assert merged["statement_ns"] == {"a": [61, 0, 0, 3], "b": [2, 0, 0, 4]}
+
+
+def test_series_merge_is_exact_in_any_grouping():
+    """Sessions merged in a worker, then workers merged in the parent: the same as one big recording."""
+    rng = random.Random(40)
+    parts = [[(ORIGIN + rng.randrange(0, (k + 3) * BUCKET_NS), rng.randrange(1, 10**9), {"x": rng.randrange(1, 10**6)})
+              for _ in range(rng.randrange(1, 400))] for k in range(6)]
+    everything = recorded("p", [t for part in parts for t in part]).to_dict()["series"]
+    worker_a, worker_b = recorded("p", parts[0]), recorded("p", parts[3])
+    for part in parts[1:3]:
+        worker_a.merge(recorded("p", part))
+    for part in parts[4:]:
+        worker_b.merge(recorded("p", part))
+    parent = PoolStats("p")
+    for worker in (worker_b, worker_a):  # through JSON, as between processes
+        parent.merge(PoolStats.from_dict(json.loads(json.dumps(worker.to_dict()))))
+    assert parent.to_dict()["series"] == everything
+
+
+def test_series_round_trip_and_old_results_without_one():
+    stats = recorded("p", [(ORIGIN + 2 * BUCKET_NS, 9, {"a": 9})], failures=[ORIGIN])
+    data = json.loads(json.dumps(stats.to_dict()))
+    assert PoolStats.from_dict(data).to_dict()["series"] == data["series"]
+    del data["series"]  # results written before the series existed
+    old = PoolStats.from_dict(data)
+    assert old.to_dict()["series"] == {"bucket_ns": BUCKET_NS, "count": [], "txn_ns": [], "failed": [],
+                                       "statement_ns": {"a": []}}
+
+
+def test_series_of_a_pool_without_transactions_names_its_statements():
+    stats = recorded("p", [], failures=[ORIGIN + 1])
+    stats.statement("grab")
+    assert stats.to_dict()["series"] == {"bucket_ns": BUCKET_NS, "count": [0], "txn_ns": [0], "failed": [1],
+                                         "statement_ns": {"grab": [0]}}
+
+
+def test_series_refuses_what_it_cannot_place():
+    early = recorded("p", [(ORIGIN - 1, 5, {})])
+    with pytest.raises(ValueError, match="before the start"):
+        early.flush()
+    misaligned = recorded("p", [(ORIGIN, 5, {"a": 1})])
+    misaligned.ends.append(ORIGIN + 1)  # a completion time without its latencies
+    with pytest.raises(ValueError, match="2 completion times"):
+        misaligned.flush()
+    other = PoolStats("p")
+    other.series.bucket_ns = 1_000_000_000
+    with pytest.raises(ValueError, match="buckets"):
+        PoolStats("p").merge(other)

@@ -179,10 +179,9 @@ class StatementRunner:
         self.prepared: set[bytes] = set()
         self._pending: tuple | None = None  # a statement to send once its PREPARE completes
         self._error = None
-        self.senders = []
-        for i, (_name, sql) in enumerate(statements):
-            text, order = positional(sql, names)
-            self.senders.append(self._sender(f"cb{i}".encode(), text, order))
+        # (prepared statement name, text with $n placeholders, parameter names in $n order)
+        self.plans = [(f"cb{i}".encode(), *positional(sql, names)) for i, (_name, sql) in enumerate(statements)]
+        self.senders = [self._sender(*plan) for plan in self.plans]
 
     def fileno(self) -> int:
         return self.pgconn.socket
@@ -217,8 +216,8 @@ class StatementRunner:
         pgconn = self.pgconn
         try:
             pgconn.consume_input()
-        except psycopg.OperationalError as exc:
-            return CONNECTION, f"connection: {first_line(exc)}"
+        except psycopg.OperationalError:
+            return connection_failure(pgconn.error_message)
         if pgconn.is_busy():
             return None
         res = pgconn.get_result()
@@ -238,12 +237,9 @@ class StatementRunner:
                 return None
         if error is None:
             return SUCCESS
-        state = error.error_field(pq.DiagnosticField.SQLSTATE)
-        message = error.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or error.error_message or b""
-        sqlstate = state.decode() if state else None
-        kind = CONNECTION if pgconn.status == pq.ConnStatus.BAD else classify_sqlstate(sqlstate)
-        first = message.decode(errors="replace").strip().splitlines()[0] if message else "error"
-        return kind, f"{sqlstate or 'connection'}: {_NUMBERS.sub('N', first)[:200]}"
+        return result_failure(error.error_field(pq.DiagnosticField.SQLSTATE),
+                              error.error_field(pq.DiagnosticField.MESSAGE_PRIMARY) or error.error_message or b"",
+                              pgconn.status == pq.ConnStatus.BAD)
 
     def in_transaction(self) -> bool:
         return self.pgconn.transaction_status != pq.TransactionStatus.IDLE
@@ -269,6 +265,23 @@ class StatementRunner:
 
     def close(self) -> None:
         """Nothing of its own to release: the connection is closed by its owner."""
+
+
+def _first_line(message: bytes | None, default: str) -> str:
+    lines = message.decode(errors="replace").strip().splitlines() if message else []
+    return lines[0] if lines else default
+
+
+def connection_failure(message: bytes | None) -> tuple[str, str]:
+    """The outcome of a statement whose connection broke (libpq's error message)."""
+    return CONNECTION, f"connection: {_first_line(message, 'connection lost')}"
+
+
+def result_failure(sqlstate: bytes | None, message: bytes | None, broken: bool) -> tuple[str, str]:
+    """The outcome of a statement the server failed: (error class, grouping key with numbers masked)."""
+    state = sqlstate.decode() if sqlstate else None
+    kind = CONNECTION if broken else classify_sqlstate(state)
+    return kind, f"{state or 'connection'}: {_NUMBERS.sub('N', _first_line(message, 'error'))[:200]}"
 
 
 _OK = frozenset({pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY})

@@ -98,6 +98,7 @@ class VariantRun:
     samples: dict[str, list[dict]] = field(default_factory=dict)  # periodic sampler -> rows (`t_s`, ...)
     unavailable: dict[str, str] = field(default_factory=dict)
     workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
+    loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
 
     @property
     def complete(self) -> bool:
@@ -169,6 +170,8 @@ class VariantRun:
             out["unavailable"] = dict(self.unavailable)
         if self.workers is not None:
             out["workers"] = dict(self.workers)
+        if self.loop is not None:
+            out["loop"] = self.loop
         return out
 
     @classmethod
@@ -194,7 +197,7 @@ class VariantRun:
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
             unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
-            workers=data.get("workers"))
+            workers=data.get("workers"), loop=data.get("loop"))
 
 
 @dataclass(frozen=True)

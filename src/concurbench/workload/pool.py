@@ -1,9 +1,11 @@
 """Run worker pools: sessions spread over worker processes, all connected before one common start.
 
 One process per core by default (Python's GIL would otherwise cap throughput); inside each, one
-thread steps all of its sessions from an epoll loop, as pgbench's threads do. The parent shares three clock values (start, measure-from, end) and per-session
-counters through shared memory, so workers never block on bookkeeping; each worker merges its
-sessions' statistics and sends them back once, at the end.
+thread steps all of its sessions from an epoll loop, as pgbench's threads do: the compiled loop of
+fastloop.py when it is built, else the pure Python `_loop` below (the same state machine). The
+parent shares three clock values (start, measure-from, end) and per-session counters through
+shared memory, so workers never block on bookkeeping; each worker merges its sessions' statistics
+and sends them back once, at the end.
 """
 
 from __future__ import annotations
@@ -18,18 +20,21 @@ import select
 import signal
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
 from ..engines.registry import get_engine
 from ..errors import RunError
 from ..scenario.model import Pool
+from . import fastloop
 from .session import DONE as SESSION_DONE
 from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, Session, THINKING
 from .stats import PoolStats
 from .window_end import END_BOUND_S, end_sessions
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
+CONNECT_THREADS = 8  # connections a worker opens at once
 # After its sessions have ended (END_BOUND_S), a worker closes them, merges their statistics and
 # sends them: the parent waits this much longer before it kills a worker that has not reported.
 REPORT_GRACE_S = 5.0
@@ -49,6 +54,7 @@ class PoolRunResult:
     worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
     worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
     messages: list[str] = field(default_factory=list)
+    loop: str = "python"  # the workers' event loop: "compiled" or "python"
     workers: int = 0  # worker processes started
     reported: int = 0  # of those, the ones that sent their results
 
@@ -66,25 +72,19 @@ class _SessionSpec:
 
 
 def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
-            results) -> None:
+            results, loop: str = "python") -> None:
     """One worker process: connect its sessions, then step them all from one event loop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    _raise_fd_limit()
 
     engine = get_engine(engine_name)
-    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine) for s in specs]
-    problems: list[str] = []
-    live = []
-    for spec, session in zip(specs, sessions):
-        try:
-            session.connect()
-            status[spec.slot] = READY
-            live.append(session)
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
-            problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
-            status[spec.slot] = FAILED
+    merged: dict[str, PoolStats] = {}  # one per pool, shared by its sessions here
+    sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine,
+                        merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
+    live, problems = _connect_all(specs, sessions, status)
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
-        _loop(live, window, status, finished)
+        (_compiled_loop if loop == "compiled" else _loop)(live, window, status, finished)
     except Exception as exc:  # noqa: BLE001 - keep what was measured
         problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
     finally:
@@ -93,9 +93,8 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
         for session in live:
             finished[session.slot] = finished[session.slot] or ended
             status[session.slot] = DONE
-    merged: dict[str, PoolStats] = {}
     for session in sessions:
-        merged.setdefault(session.pool.name, PoolStats(session.pool.name)).merge(session.settle_stats())
+        session.settle_stats()
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
@@ -105,14 +104,53 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
                  "wall_s": time.perf_counter() - wall0})
 
 
+def _connect_all(specs: list[_SessionSpec], sessions: list[Session], status) -> tuple[list[Session], list[str]]:
+    """Connect the sessions, several at a time: a connection waits mostly on the server starting a
+    backend, so a few in flight connect hundreds of sessions several times faster than one by one."""
+    def connect(spec: _SessionSpec, session: Session) -> str | None:
+        try:
+            session.connect()
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which aborts the run
+            status[spec.slot] = FAILED
+            return f"pool {spec.pool.name} session {spec.index}: {exc}"
+        status[spec.slot] = READY
+        return None
+
+    with ThreadPoolExecutor(max_workers=max(1, min(CONNECT_THREADS, len(sessions)))) as executor:
+        outcomes = list(executor.map(connect, specs, sessions))
+    live = [session for session, problem in zip(sessions, outcomes) if problem is None]
+    return live, [problem for problem in outcomes if problem is not None]
+
+
+def _raise_fd_limit() -> None:
+    """Each session holds a socket: let a worker open as many as the hard limit allows."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _await_start(window, sessions: list[Session]) -> None:
+    """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window."""
+    while window[0] == 0:
+        time.sleep(0.005)
+    delay = window[0] - time.perf_counter_ns()
+    if delay > 0:
+        time.sleep(delay / 1e9)
+    for session in sessions:
+        session.open_window(window[1])
+
+
+def _compiled_loop(sessions: list[Session], window, status, finished) -> None:
+    """The same loop in C (fastloop.py)."""
+    _await_start(window, sessions)
+    fastloop.run(sessions, window, status, finished, DONE)
+
+
 def _loop(sessions: list[Session], window, status, finished) -> None:
     """Step every session until the window ends or all are done; only stepped sessions are looked at."""
     clock = time.perf_counter_ns
-    while window[0] == 0:
-        time.sleep(0.0005)
-    delay = window[0] - clock()
-    if delay > 0:
-        time.sleep(delay / 1e9)
+    _await_start(window, sessions)
     poller = select.epoll()
     by_fd: dict[int, Session] = {}
     polled: dict[int, object] = {}  # slot -> the runner whose fd is registered
@@ -139,7 +177,6 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
             poller.register(session.fd, select.EPOLLIN)
 
     for session in sessions:
-        session.measure_from = window[1]
         session.begin(clock(), window)
         settle(session)
     busy = (RUNNING, ROLLING_BACK)
@@ -186,7 +223,8 @@ class PoolRunner:
     def __init__(self, conninfo: str, pools: list[Pool], *, warmup: float, duration: float, seed: int = 1,
                  processes: int | None = None, connect_timeout: float = 60.0,
                  progress: Callable[[dict], None] | None = None,
-                 listeners: list[WindowListener] | None = None, tick: float = 0.5, engine: str = "postgres"):
+                 listeners: list[WindowListener] | None = None, tick: float = 0.5, engine: str = "postgres",
+                 loop: str = "auto"):
         for pool in pools:
             if pool.clients is None:
                 raise ValueError(f"pool {pool.name} has no client count")
@@ -203,8 +241,10 @@ class PoolRunner:
         self.listeners = listeners or []
         self.tick = tick
         self.fixed = all(p.transactions is not None for p in pools if p.measure)
+        self.loop = loop  # "auto", "compiled" or "python" (fastloop.LOOPS)
 
     def run(self) -> PoolRunResult:
+        loop = fastloop.resolve(self.loop, self.engine)
         ctx = mp.get_context("spawn")
         window = ctx.RawArray("q", 3)
         counters = ctx.RawArray("q", self.total)
@@ -213,7 +253,8 @@ class PoolRunner:
         results = ctx.Queue()
         buckets = _spread(self.pools, self.processes)
         procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
-                             args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished, results))
+                             args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished,
+                                   results, loop))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
         interrupted = False
@@ -243,7 +284,9 @@ class PoolRunner:
                 for listener in self.listeners:
                     listener.measurement_ended(end)
             collected, lost = self._collect(results, procs, buckets, window)
-        return self._result(collected, lost, len(procs), measure_from, end, interrupted)
+        result = self._result(collected, lost, len(procs), measure_from, end, interrupted)
+        result.loop = loop
+        return result
 
     @staticmethod
     def _stop_now(window) -> None:

@@ -9,6 +9,7 @@ inside the measurement window, so warm-up and cut-off transactions never reach t
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import dataclass
 
 from ..engines import postgres as pg
@@ -18,6 +19,7 @@ from .distributions import make_drawer
 from .stats import PoolStats
 
 FAR_FUTURE = 1 << 62
+FLUSH_AT = 65_536  # pending transactions in a pool's buffers that make the hot loop flush them
 
 # What a session is doing.
 IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
@@ -45,7 +47,12 @@ class Window:
 
 
 class Session:
-    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg):
+    """One client. Sessions of a pool in one worker process may share one PoolStats (`stats`): the hot
+    loop only appends to its buffers (a transaction's values together, so they stay aligned), and one
+    set of histograms per pool is far smaller than one per session."""
+
+    def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg,
+                 stats: PoolStats | None = None):
         self.conninfo = conninfo
         self.engine = engine  # the engine module: postgres or sqlserver
         self.pool = pool
@@ -59,7 +66,9 @@ class Session:
             statements = [("begin", engine.BEGIN), *statements, ("commit", engine.COMMIT)]
         self.names = [name for name, _ in statements]
         self.statements = statements
-        self.stats = PoolStats(pool.name, sessions=1)
+        self.stats = stats if stats is not None else PoolStats(pool.name)
+        self.stats.sessions += 1
+        self._settled = 0  # transactions already added to stats.transactions
         self.conn = None
         self.runner = None
         self.state = IDLE
@@ -72,6 +81,8 @@ class Session:
         self.think = int(pool.think * 1e9)
         self.measure_from = 0  # set by the worker loop from the shared window
         self._txn_append = self.stats.txn.pending.append
+        self._ends = self.stats.ends  # completion times, for the per-interval series
+        self._end_append = self._ends.append
         self._appends = [self.stats.statement(name).pending.append for name in self.names]
         self._timings: list[int] = []
 
@@ -104,6 +115,10 @@ class Session:
             self.runner = None
             return False
 
+    def open_window(self, measure_from: int) -> None:
+        """The worker loop starts: transactions completing from `measure_from` on are counted."""
+        self.measure_from = self.stats.origin_ns = measure_from
+
     # -- stepping -------------------------------------------------------------
     # The success path (readable -> next statement, or _complete -> begin) is the hot loop of the
     # load generator: it reads the shared window once, appends to preallocated buffers, and makes
@@ -113,10 +128,14 @@ class Session:
         if now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self.state = DONE
             return
-        self.params = {name: draw() for name, draw in self.drawers} if self.drawers else None
+        self.t0 = now  # the transaction's time includes drawing its parameters, its first statement's not
+        if self.drawers:
+            self.params = {name: draw() for name, draw in self.drawers}
+            now = time.perf_counter_ns()
+        else:
+            self.params = None
         self.attempt = 0
         self.retries = 0
-        self.t0 = now
         self._start_attempt(now, window)
 
     def _start_attempt(self, now: int, window) -> None:
@@ -151,20 +170,26 @@ class Session:
             self.finished += 1
             counted = self.counted = self.counted + 1
             self._txn_append(now - self.t0)
+            self._end_append(now)
             for append, ns in zip(self._appends, timings):
                 append(ns)
             self.counter[self.slot] = counted
             if self.retries:
                 self.stats.retries += self.retries
-            if not counted & 4095:
+            if len(self._ends) >= FLUSH_AT:
                 self.stats.flush()
         if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
         drawers = self.drawers
-        self.params = params = {name: draw() for name, draw in drawers} if drawers else None
         self.attempt = self.retries = self.step = 0
-        self.t0 = self.s0 = now
+        self.t0 = now
+        if drawers:
+            self.params = params = {name: draw() for name, draw in drawers}
+            self.s0 = time.perf_counter_ns()
+        else:
+            self.params = params = None
+            self.s0 = now
         timings.clear()
         runner.send(0, params)
 
@@ -202,13 +227,9 @@ class Session:
 
     def _finish(self, now: int, window, failure) -> None:
         """End a transaction that failed for good (after its tries)."""
-        stats = self.stats
         if self.measure_from <= now <= window[2]:
             self.finished += 1  # a failed transaction counts toward `transactions:` too, as in pgbench -t
-            stats.retries += self.retries
-            stats.failed += 1
-            stats.errors[failure[0]] += 1
-            stats.error_messages[failure[1]] += 1
+            self.count_failure(failure, self.retries, now)
         if failure[0] == CONNECTION:
             self.state = THINKING  # back off before reconnecting
             self.wake_at = now + 100_000_000
@@ -219,10 +240,20 @@ class Session:
             return
         self.begin(now, window)
 
+    def count_failure(self, failure, retries: int, now: int) -> None:
+        """A transaction that failed for good inside the window (the compiled loop calls this too)."""
+        stats = self.stats
+        stats.retries += retries
+        stats.failed += 1
+        stats.errors[failure[0]] += 1
+        stats.error_messages[failure[1]] += 1
+        stats.failed_ends.append(now)
+
     # -- shutdown ---------------------------------------------------------------
     def settle_stats(self) -> PoolStats:
-        """Bring the statistics up to date (the hot loop only appends to buffers)."""
-        self.stats.transactions = self.counted
+        """Bring the statistics up to date (the hot loop only appends to buffers); any number of times."""
+        self.stats.transactions += self.counted - self._settled
+        self._settled = self.counted
         self.stats.flush()
         return self.stats
 

@@ -1,0 +1,966 @@
+/*
+ * The compiled event loop of a worker process: pool.py's `_loop` and session.py's state machine in
+ * C, so the harness spends about what pgbench spends per statement (docs/load-generator.md).
+ *
+ * It calls the libpq that psycopg itself uses: `bind(path)` takes the file of psycopg's compiled
+ * pq module, already loaded, and looks the PQ* functions up through it with dlsym, which searches
+ * that module's own dependencies. A PGconn made by psycopg is therefore only ever handed to
+ * functions of the same libpq build (no headers or library of another libpq are involved).
+ *
+ * Python keeps everything that is rare: drawing a transaction's parameters, naming a failure,
+ * counting it, dropping and reopening a connection, and the statistics (the loop hands over
+ * latencies in batches). The state machine mirrors session.py step for step; the same tests run
+ * against both (tests/integration/test_sessions.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The little of libpq's ABI used here, as libpq-fe.h declares it (these values have not changed since
+   libpq introduced them); no libpq header is needed to build. */
+typedef struct pg_conn PGconn;
+typedef struct pg_result PGresult;
+enum { PGRES_EMPTY_QUERY = 0, PGRES_COMMAND_OK = 1, PGRES_TUPLES_OK = 2 };
+enum { CONNECTION_BAD = 1 };
+enum { PQTRANS_IDLE = 0 };
+#define PG_DIAG_SQLSTATE 'C'
+#define PG_DIAG_MESSAGE_PRIMARY 'M'
+
+typedef struct {
+    int (*sendQuery)(PGconn *, const char *);
+    int (*sendQueryParams)(PGconn *, const char *, int, const unsigned int *, const char *const *, const int *,
+                           const int *, int);
+    int (*sendPrepare)(PGconn *, const char *, const char *, int, const unsigned int *);
+    int (*sendQueryPrepared)(PGconn *, const char *, int, const char *const *, const int *, const int *, int);
+    int (*consumeInput)(PGconn *);
+    int (*isBusy)(PGconn *);
+    PGresult *(*getResult)(PGconn *);
+    int (*resultStatus)(const PGresult *);
+    char *(*resultErrorField)(const PGresult *, int);
+    char *(*resultErrorMessage)(const PGresult *);
+    void (*clear)(PGresult *);
+    char *(*errorMessage)(const PGconn *);
+    int (*status)(const PGconn *);
+    int (*transactionStatus)(const PGconn *);
+    int (*flush)(PGconn *);
+    int (*libVersion)(void);
+} Libpq;
+static Libpq pq;
+static int bound = 0;
+
+/* session states (session.py) and the slot status a finished session gets (pool.py) */
+static int RUNNING, ROLLING_BACK, THINKING, DONE, SLOT_DONE;
+enum { PROTO_PREPARED = 0, PROTO_EXTENDED = 1, PROTO_SIMPLE = 2 };
+/* A session hands its latencies to Python every drain_at transactions: 4,096 at most, fewer when
+   there are many sessions, so that all of them together hold about 64 k transactions at most. */
+#define DRAIN_MAX 4096
+#define DRAIN_MIN 16
+#define DRAIN_ALL 65536
+#define RECONNECT_BACKOFF_NS 100000000LL
+#define PARENT_CHECK_NS 200000000LL
+
+typedef struct {
+    const char *key;   /* prepared statement name */
+    const char *text;  /* SQL with $1.. placeholders */
+    int n_refs;
+    int *refs;         /* $k -> index into the transaction's parameter texts */
+    int n_pieces;      /* simple protocol with parameters: text pieces between the placeholders */
+    const char **pieces;
+    Py_ssize_t *piece_len;
+    int *piece_ref;    /* after piece i: parameter index, or -1 */
+} Plan;
+
+typedef struct {
+    int64_t *data;
+    Py_ssize_t used, cap;
+} Buf;
+
+typedef struct Sess {
+    PyObject *glue;
+    PGconn *conn;  /* NULL: dropped; reconnected at the next attempt */
+    int fd, registered, waiting_write, dead;
+    int slot, protocol, n_statements, n_params, max_tries;
+    Plan *plans;
+    int state, step, attempt, retries, pending_prepare;
+    int64_t t0, s0, wake_at, think, limit, counted, finished;
+    int64_t retried; /* retries of counted transactions not yet handed to Python */
+    int reported;    /* done: told Python */
+    unsigned char *prepared;
+    PGresult *error;
+    PyObject *outcome; /* (class, key) of the last failed answer */
+    PyObject *failure; /* (class, key) of the failure being handled */
+    PyObject *args;    /* this transaction's parameter texts (a tuple) */
+    const char **values;
+    int64_t *timings;
+    Buf txn, ends, *stmts;
+    char *scratch;     /* simple protocol: the statement with its literals inlined */
+    Py_ssize_t scratch_cap;
+} Sess;
+
+typedef struct {
+    Sess *s;
+    int n;
+    int epfd;
+    volatile int64_t *window;
+    int64_t *counters;
+    volatile int8_t *status;
+    volatile int64_t *finished;
+    int64_t measure_from;
+    Sess **heap; /* sessions thinking, by wake time */
+    int heap_n;
+    int remaining;
+    Py_ssize_t drain_at;
+    PyObject *connection_kind, *retryable, *connection_failure, *result_failure;
+    PyObject *keep; /* objects whose buffers the plans point into */
+} Loop;
+
+static PyObject *S_draw, *S_drain, *S_failed, *S_drop, *S_reconnect, *S_done;
+
+static inline int64_t clock_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.perf_counter_ns() on Linux */
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* -- binding to psycopg's libpq -------------------------------------------------- */
+static PyObject *fl_bind(PyObject *self, PyObject *args) {
+    const char *path;
+    int expected;
+    if (!PyArg_ParseTuple(args, "si", &path, &expected)) return NULL;
+    void *handle = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (handle == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "psycopg's pq module %s is not loaded: %s", path, dlerror());
+        return NULL;
+    }
+    Libpq found;
+    struct { const char *name; void **slot; } names[] = {
+        {"PQsendQuery", (void **)&found.sendQuery}, {"PQsendQueryParams", (void **)&found.sendQueryParams},
+        {"PQsendPrepare", (void **)&found.sendPrepare}, {"PQsendQueryPrepared", (void **)&found.sendQueryPrepared},
+        {"PQconsumeInput", (void **)&found.consumeInput}, {"PQisBusy", (void **)&found.isBusy},
+        {"PQgetResult", (void **)&found.getResult}, {"PQresultStatus", (void **)&found.resultStatus},
+        {"PQresultErrorField", (void **)&found.resultErrorField},
+        {"PQresultErrorMessage", (void **)&found.resultErrorMessage}, {"PQclear", (void **)&found.clear},
+        {"PQerrorMessage", (void **)&found.errorMessage}, {"PQstatus", (void **)&found.status},
+        {"PQtransactionStatus", (void **)&found.transactionStatus}, {"PQflush", (void **)&found.flush},
+        {"PQlibVersion", (void **)&found.libVersion},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        void *fn = dlsym(handle, names[i].name);
+        if (fn == NULL) {
+            PyErr_Format(PyExc_RuntimeError, "%s not found through %s", names[i].name, path);
+            return NULL;
+        }
+        *names[i].slot = fn;
+    }
+    if (found.libVersion() != expected) {
+        PyErr_Format(PyExc_RuntimeError, "the libpq found through %s is version %d, psycopg reports %d", path,
+                     found.libVersion(), expected);
+        return NULL;
+    }
+    pq = found; /* only a complete, checked set replaces the one in use */
+    bound = 1;
+    Dl_info info;
+    if (dladdr((void *)pq.sendQuery, &info) && info.dli_fname) return PyUnicode_DecodeFSDefault(info.dli_fname);
+    return PyUnicode_DecodeFSDefault(path);
+}
+
+/* -- buffers ----------------------------------------------------------------------- */
+static int buf_push(Buf *b, int64_t v) {
+    if (b->used == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 64;
+        int64_t *data = PyMem_Realloc(b->data, cap * sizeof(int64_t));
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->data = data;
+        b->cap = cap;
+    }
+    b->data[b->used++] = v;
+    return 0;
+}
+
+static PyObject *buf_bytes(Buf *b) {
+    return PyBytes_FromStringAndSize((const char *)b->data, b->used * (Py_ssize_t)sizeof(int64_t));
+}
+
+/* Hand the recorded latencies, completion times and retries to Python (glue.drain). */
+static int drain(Sess *s) {
+    if (s->txn.used == 0 && s->retried == 0) return 0;
+    PyObject *stmts = PyTuple_New(s->n_statements);
+    PyObject *txn = buf_bytes(&s->txn), *ends = buf_bytes(&s->ends);
+    int ok = stmts && txn && ends;
+    for (int i = 0; ok && i < s->n_statements; i++) {
+        PyObject *b = buf_bytes(&s->stmts[i]);
+        if (b == NULL) ok = 0; else PyTuple_SET_ITEM(stmts, i, b);
+    }
+    PyObject *retried = ok ? PyLong_FromLongLong(s->retried) : NULL;
+    PyObject *r = retried ? PyObject_CallMethodObjArgs(s->glue, S_drain, txn, ends, stmts, retried, NULL) : NULL;
+    Py_XDECREF(retried);
+    Py_XDECREF(stmts);
+    Py_XDECREF(txn);
+    Py_XDECREF(ends);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    s->txn.used = s->ends.used = 0;
+    s->retried = 0;
+    for (int i = 0; i < s->n_statements; i++) s->stmts[i].used = 0;
+    return 0;
+}
+
+/* -- epoll and the think-time heap --------------------------------------------- */
+static void watch(Loop *L, Sess *s) {
+    if (s->conn == NULL || s->registered) return;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+    if (epoll_ctl(L->epfd, EPOLL_CTL_ADD, s->fd, &ev) == 0 || errno == EEXIST) s->registered = 1;
+    s->waiting_write = 0;
+}
+
+static void unwatch(Loop *L, Sess *s) {
+    if (s->registered) epoll_ctl(L->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+    s->registered = 0;
+    s->waiting_write = 0;
+}
+
+static int earlier(Sess *a, Sess *b) {
+    return a->wake_at < b->wake_at || (a->wake_at == b->wake_at && a->slot < b->slot);
+}
+
+static void heap_push(Loop *L, Sess *s) {
+    int i = L->heap_n++;
+    L->heap[i] = s;
+    while (i > 0) {
+        int parent = (i - 1) / 2;
+        if (!earlier(L->heap[i], L->heap[parent])) break;
+        Sess *t = L->heap[i]; L->heap[i] = L->heap[parent]; L->heap[parent] = t;
+        i = parent;
+    }
+}
+
+static Sess *heap_pop(Loop *L) {
+    Sess *top = L->heap[0];
+    L->heap[0] = L->heap[--L->heap_n];
+    int i = 0;
+    for (;;) {
+        int l = 2 * i + 1, r = l + 1, m = i;
+        if (l < L->heap_n && earlier(L->heap[l], L->heap[m])) m = l;
+        if (r < L->heap_n && earlier(L->heap[r], L->heap[m])) m = r;
+        if (m == i) break;
+        Sess *t = L->heap[i]; L->heap[i] = L->heap[m]; L->heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* -- the state machine (session.py) ------------------------------------------------ */
+static int begin(Loop *L, Sess *s, int64_t now);
+static int start_attempt(Loop *L, Sess *s, int64_t now);
+static int slow_path(Loop *L, Sess *s, int64_t now);
+
+static void set_outcome(Sess *s, PyObject *outcome) { Py_XSETREF(s->outcome, outcome); }
+
+/* A failure named by the engine module's functions (the pure loop uses the same ones). */
+static int fail_connection(Loop *L, Sess *s) {
+    const char *message = s->conn ? pq.errorMessage(s->conn) : "no connection";
+    PyObject *text = PyBytes_FromString(message ? message : "");
+    if (text == NULL) return -1;
+    PyObject *f = PyObject_CallOneArg(L->connection_failure, text);
+    Py_DECREF(text);
+    if (f == NULL) return -1;
+    set_outcome(s, f);
+    return 0;
+}
+
+static int fail_result(Loop *L, Sess *s, PGresult *res) {
+    const char *state = pq.resultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *message = pq.resultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+    if (message == NULL || !*message) message = pq.resultErrorMessage(res);
+    PyObject *st = state ? PyBytes_FromString(state) : Py_NewRef(Py_None);
+    PyObject *msg = PyBytes_FromString(message ? message : "");
+    PyObject *bad = PyBool_FromLong(pq.status(s->conn) == CONNECTION_BAD);
+    PyObject *f = (st && msg) ? PyObject_CallFunctionObjArgs(L->result_failure, st, msg, bad, NULL) : NULL;
+    Py_XDECREF(st);
+    Py_XDECREF(msg);
+    Py_XDECREF(bad);
+    if (f == NULL) return -1;
+    set_outcome(s, f);
+    return 0;
+}
+
+static int is_connection_failure(Loop *L, Sess *s) {
+    return PyUnicode_Compare(PyTuple_GET_ITEM(s->failure, 0), L->connection_kind) == 0;
+}
+
+static const char *param(Sess *s, int index) {
+    PyObject *v = PyTuple_GET_ITEM(s->args, index);
+    return v == Py_None ? NULL : PyBytes_AS_STRING(v);
+}
+
+/* The statement with its parameters inlined as quoted literals (postgres._inline). */
+static const char *inline_text(Sess *s, Plan *p) {
+    Py_ssize_t need = 1;
+    for (int i = 0; i < p->n_pieces; i++) {
+        need += p->piece_len[i];
+        if (p->piece_ref[i] >= 0) {
+            const char *v = param(s, p->piece_ref[i]);
+            need += v ? 2 * (Py_ssize_t)strlen(v) + 2 : 4;
+        }
+    }
+    if (need > s->scratch_cap) {
+        char *grown = PyMem_Realloc(s->scratch, need);
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        s->scratch = grown;
+        s->scratch_cap = need;
+    }
+    char *out = s->scratch;
+    for (int i = 0; i < p->n_pieces; i++) {
+        memcpy(out, p->pieces[i], p->piece_len[i]);
+        out += p->piece_len[i];
+        if (p->piece_ref[i] < 0) continue;
+        const char *v = param(s, p->piece_ref[i]);
+        if (v == NULL) {
+            memcpy(out, "NULL", 4);
+            out += 4;
+            continue;
+        }
+        *out++ = '\'';
+        for (; *v; v++) {
+            if (*v == '\'') *out++ = '\'';
+            *out++ = *v;
+        }
+        *out++ = '\'';
+    }
+    *out = '\0';
+    return s->scratch;
+}
+
+/* Put the session's step on the wire (StatementRunner.send); a refused send is a failure. */
+static int send_step(Loop *L, Sess *s, int64_t now) {
+    int i = s->step, ok;
+    Plan *p = &s->plans[i];
+    PGconn *conn = s->conn;
+    if (s->dead) {
+        ok = 0;
+    } else {
+        for (int k = 0; k < p->n_refs; k++) s->values[k] = param(s, p->refs[k]);
+        if (s->protocol == PROTO_PREPARED) {
+            if (s->prepared[i]) {
+                ok = pq.sendQueryPrepared(conn, p->key, p->n_refs, s->values, NULL, NULL, 0);
+            } else {
+                s->pending_prepare = i;
+                ok = pq.sendPrepare(conn, p->key, p->text, 0, NULL);
+            }
+        } else if (s->protocol == PROTO_EXTENDED) {
+            ok = pq.sendQueryParams(conn, p->text, p->n_refs, NULL, s->values, NULL, NULL, 0);
+        } else if (p->n_pieces) {
+            const char *text = inline_text(s, p);
+            if (text == NULL) return -1;
+            ok = pq.sendQuery(conn, text);
+        } else {
+            ok = pq.sendQuery(conn, p->text);
+        }
+    }
+    if (ok) {
+        int flushed = pq.flush(conn);
+        if (flushed == 0) return 0;
+        if (flushed == 1 && s->registered) { /* the rest goes out when the socket is writable */
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT, .data.ptr = s};
+            epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+            s->waiting_write = 1;
+            return 0;
+        }
+    }
+    s->pending_prepare = -1;
+    if (fail_connection(L, s) < 0) return -1;
+    return slow_path(L, s, now);
+}
+
+/* The answers so far: 0 busy, 1 success, 2 failure (s->outcome set), -1 Python error. */
+static int receive(Loop *L, Sess *s, int64_t now) {
+    PGconn *conn = s->conn;
+    if (!pq.consumeInput(conn)) return fail_connection(L, s) < 0 ? -1 : 2;
+    if (pq.isBusy(conn)) return 0;
+    PGresult *res;
+    while ((res = pq.getResult(conn)) != NULL) {
+        int st = pq.resultStatus(res);
+        if (s->error == NULL && st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY)
+            s->error = res;
+        else
+            pq.clear(res);
+        if (pq.isBusy(conn)) return 0; /* a multi-statement text: more results to come */
+    }
+    PGresult *error = s->error;
+    s->error = NULL;
+    if (s->pending_prepare >= 0) {
+        int i = s->pending_prepare;
+        s->pending_prepare = -1;
+        if (error == NULL) {
+            s->prepared[i] = 1;
+            Plan *p = &s->plans[i];
+            if (pq.sendQueryPrepared(conn, p->key, p->n_refs, s->values, NULL, NULL, 0) && pq.flush(conn) == 0)
+                return 0;
+            return fail_connection(L, s) < 0 ? -1 : 2;
+        }
+    }
+    if (error == NULL) return 1;
+    int r = fail_result(L, s, error);
+    pq.clear(error);
+    return r < 0 ? -1 : 2;
+}
+
+static int finish(Loop *L, Sess *s, int64_t now) {
+    if (L->measure_from <= now && now <= L->window[2]) {
+        s->finished++; /* a failed transaction counts toward `transactions:` too */
+        PyObject *when = PyLong_FromLongLong(now), *retries = PyLong_FromLong(s->retries);
+        PyObject *r = (when && retries) ? PyObject_CallMethodObjArgs(s->glue, S_failed, s->failure, retries, when, NULL)
+                                        : NULL;
+        Py_XDECREF(when);
+        Py_XDECREF(retries);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    }
+    if (is_connection_failure(L, s)) {
+        s->state = THINKING; /* back off before reconnecting */
+        s->wake_at = now + RECONNECT_BACKOFF_NS;
+        return 0;
+    }
+    if (s->think) {
+        s->state = THINKING;
+        s->wake_at = now + s->think;
+        return 0;
+    }
+    return begin(L, s, now);
+}
+
+static int after_rollback(Loop *L, Sess *s, int64_t now) {
+    int retryable = PySequence_Contains(L->retryable, PyTuple_GET_ITEM(s->failure, 0));
+    if (retryable < 0) return -1;
+    if (retryable && s->attempt + 1 < s->max_tries) {
+        s->attempt++;
+        s->retries++;
+        return start_attempt(L, s, now);
+    }
+    return finish(L, s, now);
+}
+
+static int drop(Loop *L, Sess *s) {
+    unwatch(L, s);
+    s->conn = NULL;
+    s->dead = 0;
+    if (s->error) {
+        pq.clear(s->error);
+        s->error = NULL;
+    }
+    PyObject *r = PyObject_CallMethodObjArgs(s->glue, S_drop, NULL);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* A failure (s->outcome), or the answer to a ROLLBACK (whose own outcome is ignored). */
+static int slow_path(Loop *L, Sess *s, int64_t now) {
+    if (s->state == ROLLING_BACK) {
+        Py_CLEAR(s->outcome);
+        return after_rollback(L, s, now);
+    }
+    Py_XSETREF(s->failure, s->outcome);
+    s->outcome = NULL;
+    if (is_connection_failure(L, s)) {
+        if (drop(L, s) < 0) return -1;
+    } else if (pq.transactionStatus(s->conn) != PQTRANS_IDLE) {
+        s->state = ROLLING_BACK;
+        s->pending_prepare = -1;
+        if (pq.sendQuery(s->conn, "ROLLBACK") && pq.flush(s->conn) >= 0) return 0;
+        if (drop(L, s) < 0) return -1; /* cannot even roll back: the connection is gone */
+    }
+    return after_rollback(L, s, now);
+}
+
+static int complete(Loop *L, Sess *s, int64_t now) {
+    if (s->think) {
+        s->state = THINKING;
+        s->wake_at = now + s->think;
+        return 0;
+    }
+    return begin(L, s, now);
+}
+
+static int draw(Sess *s) {
+    PyObject *args = PyObject_CallMethodObjArgs(s->glue, S_draw, NULL);
+    if (args == NULL) return -1;
+    int ok = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == s->n_params;
+    for (int i = 0; ok && i < s->n_params; i++) {
+        PyObject *v = PyTuple_GET_ITEM(args, i);
+        ok = v == Py_None || PyBytes_Check(v);
+    }
+    if (!ok) {
+        Py_DECREF(args);
+        PyErr_SetString(PyExc_TypeError, "draw() must return a tuple of bytes or None, one per parameter");
+        return -1;
+    }
+    Py_XSETREF(s->args, args);
+    return 0;
+}
+
+static int begin(Loop *L, Sess *s, int64_t now) {
+    if (now >= L->window[2] || (s->limit >= 0 && s->finished >= s->limit)) {
+        s->state = DONE;
+        return 0;
+    }
+    s->t0 = now; /* the transaction's time includes drawing its parameters, its first statement's not */
+    if (s->n_params) {
+        if (draw(s) < 0) return -1;
+        now = clock_ns();
+    }
+    s->attempt = 0;
+    s->retries = 0;
+    return start_attempt(L, s, now);
+}
+
+static int start_attempt(Loop *L, Sess *s, int64_t now) {
+    if (s->conn == NULL) {
+        PyObject *r = PyObject_CallMethodObjArgs(s->glue, S_reconnect, NULL);
+        if (r == NULL) return -1;
+        if (r == Py_None) {
+            Py_DECREF(r);
+            PyObject *f = Py_BuildValue("(Os)", L->connection_kind, "connection: cannot reconnect");
+            if (f == NULL) return -1;
+            Py_XSETREF(s->failure, f);
+            return finish(L, s, now);
+        }
+        unsigned long long ptr;
+        int fd;
+        int ok = PyArg_ParseTuple(r, "Ki", &ptr, &fd);
+        Py_DECREF(r);
+        if (!ok) return -1;
+        s->conn = (PGconn *)(uintptr_t)ptr;
+        s->fd = fd;
+        s->registered = s->dead = 0;
+        s->pending_prepare = -1;
+        memset(s->prepared, 0, s->n_statements);
+    }
+    watch(L, s);
+    s->step = 0;
+    s->s0 = now;
+    s->state = RUNNING;
+    return send_step(L, s, now);
+}
+
+/* The socket has data: advance as far as the answers allow (Session.readable). */
+static int readable(Loop *L, Sess *s, int64_t now) {
+    int r = receive(L, s, now);
+    if (r <= 0) return r;
+    if (r == 2 || s->state != RUNNING) return slow_path(L, s, now);
+    s->timings[s->step] = now - s->s0;
+    int step = s->step + 1;
+    if (step < s->n_statements) {
+        s->step = step;
+        s->s0 = now;
+        return send_step(L, s, now);
+    }
+    /* The transaction is complete; record it, then start the next one right here. */
+    int64_t end = L->window[2];
+    if (L->measure_from <= now && now <= end) {
+        s->finished++;
+        s->counted++;
+        if (buf_push(&s->txn, now - s->t0) < 0 || buf_push(&s->ends, now) < 0) return -1;
+        for (int i = 0; i < s->n_statements; i++)
+            if (buf_push(&s->stmts[i], s->timings[i]) < 0) return -1;
+        L->counters[s->slot] = s->counted;
+        s->retried += s->retries;
+        if (s->txn.used >= L->drain_at && drain(s) < 0) return -1;
+    }
+    if (s->think || now >= end || (s->limit >= 0 && s->finished >= s->limit)) return complete(L, s, now);
+    s->attempt = s->retries = s->step = 0;
+    s->t0 = s->s0 = now;
+    if (s->n_params) {
+        if (draw(s) < 0) return -1;
+        s->s0 = clock_ns();
+    }
+    return send_step(L, s, s->s0);
+}
+
+/* After a step: a finished session is marked done, a thinking one waits in the heap (pool._loop). */
+static int settle(Loop *L, Sess *s) {
+    if (s->state == DONE) {
+        if (s->reported) return 0;
+        s->reported = 1;
+        unwatch(L, s);
+        L->finished[s->slot] = clock_ns();
+        L->status[s->slot] = (int8_t)SLOT_DONE;
+        L->remaining--;
+        if (drain(s) < 0) return -1;
+        PyObject *counted = PyLong_FromLongLong(s->counted), *finished = PyLong_FromLongLong(s->finished);
+        PyObject *r = (counted && finished) ? PyObject_CallMethodObjArgs(s->glue, S_done, counted, finished, NULL)
+                                            : NULL;
+        Py_XDECREF(counted);
+        Py_XDECREF(finished);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+    } else if (s->state == THINKING) {
+        heap_push(L, s);
+    } else {
+        watch(L, s);
+    }
+    return 0;
+}
+
+/* An event on a session that is not waiting for an answer: data or the end of an idle connection.
+   Read it, so that a closed socket does not wake the loop again and again; a dead connection fails
+   the next send. */
+static void idle_input(Loop *L, Sess *s) {
+    if (s->conn && !s->dead && !pq.consumeInput(s->conn)) {
+        s->dead = 1;
+        unwatch(L, s);
+    }
+}
+
+static int writable(Loop *L, Sess *s, int64_t now) {
+    int f = pq.flush(s->conn);
+    if (f == 1) return 0;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
+    epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->fd, &ev);
+    s->waiting_write = 0;
+    if (f == 0) return 0;
+    if (fail_connection(L, s) < 0) return -1;
+    return slow_path(L, s, now);
+}
+
+/* No other Python thread to let run while we wait (a worker's usual case): then the wait keeps the
+   GIL, which saves a tenth of the loop's instructions per statement. */
+static int alone(void) {
+    PyThreadState *me = PyThreadState_Get();
+    PyThreadState *head = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me));
+    return head == me && PyThreadState_Next(head) == NULL;
+}
+
+static int step_loop(Loop *L) {
+    int64_t now = clock_ns();
+    for (int i = 0; i < L->n; i++) {
+        Sess *s = &L->s[i];
+        if (begin(L, s, clock_ns()) < 0 || settle(L, s) < 0) return -1;
+    }
+    int maxev = L->n > 0 ? L->n : 1;
+    struct epoll_event *events = PyMem_Calloc(maxev, sizeof *events);
+    if (events == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    pid_t parent = getppid();
+    int64_t next_check = now;
+    int rc = 0;
+    while (L->remaining) {
+        now = clock_ns();
+        if (now >= L->window[2]) break;
+        if (now >= next_check) { /* a killed harness must not leave its workers behind */
+            if (getppid() != parent) break;
+            if (PyErr_CheckSignals() < 0) {
+                rc = -1;
+                break;
+            }
+            next_check = now + PARENT_CHECK_NS;
+        }
+        int timeout = 50;
+        if (L->heap_n) {
+            int64_t wait = L->heap[0]->wake_at - now;
+            timeout = wait <= 0 ? 0 : (wait >= 50000000 ? 50 : (int)((wait + 999999) / 1000000));
+        }
+        int n;
+        if (timeout == 0 || alone()) {
+            n = epoll_wait(L->epfd, events, maxev, timeout);
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            n = epoll_wait(L->epfd, events, maxev, timeout);
+            Py_END_ALLOW_THREADS
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            PyErr_SetFromErrno(PyExc_OSError);
+            rc = -1;
+            break;
+        }
+        for (int e = 0; e < n && rc == 0; e++) {
+            Sess *s = events[e].data.ptr;
+            if (s->state != RUNNING && s->state != ROLLING_BACK) {
+                idle_input(L, s);
+                continue;
+            }
+            if ((events[e].events & EPOLLOUT) && s->waiting_write) {
+                rc = writable(L, s, clock_ns());
+                if (rc < 0) break;
+                if (s->waiting_write || !(events[e].events & (EPOLLIN | EPOLLHUP | EPOLLERR))) continue;
+                if (s->state != RUNNING && s->state != ROLLING_BACK) {
+                    rc = settle(L, s);
+                    continue;
+                }
+            }
+            rc = readable(L, s, clock_ns());
+            if (rc == 0 && s->state != RUNNING) rc = settle(L, s);
+        }
+        while (rc == 0 && L->heap_n && L->heap[0]->wake_at <= clock_ns()) {
+            Sess *s = heap_pop(L);
+            rc = begin(L, s, clock_ns());
+            if (rc == 0) rc = settle(L, s);
+        }
+        if (rc < 0) break;
+    }
+    PyMem_Free(events);
+    return rc;
+}
+
+/* -- set-up and hand-back ---------------------------------------------------------- */
+static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ssize_t count, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE) < 0) return -1;
+    if (view->len < itemsize * count) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "%s holds %zd bytes, %zd needed", what, view->len, itemsize * count);
+        return -1;
+    }
+    return 0;
+}
+
+static int setup_plan(Loop *L, Plan *p, PyObject *spec, int n_params) {
+    PyObject *key, *text, *refs, *pieces;
+    if (!PyArg_ParseTuple(spec, "SSO!O", &key, &text, &PyTuple_Type, &refs, &pieces)) return -1;
+    if (PyList_Append(L->keep, spec) < 0) return -1;
+    p->key = PyBytes_AS_STRING(key);
+    p->text = PyBytes_AS_STRING(text);
+    p->n_refs = (int)PyTuple_GET_SIZE(refs);
+    p->refs = PyMem_Calloc(p->n_refs + 1, sizeof(int));
+    if (p->refs == NULL) return -1;
+    for (int k = 0; k < p->n_refs; k++) {
+        long v = PyLong_AsLong(PyTuple_GET_ITEM(refs, k));
+        if (v < 0 || v >= n_params) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "parameter reference out of range");
+            return -1;
+        }
+        p->refs[k] = (int)v;
+    }
+    if (pieces == Py_None) return 0;
+    /* (text, index, text, index, ..., text): the statement split at its placeholders */
+    if (!PyTuple_Check(pieces) || PyTuple_GET_SIZE(pieces) % 2 == 0) {
+        PyErr_SetString(PyExc_TypeError, "pieces must be a tuple (text, index, ..., text)");
+        return -1;
+    }
+    int n = (int)(PyTuple_GET_SIZE(pieces) + 1) / 2;
+    p->n_pieces = n;
+    p->pieces = PyMem_Calloc(n, sizeof(char *));
+    p->piece_len = PyMem_Calloc(n, sizeof(Py_ssize_t));
+    p->piece_ref = PyMem_Calloc(n, sizeof(int));
+    if (!p->pieces || !p->piece_len || !p->piece_ref) return -1;
+    for (int i = 0; i < n; i++) {
+        PyObject *piece = PyTuple_GET_ITEM(pieces, 2 * i);
+        if (!PyBytes_Check(piece)) {
+            PyErr_SetString(PyExc_TypeError, "statement pieces must be bytes");
+            return -1;
+        }
+        p->pieces[i] = PyBytes_AS_STRING(piece);
+        p->piece_len[i] = PyBytes_GET_SIZE(piece);
+        p->piece_ref[i] = -1;
+        if (2 * i + 1 < PyTuple_GET_SIZE(pieces)) {
+            long v = PyLong_AsLong(PyTuple_GET_ITEM(pieces, 2 * i + 1));
+            if (v < 0 || v >= n_params) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "parameter reference out of range");
+                return -1;
+            }
+            p->piece_ref[i] = (int)v;
+        }
+    }
+    return 0;
+}
+
+static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
+    PyObject *glue, *plans;
+    unsigned long long ptr;
+    long long think, limit;
+    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLi", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type, &plans,
+                          &s->n_params, &think, &limit, &s->max_tries))
+        return -1;
+    if (s->slot < 0 || s->slot >= n_slots) {
+        PyErr_SetString(PyExc_ValueError, "session slot out of range");
+        return -1;
+    }
+    s->glue = Py_NewRef(glue);
+    s->conn = (PGconn *)(uintptr_t)ptr;
+    s->think = think;
+    s->limit = limit;
+    s->pending_prepare = -1;
+    s->n_statements = (int)PyTuple_GET_SIZE(plans);
+    int n = s->n_statements > 0 ? s->n_statements : 1;
+    s->plans = PyMem_Calloc(n, sizeof(Plan));
+    s->prepared = PyMem_Calloc(n, 1);
+    s->timings = PyMem_Calloc(n, sizeof(int64_t));
+    s->stmts = PyMem_Calloc(n, sizeof(Buf));
+    s->values = PyMem_Calloc(s->n_params + 1, sizeof(char *));
+    if (!s->plans || !s->prepared || !s->timings || !s->stmts || !s->values) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < s->n_statements; i++)
+        if (setup_plan(L, &s->plans[i], PyTuple_GET_ITEM(plans, i), s->n_params) < 0) return -1;
+    return 0;
+}
+
+/* Hand the session back to Python as the pure loop would leave it (glue.sync). */
+static int hand_back(Loop *L, Sess *s) {
+    if (s->glue == NULL) return 0;
+    if (drain(s) < 0) return -1; /* what was measured is kept, also after an error */
+    if (s->error) {
+        pq.clear(s->error);
+        s->error = NULL;
+    }
+    PyObject *prepared = PyList_New(0);
+    if (prepared == NULL) return -1;
+    for (int i = 0; i < s->n_statements; i++) {
+        if (!s->prepared[i]) continue;
+        PyObject *v = PyLong_FromLong(i);
+        if (v == NULL || PyList_Append(prepared, v) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(prepared);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    PyObject *r = PyObject_CallMethod(s->glue, "sync", "iLLiiiLLLOOi", s->state, (long long)s->counted,
+                                      (long long)s->finished, s->step, s->attempt, s->retries, (long long)s->t0,
+                                      (long long)s->s0, (long long)s->wake_at, s->failure ? s->failure : Py_None,
+                                      prepared, s->conn != NULL);
+    Py_DECREF(prepared);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static void free_session(Sess *s) {
+    for (int i = 0; s->plans && i < s->n_statements; i++) {
+        PyMem_Free(s->plans[i].refs);
+        PyMem_Free(s->plans[i].pieces);
+        PyMem_Free(s->plans[i].piece_len);
+        PyMem_Free(s->plans[i].piece_ref);
+    }
+    for (int i = 0; s->stmts && i < s->n_statements; i++) PyMem_Free(s->stmts[i].data);
+    PyMem_Free(s->plans);
+    PyMem_Free(s->prepared);
+    PyMem_Free(s->timings);
+    PyMem_Free(s->stmts);
+    PyMem_Free(s->values);
+    PyMem_Free(s->txn.data);
+    PyMem_Free(s->ends.data);
+    PyMem_Free(s->scratch);
+    Py_CLEAR(s->glue);
+    Py_CLEAR(s->args);
+    Py_CLEAR(s->failure);
+    Py_CLEAR(s->outcome);
+}
+
+static PyObject *fl_run(PyObject *self, PyObject *args) {
+    PyObject *specs, *window_o, *status_o, *finished_o, *counters_o, *env;
+    if (!PyArg_ParseTuple(args, "O!OOOOO!", &PyList_Type, &specs, &window_o, &status_o, &finished_o, &counters_o,
+                          &PyTuple_Type, &env))
+        return NULL;
+    if (!bound) {
+        PyErr_SetString(PyExc_RuntimeError, "bind() to psycopg's libpq first");
+        return NULL;
+    }
+    Loop L;
+    memset(&L, 0, sizeof L);
+    if (!PyArg_ParseTuple(env, "iiiiiUOOO", &RUNNING, &ROLLING_BACK, &THINKING, &DONE, &SLOT_DONE,
+                          &L.connection_kind, &L.retryable, &L.connection_failure, &L.result_failure))
+        return NULL;
+    Py_buffer window = {0}, status = {0}, finished = {0}, counters = {0};
+    L.n = (int)PyList_GET_SIZE(specs);
+    L.epfd = -1;
+    int ok = 0;
+    if (get_buffer(window_o, &window, 8, 3, "window") < 0) return NULL;
+    if (get_buffer(status_o, &status, 1, 0, "status") < 0) goto release;
+    if (get_buffer(finished_o, &finished, 8, 0, "finished") < 0) goto release;
+    if (get_buffer(counters_o, &counters, 8, 0, "counters") < 0) goto release;
+    Py_ssize_t slots = status.len;
+    if (finished.len / 8 < slots || counters.len / 8 < slots) {
+        PyErr_SetString(PyExc_ValueError, "status, finished and counters must have one entry per slot");
+        goto release;
+    }
+    L.window = window.buf;
+    L.status = status.buf;
+    L.finished = finished.buf;
+    L.counters = counters.buf;
+    L.keep = PyList_New(0);
+    L.s = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess));
+    L.heap = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess *));
+    if (L.keep == NULL || L.s == NULL || L.heap == NULL) {
+        PyErr_NoMemory();
+        goto release;
+    }
+    for (int i = 0; i < L.n; i++)
+        if (setup_session(&L, &L.s[i], PyList_GET_ITEM(specs, i), slots) < 0) goto release;
+    L.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (L.epfd < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        goto release;
+    }
+    L.remaining = L.n;
+    L.drain_at = L.n > 0 ? DRAIN_ALL / L.n : DRAIN_MAX;
+    L.drain_at = L.drain_at > DRAIN_MAX ? DRAIN_MAX : (L.drain_at < DRAIN_MIN ? DRAIN_MIN : L.drain_at);
+    L.measure_from = L.window[1];
+    ok = step_loop(&L) == 0;
+release:;
+    /* whatever happened, every session goes back to Python in a state the pure loop could leave */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (int i = 0; L.s && i < L.n; i++) {
+        if (hand_back(&L, &L.s[i]) < 0) {
+            ok = 0;
+            if (type == NULL) PyErr_Fetch(&type, &value, &tb);
+            else PyErr_Clear();
+        }
+        free_session(&L.s[i]);
+    }
+    PyErr_Restore(type, value, tb);
+    if (L.epfd >= 0) close(L.epfd);
+    PyMem_Free(L.s);
+    PyMem_Free(L.heap);
+    Py_XDECREF(L.keep);
+    if (window.obj) PyBuffer_Release(&window);
+    if (status.obj) PyBuffer_Release(&status);
+    if (finished.obj) PyBuffer_Release(&finished);
+    if (counters.obj) PyBuffer_Release(&counters);
+    if (!ok) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the compiled loop stopped");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"bind", fl_bind, METH_VARARGS,
+     "bind(path, version) -> str: use the libpq that the loaded module at `path` links (psycopg's pq module); "
+     "returns the libpq file."},
+    {"run", fl_run, METH_VARARGS,
+     "run(specs, window, status, finished, counters, env): step the sessions until the window ends or all "
+     "are done (see fastloop.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastloop", "The compiled event loop (see fastloop.py).",
+                                    -1, methods};
+
+PyMODINIT_FUNC PyInit__fastloop(void) {
+    S_draw = PyUnicode_InternFromString("draw");
+    S_drain = PyUnicode_InternFromString("drain");
+    S_failed = PyUnicode_InternFromString("failed");
+    S_drop = PyUnicode_InternFromString("drop");
+    S_reconnect = PyUnicode_InternFromString("reconnect");
+    S_done = PyUnicode_InternFromString("done");
+    if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,181 @@
+"""The compiled event loop: pool.py's `_loop` in C (the optional extension `_fastloop`).
+
+The pure Python loop costs about 10 us of CPU per statement in the worker process; pgbench spends
+about 2. On a machine where the server and the load generator share the cores that difference is
+taken from the server, so the C loop does the per-statement work (libpq calls, timing, buffers)
+and calls back into Python only for what is rare: drawing a transaction's parameters, naming and
+counting a failure, reconnecting, and handing over latencies in batches.
+
+The extension is optional: without a C compiler `pip install` skips it and the pure loop runs.
+It calls the libpq psycopg itself is linked with (found through psycopg's compiled pq module), so
+a PGconn is never given to another libpq build. PoolRunner's `loop` chooses: "auto" (compiled
+when it can run), "compiled" (an error when it cannot) or "python".
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import psycopg
+
+from ..engines import postgres as pg
+from ..engines.classes import CONNECTION, RETRYABLE
+from ..errors import RunError
+from .session import DONE, FLUSH_AT, ROLLING_BACK, RUNNING, THINKING, Session
+
+try:
+    from . import _fastloop
+except ImportError as exc:  # not built (no compiler at install), or built for another Python
+    _fastloop = None
+    _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
+
+LOOPS = ("auto", "python", "compiled")
+PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
+_PLACEHOLDER = re.compile(rb"\$(\d+)")
+_bound: list[str] = []  # the libpq file the extension calls, once bound in this process
+
+
+def bind() -> str:
+    """Point the extension at psycopg's libpq; the file it resolved to. RuntimeError when it cannot."""
+    if _fastloop is None:
+        raise RuntimeError(f"the extension concurbench.workload._fastloop cannot be loaded ({_IMPORT_ERROR}: "
+                           f"the install had no C compiler or Python headers?)")
+    if not _bound:
+        impl = psycopg.pq.__impl__
+        path = getattr(sys.modules.get(psycopg.pq.PGconn.__module__), "__file__", None)
+        if impl not in ("binary", "c") or not path:
+            raise RuntimeError(f"psycopg's {impl} implementation has no compiled libpq module to bind to; "
+                               f"install psycopg[binary] or psycopg[c]")
+        _bound.append(_fastloop.bind(path, psycopg.pq.version()))
+    return _bound[0]
+
+
+def unavailable(engine: str) -> str | None:
+    """Why the compiled loop cannot run here, or None when it can."""
+    if engine != "postgres":
+        return f"the compiled loop drives PostgreSQL only, not {engine}"
+    try:
+        bind()
+    except RuntimeError as exc:
+        return str(exc)
+    return None
+
+
+def resolve(requested: str, engine: str) -> str:
+    """The loop to run: "compiled" or "python"."""
+    if requested not in LOOPS:
+        raise RunError(f"unknown event loop '{requested}': one of {', '.join(LOOPS)}")
+    if requested == "python":
+        return "python"
+    why = unavailable(engine)
+    if why is None:
+        return "compiled"
+    if requested == "compiled":
+        raise RunError(f"the compiled event loop cannot run: {why}")
+    return "python"
+
+
+def describe(requested: str, engine: str = "postgres") -> str:
+    """One line for people: which loop `requested` gives here, and why."""
+    if requested == "python":
+        return "pure Python loop"
+    why = unavailable(engine)
+    if why is None:
+        return f"compiled loop over {bind()}"
+    return f"pure Python loop ({why})" if requested == "auto" else f"unavailable: {why}"
+
+
+class _Glue:
+    """What the C loop asks of one Python session: the rare steps, and the hand-back at the end."""
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.latencies = [session.stats.statement(name) for name in session.names]
+        self.draws = [draw for _name, draw in session.drawers]
+
+    def spec(self) -> tuple:
+        s = self.session
+        runner = s.runner
+        names = [name for name, _ in s.pool.params]
+        plans = []
+        for key, text, order in runner.plans:
+            refs = tuple(names.index(name) for name in order)
+            pieces = inline_pieces(text, refs) if s.pool.protocol == "simple" and order else None
+            plans.append((key, text, refs, pieces))
+        limit = -1 if s.limit is None else s.limit
+        return (self, runner.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
+                s.think, limit, s.pool.max_tries)
+
+    # -- called from C ----------------------------------------------------------------
+    def draw(self) -> tuple:
+        text = pg._text
+        return tuple([text(draw()) for draw in self.draws])
+
+    def drain(self, txn: bytes, ends: bytes, statements: tuple, retries: int) -> None:
+        stats = self.session.stats
+        stats.txn.pending.frombytes(txn)
+        stats.ends.frombytes(ends)
+        for lat, data in zip(self.latencies, statements):
+            lat.pending.frombytes(data)
+        stats.retries += retries
+        if len(stats.ends) >= FLUSH_AT:
+            stats.flush()
+
+    def failed(self, failure: tuple, retries: int, now: int) -> None:
+        self.session.count_failure(failure, retries, now)
+
+    def drop(self) -> None:
+        self.session.close()
+        self.session.runner = None
+
+    def reconnect(self):
+        s = self.session
+        if not s._reconnect():
+            return None
+        return s.runner.pgconn.pgconn_ptr, s.fd
+
+    def done(self, counted: int, finished: int) -> None:
+        self.session.counted, self.session.finished = counted, finished
+        self.session.settle_stats()
+
+    def sync(self, state, counted, finished, step, attempt, retries, t0, s0, wake_at, failure, prepared,
+             connected) -> None:
+        """The loop has ended: leave the session as the pure loop would have."""
+        s = self.session
+        s.state, s.counted, s.finished, s.step, s.attempt, s.retries = state, counted, finished, step, attempt, retries
+        s.t0, s.s0, s.wake_at = t0, s0, wake_at
+        if failure is not None:
+            s.failure = failure
+        runner = s.runner
+        if runner is not None and connected:
+            runner._pending = runner._error = None
+            runner.prepared.update(runner.plans[i][0] for i in prepared)
+
+
+def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:
+    """The simple protocol's statement for the C loop: (text, parameter index, text, ..., text).
+
+    The text is split at the placeholders postgres._inline replaces ($1 is refs[0]); one beyond the
+    statement's parameters stays text.
+    """
+    out: list = [b""]
+    for i, part in enumerate(_PLACEHOLDER.split(text)):
+        if i % 2 == 0:
+            out[-1] += part
+        elif 0 < int(part) <= len(refs):
+            out += [refs[int(part) - 1], b""]
+        else:
+            out[-1] += b"$" + part
+    return tuple(out)
+
+
+def run(sessions: list[Session], window, status, finished, slot_done: int) -> None:
+    """Step every session until the window ends or all are done, as pool._loop does."""
+    bind()
+    if not sessions:
+        return
+    specs = [_Glue(s).spec() for s in sessions]
+    env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
+           pg.result_failure)
+    _fastloop.run(specs, window, status, finished, sessions[0].counter, env)
