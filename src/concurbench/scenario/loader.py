@@ -24,7 +24,7 @@ from .claims import parse_claim
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
-from .yamlpos import Checker, as_int, describe, join, load_yaml, suggest
+from .yamlpos import Checker, as_int, describe, join, load_yaml, read_text, suggest
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
             "setup", "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants", "probes",
@@ -141,6 +141,7 @@ class _Builder(ServerSections):
         self.check = check
         self.params = params
         self.files: list[Path] = []
+        self.positions: dict[str, tuple[int, int]] = {}  # field path -> (line, column), for later checks (guards.py)
         self.engine = "postgres"
 
     def build(self, doc: CommentedMap, quick: bool) -> Scenario:
@@ -177,7 +178,8 @@ class _Builder(ServerSections):
             description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
             teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick,
-            expect=self._expect(doc, variants), database=database, versions=versions)
+            expect=self._expect(doc, variants), database=database, versions=versions,
+            extras={"positions": dict(self.positions)})
 
     # -- sections ----------------------------------------------------------
     def _sql_steps(self, node, key, path) -> tuple[SqlStep, ...]:
@@ -214,8 +216,12 @@ class _Builder(ServerSections):
         for base in [self.path.resolve().parent, *self.path.resolve().parents]:
             candidate = base / rel
             if candidate.is_file():
+                try:
+                    text = read_text(candidate, "SQL file")
+                except ConfigError as exc:
+                    self.check.add(item, "file", path, exc.message)
+                    return None
                 self.files.append(candidate)
-                text = candidate.read_text(encoding="utf-8")
                 return SqlStep(_expand(text, self.params, lambda m: self.check.add(item, "file", path,
                                                                                   f"{candidate}: {m}")),
                                str(rel))
@@ -398,6 +404,7 @@ class _Builder(ServerSections):
                 self.check.add(node, name, path, f"must be a mapping, got {describe(pnode)}")
                 continue
             self.check.known_keys(pnode, path, POOL_KEYS, required=("clients", "transaction"))
+            self.positions[join(path, "clients")] = self.check.position(pnode, "clients" if "clients" in pnode else None)
             clients = pnode.get("clients")
             n_clients = None if clients == "sweep" else as_int(clients)
             if clients is not None and clients != "sweep" and (n_clients is None or n_clients < 1):
