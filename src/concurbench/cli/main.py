@@ -145,7 +145,10 @@ def _raise_interrupt(signum, frame):
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
 def validate(files: tuple[Path, ...], quick: bool) -> None:
-    """Check scenario files without touching a server; report every problem with file, line and field."""
+    """Check scenario files without touching a server; report every problem with file, line and field.
+    A variant that would open more sessions than the server's max_connections, this machine's open-file
+    limit or its memory allow is a problem too (for the default target and worker processes)."""
+    from ..guards import check_scenario
     from ..scenario import load_scenario
 
     failed = False
@@ -153,6 +156,7 @@ def validate(files: tuple[Path, ...], quick: bool) -> None:
         for q in sorted({False, quick}):
             try:
                 s = load_scenario(file, quick=q)
+                check_scenario(s)
             except ConfigError as exc:
                 failed = True
                 err.print(exc.message, highlight=False, soft_wrap=True)
