@@ -27,6 +27,10 @@ from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
+# A session whose reconnects the server has refused this long ("too many clients") stops the load: the
+# figures would no longer be those of the configured client count, and waiting for the window's end
+# would only repeat the refusal.
+REFUSED_FOR_NS = 1_000_000_000
 
 
 class WindowListener(Protocol):
@@ -43,6 +47,7 @@ class PoolRunResult:
     worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
     worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
     messages: list[str] = field(default_factory=list)
+    stopped: str | None = None  # why the load was stopped before the window's end (the server refused connections)
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,9 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             problems.append(f"pool {spec.pool.name} session {spec.index}: {exc}")
             status[spec.slot] = FAILED
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    stopped = None
     try:
-        _loop(live, window, status, finished)
+        stopped = _loop(live, window, status, finished)
     except Exception as exc:  # noqa: BLE001 - keep what was measured
         problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
     finally:
@@ -87,13 +93,14 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
-    results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems,
+    results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems, "stopped": stopped,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
                  "wall_s": time.perf_counter() - wall0})
 
 
-def _loop(sessions: list[Session], window, status, finished) -> None:
-    """Step every session until the window ends or all are done; only stepped sessions are looked at."""
+def _loop(sessions: list[Session], window, status, finished) -> str | None:
+    """Step every session until the window ends or all are done; only stepped sessions are looked at.
+    Returns why it ended the window for every worker early (the server refused connections), or None."""
     clock = time.perf_counter_ns
     while window[0] == 0:
         time.sleep(0.0005)
@@ -136,10 +143,14 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
         while remaining:
             now = clock()
             if now >= window[2]:
-                return
+                return None
             if now >= next_parent_check:  # a killed harness must not leave its workers behind
                 if os.getppid() != parent:
-                    return
+                    return None
+                refused = _refused(sessions, now)
+                if refused is not None:
+                    window[2] = now  # ends the window for every worker process and the harness
+                    return refused
                 next_parent_check = now + 200_000_000
             timeout = 0.05 if not sleeping else max(0.0, min(0.05, (sleeping[0][0] - now) / 1e9))
             for fd, _event in poller.poll(timeout):
@@ -154,6 +165,17 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
                 settle(session)
     finally:
         poller.close()
+    return None
+
+
+def _refused(sessions: list[Session], now: int) -> str | None:
+    """Why to stop the load: sessions whose reconnects the server has refused for REFUSED_FOR_NS."""
+    refused = [s for s in sessions if s.refused_since and now - s.refused_since >= REFUSED_FOR_NS]
+    if not refused:
+        return None
+    return (f"stopped early: the server refused new connections ({refused[0].refusal}); {len(refused)} of "
+            f"{len(sessions)} sessions of a worker process could not reconnect for "
+            f"{REFUSED_FOR_NS / 1e9:g} s")
 
 
 def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:
@@ -203,8 +225,11 @@ class PoolRunner:
                              args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished, results))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
+        worker_of = {s.slot: i for i, b in enumerate(buckets) for s in b}
+        gone = lambda: {slot for slot, i in worker_of.items() if not procs[i].is_alive()}  # noqa: E731
         interrupted = False
         measure_from = end = 0
+        failure: BaseException | None = None
         try:
             for p in procs:
                 p.start()
@@ -217,19 +242,26 @@ class PoolRunner:
             window[0] = start
             for listener in self.listeners:
                 listener.window_set(measure_from, planned)
-            end = self._watch(window, counters, status, finished, measured_slots, measure_from)
+            end = self._watch(window, counters, status, finished, measured_slots, measure_from, gone)
         except KeyboardInterrupt:
             interrupted = True
             end = time.perf_counter_ns()
             self._stop_now(window)
-        except BaseException:
+        except BaseException as exc:  # noqa: BLE001 - raised again below, once the workers are collected
             self._stop_now(window)
-            raise
+            failure = exc
         finally:
             if measure_from and end:
                 for listener in self.listeners:
                     listener.measurement_ended(end)
             collected = self._collect(results, procs)
+        if isinstance(failure, RunError):  # the sessions could not connect: say why, as the workers heard it
+            problems = [p for item in collected for p in item["problems"]]
+            why = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") \
+                if problems else ""
+            raise RunError(failure.message + why, failure.cause) from failure
+        if failure is not None:
+            raise failure
         return self._result(collected, len(procs), measure_from, end, interrupted)
 
     @staticmethod
@@ -258,8 +290,9 @@ class PoolRunner:
                                f"{self.connect_timeout:.0f} s (is max_connections high enough?)")
             time.sleep(0.01)
 
-    def _watch(self, window, counters, status, finished, measured_slots, measure_from) -> int:
-        """Report progress until the window ends (or every measured session is done); return the end."""
+    def _watch(self, window, counters, status, finished, measured_slots, measure_from, gone) -> int:
+        """Report progress until the window ends (or every measured session is done, or its worker process
+        is gone); return the end."""
         last_count, last_t = 0, time.perf_counter_ns()
         while True:
             time.sleep(self.tick)
@@ -274,7 +307,8 @@ class PoolRunner:
                                "transactions": 0, "tps": 0.0})
             last_count, last_t = count, now
             if self.fixed:
-                if all(status[s] == DONE for s in measured_slots):
+                dead = gone() if any(status[s] != DONE for s in measured_slots) else set()
+                if all(status[s] == DONE or s in dead for s in measured_slots):
                     end = max(finished[s] for s in measured_slots)
                     window[2] = time.perf_counter_ns()  # stops the background pools
                     return end
@@ -305,6 +339,7 @@ class PoolRunner:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
         cpu, wall = [], []
+        stopped = next((item.get("stopped") for item in collected if item.get("stopped")), None)
         for item in collected:
             for name, data in item["pools"].items():
                 pools[name].merge(PoolStats.from_dict(data))
@@ -313,8 +348,11 @@ class PoolRunner:
             wall.append(item["wall_s"])
         if len(collected) < workers:
             messages.append(f"{workers - len(collected)} of {workers} worker processes sent no results")
+        if stopped:
+            messages.append(stopped)  # last: the reason the run stops
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
-        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages)
+        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
+                             stopped=stopped)
 
 
 def resolve_clients(pools, point: int | None) -> list[Pool]:
