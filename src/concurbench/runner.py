@@ -17,8 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import liveruns
+from .engines.admin import AdminSession
 from .engines.registry import get_engine
-from .errors import ConcurbenchError, Interrupted, RunError, Unsupported
+from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
+from .guards import check_connected, check_scenario
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .report.metrics import pool_metrics
@@ -26,11 +29,13 @@ from .report.render import write_report
 from .report.repeats import collapse
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, VariantRun
-from .results.store import create_run_dir, host_info, now_iso, write_run
+from .plan import plan_runs, without
+from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.claims import evaluate
 from .scenario.model import Scenario, Variant
+from .scenario.yamlpos import suggest
 from .workload.pool import PoolRunner, resolve_clients
 
 Progress = Callable[[dict], None]
@@ -129,10 +134,16 @@ class Runner:
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
         self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
         self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
+        self.plan = []  # the variant runs to come (plan.PlannedRun), announced as a progress event
+        self._finished = 0  # variant runs done, the plan's first entries
+        self._run_dir: Path | None = None
+        self._unkept: str | None = None  # why finished variant runs could not be journalled
 
     def run(self) -> RunOutcome:
-        run_dir = create_run_dir(self.out_dir, self.scenario.name)
-        started = now_iso()
+        variants = self._variants()  # before anything: a --variant the scenario lacks, or a run too big to hold
+        check_scenario(self.scenario, variants, processes=self.processes, target=self.target)
+        run_dir = self._run_dir = create_run_dir(self.out_dir, self.scenario.name)
+        started = self._started = now_iso()
         results: list[VariantRun] = []
         status, error = "ok", None
         servers = [_Server(p) for p in self.provisioners]
@@ -140,8 +151,12 @@ class Runner:
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
         batches = [servers] if self.repeat > 1 else [[server] for server in servers]
+        self.plan = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=self.repeat > 1)
+        self._mark_running(first=True)
+        live = None
         try:
-            variants = self._variants()
+            live = liveruns.register(run_dir)
+            self._announce()
             for batch in batches:
                 try:
                     self._run_batch(batch, variants, results)
@@ -163,10 +178,41 @@ class Runner:
                     | set(self.unsupported)
                 verdicts = evaluate(list(self.scenario.expect), collapse(results), skipped) \
                     if self.scenario.expect and results else []
-                run = self._result(run_dir, started, status, error, results, verdicts)
-                write_run(run)
-                write_report(run)
+                run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
+                                        also=write_report)
+                if unsaved is not None and error is None:
+                    error = RunError(unsaved)
+                liveruns.unregister(live)
         return RunOutcome(run, error)
+
+    def _mark_running(self, first: bool = False) -> None:
+        """The manifest of the run in progress (again once a server is known): a killed run still says what it
+        was. A directory that cannot take the first is a ConfigError, before any server; later ones may fail."""
+        try:
+            start_run(self._result(self._run_dir, self._started, "running", None, [], []), planned=len(self.plan))
+        except ConfigError:
+            if first:
+                with contextlib.suppress(OSError):
+                    self._run_dir.rmdir()
+                raise
+
+    def _admin(self, server: "_Server") -> AdminSession:
+        """The harness's own connection to a server; its reconnections are warnings as they happen."""
+        return AdminSession(self.eng, server.connection.conninfo,
+                            on_note=lambda text: self.progress({"event": "warning", "message": text}))
+
+    def _announce(self) -> None:
+        """Tell the progress display the variant runs to come (again whenever the plan changes)."""
+        self.progress({"event": "plan", "runs": [r.as_dict() for r in self.plan]})
+
+    def _kept(self, result: VariantRun) -> None:
+        """A variant run finished: journal it (a killed run keeps it) and count it against the plan."""
+        self._finished += 1
+        unkept = record_variant_run(self._run_dir, result) if self._run_dir is not None else None
+        if unkept is not None and self._unkept is None:
+            self._unkept = unkept
+            self.progress({"event": "warning", "message": f"finished variant runs cannot be kept until the end "
+                                                          f"({unkept}); they stay in memory"})
 
     def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
@@ -187,26 +233,28 @@ class Runner:
                     self._variant_on(server, variant, repeat, results)
         for server in servers:
             for step in self.scenario.teardown:
-                self.eng.run_script(server.conn, step.sql, step.origin)
+                server.conn.run_script(step.sql, step.origin, what="teardown SQL")
 
     def _start(self, server: "_Server") -> None:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
         self.progress({"event": "provisioning", "target": self.target})
         server.started = True
         server.connection = server.provisioner.start()
-        server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+        server.conn = self._admin(server)
         server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
             if hasattr(self.eng, "configurator") else None
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
-        server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        server.info = server.conn.call(self.eng.server_info, [k for k, _ in self.scenario.settings])
+        check_connected(self.scenario, self._variants(), server.conn.query_rows, server.connection.safe)
         server.info.update(target=self.target, connection=server.connection.safe)
         self._recorded.append(ServerInfo.from_dict(server.info))
+        self._mark_running()
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
         for step in self.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
-            self.eng.run_script(server.conn, step.sql, step.origin)
+            server.conn.run_script(step.sql, step.origin)
 
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun]) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
@@ -217,7 +265,7 @@ class Runner:
             self.progress({"event": "restart", "settings": dict(variant.settings)})
             server.conn.close()
             server.connection = server.provisioner.restart(wanted)
-            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.conn = self._admin(server)
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
@@ -230,10 +278,15 @@ class Runner:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
                 self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
+                self.plan = without(self.plan, self._finished, variant.name, self.provisioners.index(server.provisioner))
+                self._announce()
                 return
             results.append(result)
+            self._kept(result)
             if result.status == "interrupted":
                 raise KeyboardInterrupt
+            if result.status == "failed":  # the load could not go on, or its teardown failed: the last message says
+                raise RunError(f"{result.label}: {result.messages[-1]}")
 
     def _release(self, server: "_Server") -> None:
         """Put back what the run changed on the server, close the connection, stop the server: always."""
@@ -242,7 +295,7 @@ class Runner:
         server.released = True
         if server.conn is not None and server.config is not None:
             try:
-                for problem in server.config.restore(server.conn):
+                for problem in server.conn.call(server.config.restore):
                     self.progress({"event": "warning", "message": problem})
             except Exception as exc:  # noqa: BLE001 - the server must still be let go
                 self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
@@ -250,35 +303,36 @@ class Runner:
             with contextlib.suppress(Exception):
                 server.conn.close()
         if server.started:
-            self.progress({"event": "stopping"})
+            self.progress({"event": "stopping", "target": self.target})
             server.provisioner.stop()
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
-        if server.config is not None and server.config.apply(server.conn, settings, database):
+        if server.config is not None and server.conn.call(server.config.apply, settings, database):
             self.progress({"event": "restart", "settings": settings})
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
-            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.conn = self._admin(server)
 
-    def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
+    def _probe(self, conn: AdminSession, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
             if when in probe.when:
-                into.setdefault(probe.name, {})[when] = self.eng.query_rows(conn, probe.sql, f"probe {probe.name}")
+                into.setdefault(probe.name, {})[when] = conn.query_rows(probe.sql, f"probe {probe.name}")
 
     def _variants_or_all(self) -> list[Variant]:
         try:
             return self._variants()
-        except RunError:
+        except ConfigError:
             return list(self.scenario.variants)
 
     def _variants(self) -> list[Variant]:
         if not self.only:
             return list(self.scenario.variants)
-        names = {v.name for v in self.scenario.variants}
+        names = [v.name for v in self.scenario.variants]
         missing = [n for n in self.only if n not in names]
         if missing:
-            raise RunError(f"no variant named {', '.join(missing)} in {self.scenario.name}")
+            raise ConfigError(f"--variant {missing[0]}: {self.scenario.path} has no variant named '{missing[0]}'"
+                              f"{suggest(missing[0], names)}; it has: {', '.join(names)}")
         return [v for v in self.scenario.variants if v.name in self.only]
 
     def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
@@ -288,7 +342,7 @@ class Runner:
         self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
                        "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
         for step in variant.setup:
-            self.eng.run_script(conn, step.sql, step.origin)
+            conn.run_script(step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
@@ -312,16 +366,25 @@ class Runner:
                 driver.close()
         elapsed = outcome.elapsed_s
         summaries, background = driver.summaries(elapsed), [h.describe() for h in holders]
-        self._probe(conn, variant, "after", probes)
-        for step in variant.teardown:
-            self.eng.run_script(conn, step.sql, step.origin)
-        self._probe(conn, variant, "final", probes)
-        settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] if variant.settings else None
+        status, after, settings = _status(outcome), [], None
+        try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
+            self._probe(conn, variant, "after", probes)
+            for step in variant.teardown:
+                conn.run_script(step.sql, step.origin, what="teardown SQL")
+            self._probe(conn, variant, "final", probes)
+            settings = conn.call(self.eng.server_info, list(dict(variant.settings)))["settings"] \
+                if variant.settings else None
+        except KeyboardInterrupt:
+            status, after = "interrupted", ["interrupted after the measurement (probes or teardown)"]
+        except ConcurbenchError as exc:
+            status, after = "failed", [exc.message]
+        messages = [*outcome.messages, *conn.take_notes(),
+                    *(f"background {b.get('name')}: {b['error']}" for b in background if b.get("error")), *after]
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=_status(outcome), elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
+            status=status, elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=list(outcome.messages),
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=messages,
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
@@ -331,8 +394,11 @@ class Runner:
 
 
 def _status(outcome) -> str:
-    """interrupted (Ctrl-C in the window), incomplete (a worker process sent no results), or ok."""
+    """interrupted (Ctrl-C in the window), failed (the load was stopped: the server refused connections),
+    incomplete (a worker process sent no results), or ok."""
     if outcome.interrupted:
         return "interrupted"
+    if getattr(outcome, "stopped", None):
+        return "failed"
     # `incomplete` is the pool's flag for a worker that sent no results (issue 15); absent, all reported
     return "incomplete" if getattr(outcome, "incomplete", False) else "ok"
