@@ -233,7 +233,7 @@ class Runner:
                     self._variant_on(server, variant, repeat, results)
         for server in servers:
             for step in self.scenario.teardown:
-                server.conn.run_script(step.sql, step.origin, what="teardown SQL")
+                self.eng.run_script(server.conn, step.sql, step.origin, what="teardown SQL")
 
     def _start(self, server: "_Server") -> None:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
@@ -245,8 +245,9 @@ class Runner:
             if hasattr(self.eng, "configurator") else None
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
-        server.info = server.conn.call(self.eng.server_info, [k for k, _ in self.scenario.settings])
-        check_connected(self.scenario, self._variants(), server.conn.query_rows, server.connection.safe)
+        server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
+                        server.connection.safe)
         server.info.update(target=self.target, connection=server.connection.safe)
         self._recorded.append(ServerInfo.from_dict(server.info))
         self._mark_running()
@@ -254,7 +255,7 @@ class Runner:
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
         for step in self.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
-            server.conn.run_script(step.sql, step.origin)
+            self.eng.run_script(server.conn, step.sql, step.origin)
 
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun]) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
@@ -295,7 +296,7 @@ class Runner:
         server.released = True
         if server.conn is not None and server.config is not None:
             try:
-                for problem in server.conn.call(server.config.restore):
+                for problem in server.config.restore(server.conn):
                     self.progress({"event": "warning", "message": problem})
             except Exception as exc:  # noqa: BLE001 - the server must still be let go
                 self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
@@ -308,16 +309,16 @@ class Runner:
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
-        if server.config is not None and server.conn.call(server.config.apply, settings, database):
+        if server.config is not None and server.config.apply(server.conn, settings, database):
             self.progress({"event": "restart", "settings": settings})
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self._admin(server)
 
-    def _probe(self, conn: AdminSession, variant: Variant, when: str, into: dict) -> None:
+    def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
             if when in probe.when:
-                into.setdefault(probe.name, {})[when] = conn.query_rows(probe.sql, f"probe {probe.name}")
+                into.setdefault(probe.name, {})[when] = self.eng.query_rows(conn, probe.sql, f"probe {probe.name}")
 
     def _variants_or_all(self) -> list[Variant]:
         try:
@@ -342,7 +343,7 @@ class Runner:
         self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
                        "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
         for step in variant.setup:
-            conn.run_script(step.sql, step.origin)
+            self.eng.run_script(conn, step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
@@ -370,9 +371,9 @@ class Runner:
         try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
             self._probe(conn, variant, "after", probes)
             for step in variant.teardown:
-                conn.run_script(step.sql, step.origin, what="teardown SQL")
+                self.eng.run_script(conn, step.sql, step.origin, what="teardown SQL")
             self._probe(conn, variant, "final", probes)
-            settings = conn.call(self.eng.server_info, list(dict(variant.settings)))["settings"] \
+            settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] \
                 if variant.settings else None
         except KeyboardInterrupt:
             status, after = "interrupted", ["interrupted after the measurement (probes or teardown)"]

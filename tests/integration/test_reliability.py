@@ -28,18 +28,23 @@ def terminate(admin, application_name: str) -> int:
 
 
 def test_the_admin_connection_is_made_again_each_time_its_backend_is_gone(server, admin):
-    session = AdminSession(pg, server[1].conninfo, application_name="concurbench:admin-test")
+    """The engine's functions take the session as a connection; a statement sent on a connection found gone runs
+    again on a new one."""
     heard: list[str] = []
-    session.on_note = heard.append
+    session = AdminSession(pg, server[1].conninfo, application_name="concurbench:admin-test", on_note=heard.append)
     try:
-        assert session.query_rows("SELECT 1 AS one", "a query") == [{"one": 1}]
+        assert pg.query_rows(session, "SELECT 1 AS one", "a query") == [{"one": 1}]
         for _ in range(2):
             assert terminate(admin, "concurbench:admin-test") == 1
-            session.run_script("CREATE TEMP TABLE t (x int); INSERT INTO t VALUES (1)", "inline")
-            assert session.query_rows("SELECT count(*) AS n FROM t", "a query") == [{"n": 1}]
+            pg.run_script(session, "CREATE TEMP TABLE t (x int); INSERT INTO t VALUES (1)")
+            assert pg.query_rows(session, "SELECT count(*) AS n FROM t", "a query") == [{"n": 1}]
         assert heard == ["the admin connection was lost (terminating connection due to administrator command) "
                          "and made again"] * 2
         assert session.take_notes() == heard and session.take_notes() == []
+        with pytest.raises(EngineError, match="setup SQL failed"):  # an error on a live connection stays an error
+            pg.run_script(session, "SELECT no_such_function()")
+        assert heard == ["the admin connection was lost (terminating connection due to administrator command) "
+                         "and made again"] * 2
     finally:
         session.close()
 
@@ -53,7 +58,7 @@ def test_a_server_gone_for_good_is_an_error_that_says_so():
         pg_server.stop()
     with pytest.raises(EngineError, match=r"the harness's admin connection was lost \(.*\) and could not be made "
                                           r"again: cannot connect to PostgreSQL"):
-        session.run_script("SELECT 1", "inline")
+        pg.run_script(session, "SELECT 1")
 
 
 def test_teardown_errors_are_labelled_teardown(server):
@@ -75,15 +80,19 @@ def test_the_connection_guard_counts_what_others_hold_on_the_server(server, tmp_
                                              "  small:\n    pools:\n      p: {clients: 10, transaction: [SELECT 1]}\n"))
     held = [psycopg.connect(server[1].conninfo, autocommit=True) for _ in range(30)]
     session = AdminSession(pg, server[1].conninfo)
+
+    def query(sql: str, what: str) -> list[dict]:
+        return pg.query_rows(session, sql, what)
+
     try:
         with pytest.raises(ConfigError) as refused:
-            check_connected(scenario, list(scenario.variants), session.query_rows, "the test server")
+            check_connected(scenario, list(scenario.variants), query, "the test server")
         message = refused.value.message
         assert message.startswith(f"{scenario.path}:6:20: variants.big.pools.p.clients: 179 clients make 180 "
                                   f"connections (pool p: 179; the harness's own: 1 admin), and the server at the test "
                                   f"server gives this run ")
         assert "max_connections is 200" in message and "in use by other sessions" in message
-        check_connected(scenario, [scenario.variant("small")], session.query_rows, "the test server")
+        check_connected(scenario, [scenario.variant("small")], query, "the test server")
     finally:
         session.close()
         for conn in held:

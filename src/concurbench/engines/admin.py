@@ -1,9 +1,12 @@
 """The harness's own connection to a server: setup, probes, teardown, server facts, configuration.
 
-It survives what the load sessions survive. Before each use it checks that its backend is still
-there (one round trip); when the backend is gone (terminated, or the server restarted under it) it
-connects again, once, and says so in `notes`. A failure on a live connection is the caller's error;
-a connection that cannot be made again is an EngineError that says the admin connection was lost.
+It survives what the load sessions survive. It stands in for the engine's connection (the engine's
+functions take it as they take a connection: everything but `execute` goes to the connection
+itself); when a statement fails because the connection is gone (its backend terminated, the server
+restarted under it), it connects again, once, runs that statement again, and says so in `notes`.
+A statement the server never ran (the connection was found gone when it was sent, or the backend
+was terminated while it ran, which rolls it back) is safe to run again. A connection that cannot
+be made again is an EngineError that says the admin connection was lost.
 """
 
 from __future__ import annotations
@@ -11,8 +14,6 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import EngineError
-
-PING = "SELECT 1"
 
 
 class AdminSession:
@@ -25,24 +26,26 @@ class AdminSession:
         self.on_note = on_note or (lambda text: None)  # and as they happen (a warning on the terminal)
         self.conn = engine.connect(conninfo, application_name=application_name)
 
-    def call(self, fn: Callable, *args, **kwargs):
-        """`fn(connection, *args, **kwargs)` on a live connection."""
-        self.ensure()
-        return fn(self.conn, *args, **kwargs)
-
-    def run_script(self, sql: str, origin: str, what: str = "setup SQL") -> None:
-        self.call(self.engine.run_script, sql, origin, what=what)
-
-    def query_rows(self, sql: str, what: str) -> list[dict]:
-        return self.call(self.engine.query_rows, sql, what)
-
-    def ensure(self) -> None:
-        """Reconnect once when the backend is gone."""
+    def execute(self, *args, **kwargs):
         try:
-            self.engine.scalar(self.conn, PING)
-            return
-        except Exception as exc:  # noqa: BLE001 - any failure of a ping means the connection is not usable
-            lost = self.engine.first_line(exc)
+            return self.conn.execute(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - only a lost connection is handled here; the rest is the caller's
+            if not self._lost(exc):
+                raise
+            self._reconnect(self.engine.first_line(exc))
+        return self.conn.execute(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+    def _lost(self, exc: BaseException) -> bool:
+        broken = getattr(self.conn, "broken", None)  # psycopg knows; for pyodbc the engine reads the error
+        if broken is not None:
+            return bool(broken or getattr(self.conn, "closed", False))
+        check = getattr(self.engine, "is_connection_error", None)
+        return bool(check is not None and check(exc))
+
+    def _reconnect(self, lost: str) -> None:
         self._close()
         try:
             self.conn = self.engine.connect(self.conninfo, application_name=self.application_name)
