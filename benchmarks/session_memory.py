@@ -9,7 +9,7 @@ session touches. Then it reads:
   those sessions, from /proc through psutil; shared buffers are not in it (they are sized once by
   shared_buffers, not per session);
 - the harness side: this process's USS after the sessions connected and ran, minus before, per
-  session.
+  session; and the USS of a spawned worker process once it has imported what a worker imports.
 
     python benchmarks/session_memory.py [--sessions 100] [--rounds 20]
 
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import multiprocessing as mp
 import select
 import statistics
 
@@ -47,6 +48,24 @@ def run_once(session: Session) -> None:
                 break
         if outcome[0] is not None:
             raise RuntimeError(f"statement failed: {outcome}")
+
+
+def _worker_uss(queue) -> None:
+    from concurbench.engines.registry import get_engine
+    from concurbench.workload import pool, session, stats  # noqa: F401 - what a worker process imports
+
+    get_engine("postgres")
+    queue.put(psutil.Process().memory_full_info().uss)
+
+
+def worker_process_uss() -> int:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_worker_uss, args=(queue,))
+    proc.start()
+    uss = queue.get(timeout=60)
+    proc.join()
+    return uss
 
 
 def main() -> None:
@@ -84,6 +103,7 @@ def main() -> None:
         print(f"server backend USS per session: mean {statistics.mean(uss) / 2**20:.2f} MiB, "
               f"max {max(uss) / 2**20:.2f} MiB (PSS mean {statistics.mean(pss) / 2**20:.2f} MiB)")
         print(f"harness USS per session: {harness / 2**10:.0f} KiB")
+        print(f"worker process USS before its sessions: {worker_process_uss() / 2**20:.1f} MiB")
         for session in sessions:
             session.close()
     finally:

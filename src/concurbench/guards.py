@@ -14,13 +14,15 @@
 - memory: an estimate per session on both sides, the harness's session and (when the server runs
   on this machine) its backend, against the memory available now.
 
-The figures per session were measured with benchmarks/session_memory.py (PostgreSQL 18.6, 100
-sessions of the row-lock transaction, zipfian keys over 100,000 rows): a server backend held 1.33 MiB
-of memory of its own (USS) on average and 1.51 MiB at most, so 2 MiB is counted; a harness session
-held 4.1 to 5.2 MiB, which its parts explain: one HdrHistogram per statement and one per transaction
-(264 KiB each: 1 ns to 1 h at 3 significant digits), a zipfian parameter's table of cumulative
-weights (32 bytes per value, up to 200,000 values; larger ranges draw without a table), and the
-connection itself (14 to 29 KiB measured; 64 KiB counted).
+The figures were measured with benchmarks/session_memory.py (PostgreSQL 18.6, 100 sessions of the
+row-lock transaction, zipfian keys over 100,000 rows), as memory a process holds of its own (USS):
+a server backend held 1.33 MiB on average and 1.52 MiB at most, so 2 MiB is counted; a harness
+session held 5.2 MiB, which its parts add up to: one HdrHistogram per statement and one per
+transaction (264 KiB each: 1 ns to 1 h at 3 significant digits), a zipfian parameter's table of
+cumulative weights (40 bytes per value measured, a float and its place in a list; ranges over
+200,000 values draw without a table), and the connection with the session's own objects (31 KiB
+measured with a one-statement pool; 64 KiB counted). A worker process itself, once it has imported
+what it needs, held 31 to 33 MiB: 40 MiB is counted for each.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ BACKEND_BYTES = 2 << 20
 CONNECTION_BYTES = 64 << 10
 HISTOGRAM_BYTES = 33792 * 8  # counts of an HdrHistogram(1 ns, 1 h, 3 digits), 8 bytes each
 ZIPF_TABLE_LIMIT = 200_000  # workload.distributions draws larger ranges without a table
-ZIPF_BYTES_PER_VALUE = 32  # a Python float in a list
+ZIPF_BYTES_PER_VALUE = 40  # a Python float and its place in a list
+WORKER_BYTES = 40 << 20  # a worker process before its sessions
 LOCAL_TARGETS = ("embedded", "binaries", "docker")  # the server's memory is this machine's too
 
 
@@ -178,7 +181,7 @@ def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *,
             checker.problems.append(where(
                 f"{n_workers} worker processes need {parent_fds:,} open files in the harness's own process, and a "
                 f"process may open {fds:,} (ulimit -n); raise the limit or use fewer worker processes (--processes)"))
-        harness = sum(harness_bytes(p) * need.pools[p.name] for p in variant.pools)
+        harness = sum(harness_bytes(p) * need.pools[p.name] for p in variant.pools) + n_workers * WORKER_BYTES
         server = BACKEND_BYTES * need.total if target in LOCAL_TARGETS else 0
         if harness + server > memory:
             sides = f"{_size(harness)} in the harness" + (f" and {_size(server)} of server backends ({_size(BACKEND_BYTES)} "

@@ -124,3 +124,29 @@ def test_the_plan_is_the_order_the_runner_takes(server, running_server, tmp_path
     planned = [(r["variant"], r["point"], r["repeat"]) for r in plans[0]]
     assert planned == [(r.variant, r.point, r.repeat) for r in outcome.results]
     assert len(planned) == 6
+
+
+def test_a_log_drain_whose_backend_was_terminated_still_restores_the_log_settings():
+    """Its ALTER SYSTEM must be undone on a new connection, or the server would go on logging into a FIFO."""
+    from concurbench.observers.log_drain import LogDrain
+    from concurbench.scenario.model import Background
+
+    pg_server = EmbeddedPostgres({"logging_collector": "on"})
+    connection = pg_server.start()
+    try:
+        with psycopg.connect(connection.conninfo, autocommit=True) as admin:
+            before = admin.execute("SHOW log_directory").fetchone()[0]
+            drain = LogDrain(Background("slow", "log_drain", "read committed", (), rate=1 << 20), connection.conninfo)
+            drain.start()
+            try:
+                assert admin.execute("SHOW log_directory").fetchone()[0] != before
+                assert terminate(admin, "concurbench:background:slow") == 1
+            finally:
+                drain.close()
+            assert admin.execute("SHOW log_directory").fetchone()[0] == before
+            assert admin.execute("SELECT count(*) FROM pg_file_settings WHERE sourcefile LIKE '%%auto.conf'"
+                                 ).fetchone()[0] == 0
+        assert any("its connection was lost (terminating connection due to administrator command) and made again"
+                   in note for note in drain.describe()["notes"])
+    finally:
+        pg_server.stop()

@@ -171,3 +171,9 @@ def test_a_did_you_mean_never_suggests_the_word_itself():
 
     assert suggest("tps", ["tps", "tpx"]) == " (did you mean 'tpx'?)"
     assert suggest("tps", ["tps"]) == ""
+
+
+@pytest.mark.timeout(60)  # walked naively, the aliases take hours; walked once each, a fraction of a second
+def test_nested_yaml_aliases_are_walked_once(capsys, monkeypatch):
+    code, out, err = invoke(capsys, monkeypatch, "validate", S / "alias_bomb.yaml")
+    assert code == 0 and "ok: " in out, err

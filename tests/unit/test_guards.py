@@ -103,15 +103,16 @@ def test_sql_server_sessions_hold_three_files_each(tmp_path):
     assert problems(s, target="dsn", processes=1, fds=guards.WORKER_BASE_FDS + 29) != []
 
 
-def test_memory_on_both_sides(tmp_path):
+def test_memory_on_both_sides(tmp_path, monkeypatch):
     body = ("variants:\n  v:\n    pools:\n      p:\n        clients: 10\n        atomic: true\n"
             "        params: {aid: 'zipfian(1, 100000, 1.1)'}\n"
             "        transaction: [SELECT :aid, SELECT :aid + 1]\n")
     s = scenario(tmp_path, body)
     pool = s.variants[0].pools[0]
+    monkeypatch.setattr(guards.os, "cpu_count", lambda: 2)
     # begin, two statements, commit and the transaction: five histograms; a table of 100,000 weights
-    assert guards.harness_bytes(pool) == guards.CONNECTION_BYTES + 5 * guards.HISTOGRAM_BYTES + 100_000 * 32
-    harness = 10 * guards.harness_bytes(pool)
+    assert guards.harness_bytes(pool) == guards.CONNECTION_BYTES + 5 * guards.HISTOGRAM_BYTES + 100_000 * 40
+    harness = 10 * guards.harness_bytes(pool) + 2 * guards.WORKER_BYTES  # one worker process per CPU (2 here)
     server = 11 * guards.BACKEND_BYTES  # the pool's sessions and the admin connection
     assert problems(s, memory=harness + server) == []
     found = problems(s, memory=harness + server - 1)
@@ -132,3 +133,11 @@ def test_the_histogram_size_is_what_the_workers_allocate():
 
     hist = new_histogram()
     assert guards.HISTOGRAM_BYTES == hist.counts_len * hist.word_size
+
+
+def test_worker_processes_count_in_memory(tmp_path):
+    """--processes 1000 with 1000 clients would start 1000 Python processes of about 32 MiB each."""
+    s = scenario(tmp_path, "variants:\n  v:\n    pools:\n      p: {clients: 1000, transaction: [SELECT 1]}\n")
+    found = problems(s, target="dsn", processes=1000, memory=20 << 30)
+    assert len(found) == 1 and "1,000 clients need about 39.6 GiB of memory (39.6 GiB in the harness)" in found[0]
+    assert problems(s, target="dsn", processes=2, memory=20 << 30) == []

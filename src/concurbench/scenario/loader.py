@@ -104,8 +104,14 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str) -> None:
-    """Replace ${name} in every string below node (the parameters section itself excepted)."""
+def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str, seen: set[int] | None = None) -> None:
+    """Replace ${name} in every string below node (the parameters section itself excepted). A node reached
+    again through a YAML alias is done once: nested aliases would otherwise be walked exponentially often."""
+    seen = set() if seen is None else seen
+    if isinstance(node, (dict, list)):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
     if isinstance(node, dict):
         items = [(k, v) for k, v in node.items() if not (path == "" and k == "parameters")]
     elif isinstance(node, list):
@@ -117,7 +123,7 @@ def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str) ->
         if isinstance(value, str) and "${" in value:
             node[key] = _expand(value, params, lambda msg: check.add(node, key, sub, msg))
         else:
-            _substitute(value, params, check, sub)
+            _substitute(value, params, check, sub, seen)
 
 
 def _expand(text: str, params: dict[str, Any], report) -> Any:
