@@ -127,6 +127,11 @@ class Run:
         return found
 
 
+def dsn(server: "Server") -> list[str]:
+    """The options that run against `server` as a dsn target."""
+    return ["--target", "dsn", "--dsn", server.conninfo]
+
+
 def tagged(tag: str) -> set[int]:
     """Live processes carrying this test's tag."""
     found = set()

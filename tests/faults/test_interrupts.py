@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from faultkit import wait_until
+from faultkit import dsn, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 
@@ -57,7 +57,7 @@ PHASES = {
 @pytest.mark.parametrize("phase", list(PHASES))
 def test_ctrl_c_in_a_phase_of_a_dsn_run(phase, server, launch):
     text, ready, kept = PHASES[phase]
-    run = launch(text, "--target", "dsn", "--dsn", server.conninfo)
+    run = launch(text, *dsn(server))
     if callable(ready):
         assert wait_until(lambda: ready(server) or run.proc.poll() is not None, 60) and run.proc.poll() is None, \
             run.stderr[-2000:]

@@ -17,13 +17,9 @@ import sys
 import psycopg
 import pytest
 
-from faultkit import ROOT, wait_until
+from faultkit import ROOT, dsn, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
-
-
-def dsn(server) -> list[str]:
-    return ["--target", "dsn", "--dsn", server.conninfo]
 
 
 ADMIN = """name: admin-kill

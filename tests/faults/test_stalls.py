@@ -20,12 +20,9 @@ import psutil
 import pytest
 
 from concurbench.results.store import load_run
+from faultkit import dsn
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 STOPPED_S = 3.0  # how long the server does not answer: the fault itself, not a wait for anything
-
-
-def dsn(server) -> list[str]:
-    return ["--target", "dsn", "--dsn", server.conninfo]
 
 
 TWO = """name: stall
