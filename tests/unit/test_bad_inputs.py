@@ -83,7 +83,8 @@ def test_a_scenario_that_is_a_directory_or_missing(capsys, monkeypatch, tmp_path
 
 @contextlib.contextmanager
 def read_only_dir(tmp_path: Path):
-    """A directory no one may write into: a read-only tmpfs as root (root ignores permissions), else mode 555."""
+    """A directory no one may write into: a read-only tmpfs as root (root ignores permissions), else mode 555;
+    None as root where no file system can be mounted."""
     path = tmp_path / "read-only"
     path.mkdir()
     if os.geteuid() != 0:
@@ -94,8 +95,9 @@ def read_only_dir(tmp_path: Path):
             path.chmod(0o755)
         return
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(path)], capture_output=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.decode().strip()}")
+    if mounted.returncode != 0:  # (a container without the right to mount) the other cases still run
+        yield None
+        return
     try:
         yield path
     finally:
@@ -109,7 +111,8 @@ def test_unusable_out_paths_are_usage_errors_naming_the_path(capsys, monkeypatch
              (a_file / "sub", f"{a_file / 'sub'}: cannot create a run directory there: {a_file} is a file"),
              (Path("/sys/kernel/nope"), "/sys/kernel/nope: cannot create a run directory there: ")]
     with read_only_dir(tmp_path) as read_only:
-        cases.append((read_only, f"{read_only}: cannot create a run directory there: "))
+        if read_only is not None:
+            cases.append((read_only, f"{read_only}: cannot create a run directory there: "))
         for out, expected in cases:
             code, _out, err = invoke(capsys, monkeypatch, "run", S / "ok.yaml", "--out", out)
             assert code == 2, (out, err)
