@@ -59,12 +59,16 @@ $fn$;
 -- Size and activity counters of the catalogs: a first row 'all' with the sums (the row that
 -- metrics and claims read), then one row per catalog. Waits first (up to 15 s) until no session
 -- named wait_for is left: a backend flushes its statistics, and drops its temp tables, as it exits.
+-- Before PostgreSQL 15 the statistics go through the collector, which writes them to a file that a
+-- reader accepts up to 0.5 s old: then it also waits (up to 5 s more) for a file written after the
+-- sessions left. From 15 on pg_stat_get_snapshot_timestamp() is NULL here and there is no file.
 CREATE OR REPLACE FUNCTION churn_catalog_stats(wait_for text DEFAULT NULL)
 RETURNS TABLE (catalog text, bytes bigint, n_tup_ins bigint, n_tup_upd bigint, n_tup_del bigint,
                n_dead_tup bigint, autovacuums bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
     deadline timestamptz := clock_timestamp() + interval '15 s';
+    gone timestamptz;
 BEGIN
     LOOP
         PERFORM pg_stat_clear_snapshot();
@@ -72,7 +76,13 @@ BEGIN
             SELECT 1 FROM pg_stat_activity WHERE application_name = wait_for AND pid <> pg_backend_pid());
         PERFORM pg_sleep(0.05);
     END LOOP;
-    PERFORM pg_stat_clear_snapshot();
+    gone := clock_timestamp();
+    deadline := gone + interval '5 s';
+    LOOP
+        PERFORM pg_stat_clear_snapshot();
+        EXIT WHEN coalesce(pg_stat_get_snapshot_timestamp() >= gone, true) OR clock_timestamp() > deadline;
+        PERFORM pg_sleep(0.05);
+    END LOOP;
     RETURN QUERY
     WITH per AS (
         SELECT s.relname::text AS catalog, pg_total_relation_size(s.relid) AS bytes, s.n_tup_ins,

@@ -2,10 +2,10 @@
 each; and the clock that turns it into "run i of n", time elapsed and time left.
 
 The runner announces the plan as the progress event `{"event": "plan", "runs": [...]}` before its
-first variant run, and again whenever the plan changes: runs appended (more repeats while claims
-are undecided) or dropped (a variant the server cannot run). The runs already finished are always
-the plan's first entries, in order, so a display counts finished runs (`variant_done` events) and
-takes the rest of the list as what is left.
+first variant run, and again whenever the plan changes: runs appended (a round of `--check` while
+claims are undecided) or dropped (a variant the server cannot run). A shard (`--shard I/N`) plans
+only its share. The runs already finished are always the plan's first entries, in order, so a
+display counts finished runs (`variant_done` events) and takes the rest of the list as what is left.
 
 An estimate is the warm-up and the measurement window, plus a little per run (connecting the
 sessions, setup and teardown SQL, probes) and a server start or restart where one comes first.
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 from .scenario.model import Variant
 
@@ -51,23 +51,40 @@ def estimate_s(variant: Variant, point: int | None) -> float:
 
 
 def plan_runs(variants: Iterable[Variant], servers: int = 1, repeats: Iterable[int] = (1,), *,
-              together: bool = False) -> list[PlannedRun]:
-    """The variant runs in the order Runner.run takes them: with `together` (repeats over a version matrix)
-    every server is up at once and each variant runs on each in turn; otherwise one server after the other.
-    The first run on each server, and a run whose variant has settings of its own, carry a server start."""
+              together: bool = False, share: Collection[tuple] | None = None) -> list[PlannedRun]:
+    """The variant runs in the order Runner.run takes them: with `together` (repeats or --check over a version
+    matrix) every server is up at once and each variant runs on each in turn; otherwise one server after the
+    other. With `share` (--shard: its (server, repeat, variant, point)s) only those, and only the servers they
+    use start."""
     variants, repeats = list(variants), list(repeats)
     batches = [list(range(servers))] if together else [[i] for i in range(servers)]
+    order = [(server, repeat, variant, point) for batch in batches for repeat in repeats for variant in variants
+             for server in batch for point in variant.sweep]
+    if share is not None:
+        order = [(server, repeat, v, point) for server, repeat, v, point in order
+                 if (server, repeat, v.name, point) in share]
+    return _estimated(order, started=set())
+
+
+def round_runs(variants: Iterable[Variant], servers: list[tuple[int, str]], wanted: dict, repeat: int) -> list[PlannedRun]:
+    """One more round of `--check`: the points open claims read (`wanted`: (variant, point) -> the server
+    versions to run it on), in the order Runner._decide runs them, on servers already up."""
+    order = [(position, repeat, variant, point) for variant in variants for position, version in servers
+             for point in variant.sweep if version in wanted.get((variant.name, point), ())]
+    return _estimated(order, started={position for position, _ in servers})
+
+
+def _estimated(order, started: set[int]) -> list[PlannedRun]:
+    """Planned runs with their estimates: a server's first run carries its start, and a variant with settings
+    of its own a restart before its first point on a server in a repeat."""
     out: list[PlannedRun] = []
-    for batch in batches:
-        started: set[int] = set()
-        for repeat in repeats:
-            for variant in variants:
-                for server in batch:
-                    for i, point in enumerate(variant.sweep):
-                        extra = SERVER_START_S if server not in started or (variant.settings and i == 0) else 0.0
-                        started.add(server)
-                        out.append(PlannedRun(variant.name, point, server, repeat,
-                                              round(estimate_s(variant, point) + extra, 2)))
+    seen: set[tuple] = set()
+    for server, repeat, variant, point in order:
+        first = (server, repeat, variant.name) not in seen
+        seen.add((server, repeat, variant.name))
+        extra = SERVER_START_S if server not in started or (variant.settings and first) else 0.0
+        started.add(server)
+        out.append(PlannedRun(variant.name, point, server, repeat, round(estimate_s(variant, point) + extra, 2)))
     return out
 
 

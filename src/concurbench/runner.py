@@ -13,30 +13,34 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from . import liveruns
+from . import liveruns, stats
+from .check import CheckPolicy, Sequential, evaluate
+from .check.plan import points_of
+from .check.sides import MIN_RUNS
 from .engines.admin import AdminSession
 from .engines.registry import get_engine
 from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
+from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
 from .report.metrics import pool_metrics
 from .report.render import write_report
-from .report.repeats import collapse
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
-    ServerInfo, VariantRun
-from .plan import plan_runs, without
+    ServerInfo, ShardInfo, VariantRun
+from .plan import PlannedRun, plan_runs, round_runs, without
+from .results.shards import SHARD_AND_CHECK, Plan, Shard
 from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
-from .scenario.claims import evaluate
 from .scenario.model import Scenario, Variant
 from .scenario.yamlpos import suggest
 from .workload.pool import PoolRunner, resolve_clients
+from .workload.session import application_name
 
 Progress = Callable[[dict], None]
 
@@ -47,10 +51,20 @@ def make_background(spec, conninfo: str, engine):
         return HeldTransaction(spec, conninfo, engine=engine)
     if spec.kind == "log_drain":
         return LogDrain(spec, conninfo)
-    from .observers.mssql import SqlTrace, XEventSession
+    return MSSQL_OBSERVERS[spec.kind](spec, conninfo)
 
-    cls = {"xevents": XEventSession, "sql_trace": SqlTrace}[spec.kind]
-    return cls(spec, conninfo)
+
+def incomplete_error(results: list[VariantRun]) -> RunError | None:
+    """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
+    partial = [r for r in results if r.status == "incomplete"]
+    if not partial:
+        return None
+    names = ", ".join(dict.fromkeys(
+        r.variant + (f"@{r.point}" if r.point is not None else "") + (f" on {r.server}" if r.server else "")
+        + (f" ({r.workers['reported']} of {r.workers['started']} worker processes reported)" if r.workers else "")
+        for r in partial))
+    return RunError(f"incomplete variant runs: {names}; a worker process sent no results, so their figures "
+                    f"leave out its sessions: they are marked incomplete and claims on them were not evaluated")
 
 
 @dataclass
@@ -84,6 +98,7 @@ class _Server:
     """One server of the run and what the runner keeps about it between variants."""
 
     provisioner: object
+    position: int = 0  # its place in the run's list of servers (--server-version order)
     started: bool = False
     released: bool = False
     connection: object = None
@@ -91,6 +106,7 @@ class _Server:
     config: object = None
     info: dict = field(default_factory=dict)
     current: dict = field(default_factory=dict)  # the settings it runs with now
+    scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
 
     @property
     def version(self) -> str:
@@ -121,7 +137,8 @@ class Runner:
 
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Progress | None = None, processes: int | None = None,
-                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1):
+                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
+                 check: CheckPolicy | None = None, shard: Shard | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -130,14 +147,28 @@ class Runner:
         self.only = variants
         self.target = target
         self.repeat = max(1, repeat)
+        self.check = check  # --check: repeat what open claims need until they are decided
+        self.sequential: Sequential | None = None
+        self._verdicts: list[ClaimVerdict] = []  # the last look's verdicts
+        self._judged = 0  # how many variant runs that look saw
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
         self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
         self._skipped_on: set[tuple[str, str]] = set()  # (variant, server) pairs not to try again
-        self.plan = []  # the variant runs to come (plan.PlannedRun), announced as a progress event
-        self._finished = 0  # variant runs done, the plan's first entries
+        # --shard: the plan of the whole run and this shard's (server position, repeat, variant, point)s;
+        # ConfigError here, before any server starts, when the run has fewer combinations than shards
+        self.shard = shard
+        if shard is not None and check is not None:
+            raise ConfigError(SHARD_AND_CHECK)
+        self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
+        self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
+                                                 for c in shard.combinations(self.plan)}
+        self.schedule: list[PlannedRun] = []  # the variant runs to come, announced as the progress event "plan"
+        self._finished = 0  # variant runs done, the schedule's first entries
         self._run_dir: Path | None = None
+        self._started = ""
         self._unkept: str | None = None  # why finished variant runs could not be journalled
+        self._servers: list[_Server] = []
 
     def run(self) -> RunOutcome:
         variants = self._variants()  # before anything: a --variant the scenario lacks, or a run too big to hold
@@ -146,14 +177,20 @@ class Runner:
         started = self._started = now_iso()
         results: list[VariantRun] = []
         status, error = "ok", None
-        servers = [_Server(p) for p in self.provisioners]
+        servers = self._servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
-        batches = [servers] if self.repeat > 1 else [[server] for server in servers]
-        self.plan = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=self.repeat > 1)
+        together = self.repeat > 1 or self.check is not None
+        batches = [servers] if together else [[server] for server in servers]
+        if self.share is not None:  # a server with nothing in the shard is not started
+            used = {server for server, *_ in self.share}
+            batches = [b for b in ([s for s in batch if s.position in used] for batch in batches) if b]
+        self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together, share=self.share)
         self._mark_running(first=True)
         live = None
+        if self.check is not None and self.scenario.expect:
+            self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
             live = liveruns.register(run_dir)
             self._announce()
@@ -164,6 +201,8 @@ class Runner:
                     with deferred_interrupts():
                         for server in batch:
                             self._release(server)
+            error = incomplete_error(results)
+            status = "incomplete" if error else status
         except KeyboardInterrupt:
             status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
@@ -174,10 +213,7 @@ class Runner:
             with deferred_interrupts():
                 for server in servers:
                     self._release(server)
-                skipped = {v.name for v in self.scenario.variants} - {v.name for v in self._variants_or_all()} \
-                    | set(self.unsupported)
-                verdicts = evaluate(list(self.scenario.expect), collapse(results), skipped) \
-                    if self.scenario.expect and results else []
+                verdicts = self._final_verdicts(results, status) if self.scenario.expect else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
                                         also=write_report)
                 if unsaved is not None and error is None:
@@ -188,8 +224,10 @@ class Runner:
     def _mark_running(self, first: bool = False) -> None:
         """The manifest of the run in progress (again once a server is known): a killed run still says what it
         was. A directory that cannot take the first is a ConfigError, before any server; later ones may fail."""
+        if self._run_dir is None:  # a server started outside run() (tests of the runner's steps)
+            return
         try:
-            start_run(self._result(self._run_dir, self._started, "running", None, [], []), planned=len(self.plan))
+            start_run(self._result(self._run_dir, self._started, "running", None, [], []), planned=len(self.schedule))
         except ConfigError:
             if first:
                 with contextlib.suppress(OSError):
@@ -202,11 +240,17 @@ class Runner:
                             on_note=lambda text: self.progress({"event": "warning", "message": text}))
 
     def _announce(self) -> None:
-        """Tell the progress display the variant runs to come (again whenever the plan changes)."""
-        self.progress({"event": "plan", "runs": [r.as_dict() for r in self.plan]})
+        """Tell the progress display the variant runs to come (again whenever the schedule changes): a shard's
+        share of the whole run's, and whether --check may add rounds."""
+        event = {"event": "plan", "runs": [r.as_dict() for r in self.schedule]}
+        if self.shard is not None:
+            event.update(shard=str(self.shard), of=len(self.plan.combinations()))
+        if self.sequential is not None:
+            event["check"] = True
+        self.progress(event)
 
     def _kept(self, result: VariantRun) -> None:
-        """A variant run finished: journal it (a killed run keeps it) and count it against the plan."""
+        """A variant run finished: journal it (a killed run keeps it) and count it against the schedule."""
         self._finished += 1
         unkept = record_variant_run(self._run_dir, result) if self._run_dir is not None else None
         if unkept is not None and self._unkept is None:
@@ -217,11 +261,41 @@ class Runner:
     def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
         s = self.scenario
+        shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
+            server.version if server.started and server.info else None for server in self._servers])
         return Run(scenario=ScenarioInfo.of(s), status=status, error=error.message if error else None,
                    servers=list(self._recorded), target=self.target, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
-                   claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir)
+                   claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir,
+                   shard=shard)
+
+    def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
+        """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
+        if self.shard is not None:  # a shard holds part of the data: `merge` judges the claims on all of it
+            return shard_verdicts(self.scenario, results, self.shard)
+        seq = self.sequential
+        if seq is not None and seq.looks_taken and len(results) == self._judged:
+            return self._verdicts
+        skipped = self._skipped(results, status)
+        if seq is not None:
+            seq.skipped = skipped
+            return seq.judge(results)
+        return evaluate(list(self.scenario.expect), results, skipped=skipped, quick=self.scenario.quick)
+
+    def _skipped(self, results: list[VariantRun], status: str) -> dict[str, str]:
+        """Variants a claim may name that have no run, and why (claims on them are not evaluated)."""
+        chosen = {v.name for v in self._variants_or_all()}
+        ran = {r.variant for r in results}
+        out = {}
+        for v in self.scenario.variants:
+            if v.name in self.unsupported:
+                out[v.name] = f"skipped by the server: {self.unsupported[v.name]}"
+            elif v.name not in chosen:
+                out[v.name] = "left out with --variant"
+            elif v.name not in ran:
+                out[v.name] = f"not run: the run {'was interrupted' if status == 'interrupted' else 'ended'} first"
+        return out
 
     def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
         for server in servers:
@@ -231,8 +305,10 @@ class Runner:
             for variant in variants:
                 for server in servers:
                     self._variant_on(server, variant, repeat, results)
+        if self.sequential is not None:
+            self._decide(servers, variants, results)
         for server in servers:
-            for step in self.scenario.teardown:
+            for step in server.scenario.teardown:
                 self.eng.run_script(server.conn, step.sql, step.origin, what="teardown SQL")
 
     def _start(self, server: "_Server") -> None:
@@ -249,41 +325,96 @@ class Runner:
         check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
                         server.connection.safe)
         server.info.update(target=self.target, connection=server.connection.safe)
+        # what the provisioner knows of the server (a container's image and CPU limit), never a password
+        server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
         self._recorded.append(ServerInfo.from_dict(server.info))
         self._mark_running()
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
-        for step in self.scenario.setup:
+        server.scenario = self.scenario.on_server(server.version)
+        for step in server.scenario.setup:
             self.progress({"event": "setup", "origin": step.origin})
             self.eng.run_script(server.conn, step.sql, step.origin)
 
-    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun]) -> None:
+    def _decide(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
+        """--check: more interleaved rounds of the variant points open claims read, until decided or out of limits."""
+        seq = self.sequential
+        repeat = self.repeat
+        while True:
+            if repeat >= MIN_RUNS:
+                seq.skipped = self._skipped(results, "ok")
+                self._verdicts, self._judged = seq.judge(results), len(results)
+                wanted = seq.wanted(self._verdicts, results)
+                open_claims = sum(1 for v in self._verdicts if v.verdict == stats.INCONCLUSIVE)
+                if open_claims:
+                    self.progress({"event": "check", "look": seq.looks_taken, "of": seq.looks, "open": open_claims,
+                                   "runs": repeat})
+            else:  # one run decides nothing: every point a claim reads runs a second time
+                wanted = {}
+                for claim in self.scenario.expect:
+                    if self.scenario.quick and claim.skip_quick:
+                        continue
+                    for key in points_of(claim, results):
+                        wanted.setdefault(key, set()).update(s.version for s in servers)
+            running = {v.name for v in variants} - set(self.unsupported)
+            wanted = {key: where for key, where in wanted.items() if key[0] in running}
+            if not wanted or repeat >= self.check.max_repeats:
+                return
+            if not seq.affordable(wanted):
+                self.progress({"event": "warning", "message": "--check: the next round would pass the time budget; "
+                                                              "stopping with the claims still open"})
+                return
+            repeat += 1
+            self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
+            self._announce()  # the progress display learns of the round before it starts
+            for variant in variants:
+                points = {point for (name, point) in wanted if name == variant.name}
+                for server in servers:
+                    mine = {p for p in points if server.version in wanted[(variant.name, p)]}
+                    if mine:
+                        self._variant_on(server, variant, repeat, results, points=mine)
+
+    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
+                    points: set | None = None) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
+        if self.share is not None:  # --shard: only this shard's points of this variant, repeat and server
+            points = {p for p in variant.sweep if (server.position, repeat, variant.name, p) in self.share}
+            if not points:
+                return
         if (variant.name, server.version) in self._skipped_on:
             return
+        variant = server.scenario.variant(variant.name)
         wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
         if wanted != server.current:
-            self.progress({"event": "restart", "settings": dict(variant.settings)})
-            server.conn.close()
-            server.connection = server.provisioner.restart(wanted)
-            server.conn = self._admin(server)
+            # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
+            # below, which restarts once when an option needs it
+            if server.config is None or server.config.needs_restart(server.current, wanted):
+                self.progress({"event": "restart", "settings": dict(variant.settings)})
+                server.conn.close()
+                server.connection = server.provisioner.restart(wanted)
+                server.conn = self._admin(server)
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
         for point in variant.sweep:
-            self.progress({"event": "repeat", "repeat": repeat, "of": self.repeat,
+            if points is not None and point not in points:
+                continue
+            self.progress({"event": "repeat", "repeat": repeat, "of": max(self.repeat, repeat),
                            "server": server.version if len(self.provisioners) > 1 else None})
+            began = time.monotonic()
             try:
                 result = self._run_variant(server, variant, point, repeat)
             except Unsupported as exc:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
                 self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
-                self.plan = without(self.plan, self._finished, variant.name, self.provisioners.index(server.provisioner))
+                self.schedule = without(self.schedule, self._finished, variant.name, server.position)
                 self._announce()
                 return
             results.append(result)
             self._kept(result)
+            if self.sequential is not None:
+                self.sequential.record(result, time.monotonic() - began)
             if result.status == "interrupted":
                 raise KeyboardInterrupt
             if result.status == "failed":  # the load could not go on, or its teardown failed: the last message says
@@ -314,6 +445,7 @@ class Runner:
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self._admin(server)
+            server.config.after_restart(server.conn)  # what only a fresh server allows (empty tempdb files)
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
@@ -347,16 +479,23 @@ class Runner:
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         holders = [make_background(b, conninfo, self.eng) for b in variant.background]
+        if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
+            self.eng.flush_statistics(conn, version_num)
         driver = SamplerDriver(build_samplers(variant.samplers),
-                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num)
+                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
+                               sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
         started = time.time()
         try:
             driver.open()
             for holder in holders:
                 holder.start()
+            # The window closes in this order: background parts a sampler may wait on (a throttled log
+            # drain), then the samplers' last reading, then observers whose stopping and counting is
+            # work of its own (reading .xel files) that must stay outside the samplers' span.
+            first = [h for h in holders if not h.ends_after_samplers]
             runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                listeners=[*holders, driver],  # observers end first: a sampler may wait on them
+                                listeners=[*first, driver, *[h for h in holders if h.ends_after_samplers]],
                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
                                                                      "point": point, **info}))
             outcome = runner.run()
@@ -383,15 +522,25 @@ class Runner:
                     *(f"background {b.get('name')}: {b['error']}" for b in background if b.get("error")), *after]
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=status, elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
+            status=status, workers={"started": outcome.workers, "reported": outcome.reported},
+            elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
             worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], messages=messages,
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
-            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows})
+            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
+            unavailable=driver.unavailable)
         self.progress({"event": "variant_done", "result": result})
         return result
+
+
+def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) -> list[ClaimVerdict]:
+    """A shard's claims, on every server it ran: not evaluated, and where they will be."""
+    servers = list(dict.fromkeys(r.server for r in results)) or [None]
+    reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
+    return [ClaimVerdict(c.text, "not evaluated", c.description, server, reason=reason)
+            for server in servers for c in scenario.expect]
 
 
 def _status(outcome) -> str:
@@ -399,7 +548,6 @@ def _status(outcome) -> str:
     incomplete (a worker process sent no results), or ok."""
     if outcome.interrupted:
         return "interrupted"
-    if getattr(outcome, "stopped", None):
+    if outcome.stopped:
         return "failed"
-    # `incomplete` is the pool's flag for a worker that sent no results (issue 15); absent, all reported
-    return "incomplete" if getattr(outcome, "incomplete", False) else "ok"
+    return "ok" if outcome.complete else "incomplete"

@@ -66,7 +66,20 @@ def test_row_lock_quick_run_in_a_container(tmp_path, leftovers):
     assert runs == {("advisory", 4), ("advisory", 32)}
     assert all(r["pools"]["lockers"]["metrics"]["transactions"] > 0 for r in summary["results"])
     assert "| advisory | lockers | 32 |" in (run_dir / "report.md").read_text()
+    assert manifest["servers"][0]["image"] == POSTGRES_IMAGE and manifest["servers"][0]["cpu_limit"] == "none"
     print(f"docker quick run: {time.monotonic() - started:.1f} s")
+
+
+def test_an_image_pinned_by_the_scenario_for_its_version(tmp_path, leftovers):
+    """`server: images:` names the image of a version; the run records the image the container ran."""
+    scenario = tmp_path / "pinned.yaml"
+    scenario.write_text(TINY.replace("server: {settings: {max_connections: 50}}",
+                                     f'server: {{settings: {{max_connections: 50}}, images: {{"18": "{POSTGRES_IMAGE}"}}}}'))
+    result = concurbench("run", str(scenario), "--target", "docker", "--server-version", "18", "--host-network",
+                         "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-3000:]
+    server = json.loads((run_dir_of(result) / "manifest.json").read_text())["servers"][0]
+    assert server["image"] == POSTGRES_IMAGE and server["container"].startswith("concurbench-")
 
 
 def test_kept_container_and_the_password_in_no_file(tmp_path, docker_client, concurbench_containers, leftovers):

@@ -129,17 +129,40 @@ def test_bad_input_is_one_paragraph_and_exit_2(tmp_path):
     assert f"{broken}:6:" in result.stderr and "variants.v.pools.p.clients" in result.stderr
 
 
-def test_check_exits_1_when_a_claim_is_false_on_purpose(tmp_path):
+def test_check_exits_3_when_a_claim_is_false_on_purpose(tmp_path):
     scenario = tmp_path / "claims.yaml"
-    scenario.write_text("name: claims\nengine: postgres\nduration: 0.5s\nwarmup: 0s\nvariants:\n"
+    scenario.write_text("name: claims\nengine: postgres\nduration: 1s\nwarmup: 0s\nvariants:\n"
                         "  one:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
                         "expect:\n  - 'one: tps > 0'\n  - {claim: false on purpose, check: 'one: tps > 1e12'}\n")
     checked = concurbench("run", str(scenario), "--check", "--out", str(tmp_path / "runs"))
-    assert checked.returncode == 1, checked.stderr[-2000:]
+    assert checked.returncode == 3, checked.stderr[-2000:]
     assert "1 of 2 claims do not hold" in checked.stderr
     assert "PASS" in checked.stdout and "FAIL" in checked.stdout
     run_dir = Path(checked.stdout.strip().splitlines()[-1])
-    claims = json.loads((run_dir / "summary.json").read_text())["claims"]
-    assert [c["verdict"] for c in claims] == ["pass", "fail"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [c["verdict"] for c in summary["claims"]] == ["pass", "fail"]
+    assert [r["repeat"] for r in summary["results"]][:2] == [1, 2]  # one run decides nothing: --check ran more
+    assert summary["claims"][1]["right"]["value"] == 1e12 and summary["claims"][1]["left"]["low"] is not None
     unchecked = concurbench("run", str(scenario), "--out", str(tmp_path / "runs"))
     assert unchecked.returncode == 0
+
+
+def test_a_claim_between_two_identical_variants_is_inconclusive_not_pass(tmp_path):
+    """Two variants that run the very same load: `a > b` must not pass. The check repeats them up to its
+    limit and exits 4 (undecided). By design a wrong verdict here has a chance below 5%, not zero."""
+    scenario = tmp_path / "same.yaml"
+    scenario.write_text("name: same\nengine: postgres\nduration: 1s\nwarmup: 0.2s\nvariants:\n"
+                        "  a:\n    pools:\n      p: {clients: 2, transaction: [SELECT 1]}\n"
+                        "  b:\n    pools:\n      p: {clients: 2, transaction: [SELECT 1]}\n"
+                        "expect:\n  - 'a: tps > b: tps'\n")
+    checked = concurbench("run", str(scenario), "--check", "--max-repeats", "3", "--out", str(tmp_path / "runs"))
+    assert checked.returncode == 4, checked.stdout[-2000:] + checked.stderr[-2000:]
+    assert "INCONCLUSIVE" in checked.stdout and "could not be decided" in checked.stderr
+    run_dir = Path(checked.stdout.strip().splitlines()[-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (claim,) = summary["claims"]
+    assert claim["verdict"] == "inconclusive" and "within the noise" in claim["reason"]
+    assert claim["ratio"]["low"] < 1 < claim["ratio"]["high"]
+    assert sorted(r["repeat"] for r in summary["results"]) == [1, 1, 2, 2, 3, 3]
+
+

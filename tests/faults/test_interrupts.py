@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from concurbench.cli.exits import EXIT_INTERRUPTED
 from faultkit import dsn, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
@@ -64,7 +65,7 @@ def test_ctrl_c_in_a_phase_of_a_dsn_run(phase, server, launch):
     else:
         run.wait_for(ready)
     run.interrupt()
-    assert run.finish(timeout=60) == 130, run.stderr[-2000:]
+    assert run.finish(timeout=60) == EXIT_INTERRUPTED, run.stderr[-2000:]
     assert "interrupted" in run.stderr
     assert run.manifest()["status"] == "interrupted"
     results = [(r["variant"], r["status"]) for r in run.summary()["results"]]
@@ -79,7 +80,7 @@ def test_ctrl_c_while_the_server_starts(launch):
     run = launch(scenario())
     run.wait_for(r"starting the embedded server")
     run.interrupt()
-    assert run.finish(timeout=60) == 130, run.stderr[-2000:]
+    assert run.finish(timeout=60) == EXIT_INTERRUPTED, run.stderr[-2000:]
     assert run.manifest()["status"] == "interrupted"
     assert not list((launch.home / "servers").glob("*/data")), "the server's directory is removed"
     # and no process of the run is left (the launch fixture checks: the server's processes carry the tag)

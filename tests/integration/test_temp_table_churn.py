@@ -1,5 +1,5 @@
-"""The temp-table churn scenario in its quick form on the embedded server: the claims hold, and the
-catalog probes see every created temp table come and go."""
+"""The temp-table churn scenario in its quick form on the embedded server, twice: no claim is
+contradicted, the exact ones hold, and the catalog probes see every created temp table come and go."""
 
 from __future__ import annotations
 
@@ -19,11 +19,11 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def outcome(server, running_server, tmp_path_factory):
     scenario = load_scenario(SCENARIO, quick=True)
-    return Runner(scenario, running_server(server[1]), out_dir=tmp_path_factory.mktemp("runs")).run()
+    return Runner(scenario, running_server(server[1]), out_dir=tmp_path_factory.mktemp("runs"), repeat=2).run()
 
 
 def run_of(outcome, variant: str) -> VariantRun:
-    return next(r for r in outcome.results if r.variant == variant)
+    return next(r for r in outcome.results if r.variant == variant and r.repeat == 1)
 
 
 def catalogs(result: VariantRun, when: str) -> dict[str, dict]:
@@ -33,17 +33,25 @@ def catalogs(result: VariantRun, when: str) -> dict[str, dict]:
 def test_every_variant_ran_its_fixed_number_of_calls(outcome):
     assert outcome.status == "ok", outcome.error
     params = dict(load_scenario(SCENARIO, quick=True).parameters)
-    assert [r.variant for r in outcome.results] == ["dynamic", "static", "reuse"]
+    assert [(r.variant, r.repeat) for r in outcome.results] == [
+        ("dynamic", 1), ("static", 1), ("reuse", 1), ("dynamic", 2), ("static", 2), ("reuse", 2)]
     for result in outcome.results:
         m = result.pools["callers"].metrics
         assert m["transactions"] == params["clients"] * params["calls"], result.variant
         assert m["failed"] == 0, (result.variant, m["error_messages"])
 
 
-def test_claims_hold(outcome):
-    failed = [f"{c.claim}: {c.left} vs {c.right} {c.reason}" for c in outcome.claims if c.verdict != "pass"]
+def test_no_claim_is_contradicted_and_the_exact_ones_hold(outcome):
+    """Two runs decide what does not depend on the machine's speed: catalog rows per call are the same
+    in every run, compared run by run. Timing claims may stay open on a busy machine, but never fail."""
     assert len(outcome.claims) >= 8
+    failed = [f"{c.claim}: {c.left} vs {c.right} {c.reason}" for c in outcome.claims if c.verdict == "fail"]
     assert failed == []
+    verdicts = {c.claim: c for c in outcome.claims}
+    for variant in ("dynamic", "static"):
+        catalog_rows = verdicts[f"{variant}: probes.catalogs.after.n_tup_del >= 10 * {variant}: transactions"]
+        assert catalog_rows.verdict == "pass", catalog_rows.reason
+        assert 10 < catalog_rows.ratio.value * 10 < 20  # 14 catalog rows per call on PostgreSQL 18
 
 
 def test_probes_start_from_reset_counters_and_compact_catalogs(outcome):

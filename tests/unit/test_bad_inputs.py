@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from concurbench.cli.exits import EXIT_USAGE
 from concurbench.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +68,7 @@ def test_a_bad_scenario_is_exit_2_at_its_line(name, expected, command, capsys, m
         args += ["--out", tmp_path / "runs", *(NOWHERE if name in RUN_EXPECTED else [])]
         expected = RUN_EXPECTED.get(name, expected)
     code, _out, err = invoke(capsys, monkeypatch, *args)
-    assert code == 2, err
+    assert code == EXIT_USAGE, err
     assert expected in err
     clean(err)
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "no run directory"
@@ -75,7 +76,7 @@ def test_a_bad_scenario_is_exit_2_at_its_line(name, expected, command, capsys, m
 
 def test_the_guards_name_every_limit(capsys, monkeypatch):
     code, _out, err = invoke(capsys, monkeypatch, "validate", S / "too_many_clients.yaml")
-    assert code == 2
+    assert code == EXIT_USAGE
     assert "max_connections is 100 (the server's default)" in err
     assert "open files, and a process may open" in err and "(ulimit -n)" in err
     assert "of memory" in err and "available on this machine" in err
@@ -86,7 +87,7 @@ def test_a_scenario_that_is_a_directory_or_missing(capsys, monkeypatch, tmp_path
     folder.mkdir()
     for path, why in ((folder, "Is a directory"), (tmp_path / "missing.yaml", "No such file")):
         code, _out, err = invoke(capsys, monkeypatch, "validate", path)
-        assert code == 2 and f"{path}: cannot read the scenario file: {why}" in err, err
+        assert code == EXIT_USAGE and f"{path}: cannot read the scenario file: {why}" in err, err
         clean(err)
 
 
@@ -124,14 +125,14 @@ def test_unusable_out_paths_are_usage_errors_naming_the_path(capsys, monkeypatch
             cases.append((read_only, f"{read_only}: cannot create a run directory there: "))
         for out, expected in cases:
             code, _out, err = invoke(capsys, monkeypatch, "run", S / "ok.yaml", "--out", out)
-            assert code == 2, (out, err)
+            assert code == EXIT_USAGE, (out, err)
             assert expected in err, err
             clean(err)
 
 
 def test_a_variant_the_scenario_lacks_is_exit_2_with_a_suggestion(capsys, monkeypatch, tmp_path):
     code, _out, err = invoke(capsys, monkeypatch, "run", S / "ok.yaml", "--variant", "vv", "--out", tmp_path)
-    assert code == 2 and "--variant vv:" in err and "no variant named 'vv' (did you mean 'v'?)" in err, err
+    assert code == EXIT_USAGE and "--variant vv:" in err and "no variant named 'vv' (did you mean 'v'?)" in err, err
     assert not any(tmp_path.iterdir())
     clean(err)
 
@@ -155,7 +156,7 @@ RUN_CASES = [
 def test_report_and_compare_refuse_a_bad_run_directory_naming_the_file(name, expected, capsys, monkeypatch):
     for args in (("report", R / name), ("compare", R / "ok", R / name), ("compare", R / name, R / "ok")):
         code, _out, err = invoke(capsys, monkeypatch, *args)
-        assert code == 2, (args, err)
+        assert code == EXIT_USAGE, (args, err)
         assert expected in err, err
         clean(err)
 

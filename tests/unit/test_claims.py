@@ -1,4 +1,4 @@
-"""Parsing and evaluating `expect` claims, on hand-made results (no server)."""
+"""Parsing and validating `expect` claims, and judging them on hand-made repeated results (no server)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,21 @@ import pytest
 from concurbench.errors import ConfigError
 from concurbench.scenario import load_scenario
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.scenario.claims import Ref, evaluate, parse_claim
+from concurbench.check import check_outcome, evaluate
+from concurbench.scenario.claims import Ref, parse_claim
 
 
-def result(variant, point=None, tps=100.0, lock_ms=1.0, server="18.1", elapsed=1.0, extra=None):
+def result(variant, point=None, tps=100.0, lock_ms=1.0, server="18.1", elapsed=1.0, extra=None, repeat=1):
     metrics = {"transactions": int(tps * elapsed), "tps": tps, "latency": {"mean_ms": 2.0},
                "statements": {"lock": {"count": 1, "mean_ms": lock_ms}}}
-    return VariantRun(variant, "g", point, server=server, elapsed_s=elapsed,
+    return VariantRun(variant, "g", point, server=server, elapsed_s=elapsed, repeat=repeat,
                       pools={"p": PoolResult("p", True, point or 1, metrics)}, samplers=extra or {})
+
+
+def repeated(variant, point=None, spread=(0.98, 1.0, 1.02), **kw):
+    """Three runs of one variant whose figures differ by about 2% (no within-run series: repeats decide)."""
+    tps, lock_ms = kw.pop("tps", 100.0), kw.pop("lock_ms", 1.0)
+    return [result(variant, point, tps=tps * f, lock_ms=lock_ms * f, repeat=i + 1, **kw) for i, f in enumerate(spread)]
 
 
 def test_parse_sides_with_factors_and_numbers():
@@ -34,28 +41,28 @@ def test_malformed_claims_are_rejected(text):
 
 
 def test_evaluate_sweep_points_and_factors():
-    results = [result("for_update", 4, lock_ms=1.0), result("for_update", 32, lock_ms=20.0),
-               result("advisory", 4, lock_ms=1.5), result("advisory", 32, lock_ms=9.0)]
+    results = repeated("for_update", 4, lock_ms=1.0) + repeated("for_update", 32, lock_ms=20.0) + \
+        repeated("advisory", 4, lock_ms=1.5) + repeated("advisory", 32, lock_ms=9.0)
     verdicts = evaluate([parse_claim("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms"),
                          parse_claim("advisory@min: statements.lock.mean_ms < for_update@min: statements.lock.mean_ms"),
                          parse_claim("for_update@32: statements.lock.mean_ms >= 2 * advisory@32: statements.lock.mean_ms")],
                         results)
     assert [v.verdict for v in verdicts] == ["pass", "fail", "pass"]
     assert [v.passed for v in verdicts] == [True, False, True]
-    assert verdicts[0].left.value == 9.0 and verdicts[0].right.value == 20.0
-    assert verdicts[0].left.low is None and verdicts[0].left.n is None  # point values, no intervals yet
+    assert verdicts[0].left.value == pytest.approx(9.0) and verdicts[0].right.value == pytest.approx(20.0)
+    assert verdicts[0].left.low < 9.0 < verdicts[0].left.high and verdicts[0].left.n == 3
 
 
-def test_missing_metric_or_point_fails_with_a_reason():
+def test_missing_metric_or_point_is_not_evaluated_with_a_reason():
     results = [result("a", 4), result("a", 8), result("b")]
     no_point, no_metric = evaluate([parse_claim("a: tps > 1"), parse_claim("b: tpz > 1")], results)
-    assert no_point.verdict == "fail" and "@N" in no_point.reason
-    assert no_metric.verdict == "fail" and "did you mean 'tps'" in no_metric.reason
+    assert no_point.verdict == "not evaluated" and "@N" in no_point.reason
+    assert no_metric.verdict == "not evaluated" and "did you mean 'tps'" in no_metric.reason
 
 
 def test_every_server_of_a_matrix_is_checked():
-    results = [result("a", tps=200, server="16.4"), result("b", tps=100, server="16.4"),
-               result("a", tps=90, server="18.1"), result("b", tps=100, server="18.1")]
+    results = repeated("a", tps=200, server="16.4") + repeated("b", tps=100, server="16.4") + \
+        repeated("a", tps=90, server="18.1") + repeated("b", tps=100, server="18.1")
     verdicts = evaluate([parse_claim("a: tps > b: tps")], results)
     assert [(v.server, v.verdict) for v in verdicts] == [("16.4", "pass"), ("18.1", "fail")]
 
@@ -75,14 +82,15 @@ def test_claims_validated_against_the_scenario(tmp_path):
     assert messages[3][:2] == (12, "expect[3]") and "compares two sides" in messages[3][2]
 
 
-def test_a_claim_about_some_servers_is_not_evaluated_on_the_others():
-    results = [result("a", tps=200, server="2019-CU32"), result("b", tps=100, server="2019-CU32"),
-               result("a", tps=90, server="2022-CU18"), result("b", tps=100, server="2022-CU18")]
+def test_a_claim_about_some_servers_is_not_evaluated_on_the_others_and_does_not_count():
+    results = repeated("a", tps=200, server="2019-CU32") + repeated("b", tps=100, server="2019-CU32") + \
+        repeated("a", tps=90, server="2022-CU18") + repeated("b", tps=100, server="2022-CU18")
     claim = parse_claim("a: tps > b: tps").__class__(**{**parse_claim("a: tps > b: tps").__dict__,
                                                         "servers": ("2019",)})
     verdicts = evaluate([claim], results)
     assert [(v.server, v.verdict) for v in verdicts] == [("2019-CU32", "pass"), ("2022-CU18", "not evaluated")]
-    assert verdicts[1].passed is None and "2019 only" in verdicts[1].reason
+    assert verdicts[1].reason == "not evaluated: the claim is about 2019 only"
+    assert check_outcome(verdicts) == (0, 0)  # left out on purpose: not an undecided claim
 
 
 def test_server_versions_match_by_their_head():
@@ -104,11 +112,12 @@ def test_published_figures_are_read_on_their_server():
 def test_claims_on_an_incomplete_run_or_an_unavailable_metric_are_not_evaluated():
     from dataclasses import replace
 
-    incomplete = replace(result("a", tps=200), status="incomplete", messages=["1 of 2 worker processes sent no results"])
-    no_io = replace(result("b", tps=100), unavailable={"io.reads": "pg_stat_io exists from PostgreSQL 16"})
+    incomplete = [replace(r, status="incomplete", messages=["1 of 2 worker processes sent no results"])
+                  for r in repeated("a", tps=200)]
+    no_io = [replace(r, unavailable={"io.reads": "pg_stat_io exists from PostgreSQL 16"}) for r in repeated("b")]
     v_incomplete, v_unavailable, v_ok = evaluate(
         [parse_claim("a: tps > b: tps"), parse_claim("b: io.reads > 0"), parse_claim("b: tps > 50")],
-        [incomplete, no_io])
+        incomplete + no_io)
     assert v_incomplete.verdict == "not evaluated" and "a (18.1) is incomplete" in v_incomplete.reason
     assert "sent no results" in v_incomplete.reason
     assert v_unavailable.verdict == "not evaluated"

@@ -429,3 +429,17 @@ def test_two_servers_of_one_matrix_run(tmp_path, group):
     assert isinstance(wrong.exception, ConfigError) and "no server matches 15" in wrong.exception.message
     alone = runner.invoke(group, ["compare", str(run)])
     assert isinstance(alone.exception, ConfigError) and "--servers" in alone.exception.message
+
+
+def test_the_gate_corrects_for_the_number_of_gated_metrics(tmp_path):
+    """A drop that is significant for one metric alone (p ~ 0.03) is not a regression when many metrics are
+    gated at once: at 5% each, some would move by chance (Holm's correction over every gated metric)."""
+    base, cont = pair(tmp_path, runs("a", [1000, 1020, 980]), runs("a", [930, 945, 915]))
+    alone = compare_runs(base, cont, fail_above={"tps": 3})
+    (tps,) = [r for r in alone.rows if r.metric == "tps"]
+    assert 0.01 < tps.p_value < 0.05 and tps.p_adjusted == tps.p_value and tps.regression
+    many = compare_runs(base, cont, fail_above=3)  # every default metric is gated: tps, latencies, statements
+    (tps,) = [r for r in many.rows if r.metric == "tps"]
+    gated = [r for r in many.rows if r.threshold is not None]
+    assert len(gated) > 5 and tps.p_adjusted > tps.p_value
+    assert not tps.regression and tps.label == "within noise"

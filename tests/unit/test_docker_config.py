@@ -114,6 +114,32 @@ def test_mssql_images_by_year():
         target.mssql_image(TargetOptions(target="docker", server_version="2017"))
 
 
+def test_images_pinned_per_version_by_the_scenario():
+    """`server: images:` picks the image of a version (a CU tag); --image still wins, other versions stay -latest."""
+    pinned = (("2019", "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"), ("16", "postgres:16.4"))
+    assert target.mssql_image(TargetOptions(target="docker", server_version="2019", images=pinned)) \
+        == "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"
+    assert target.mssql_image(TargetOptions(target="docker", server_version="2022", images=pinned)) \
+        == "mcr.microsoft.com/mssql/server:2022-latest"
+    assert target.mssql_image(TargetOptions(target="docker", server_version="2019", images=pinned,
+                                            image="my/mssql:x")) == "my/mssql:x"
+    assert target.postgres_image(TargetOptions(target="docker", server_version="16", images=pinned)) == "postgres:16.4"
+    server = target._factory("mssql", {}, TargetOptions(target="docker", server_version="2019", images=pinned))
+    assert server.image == "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"
+
+
+@pytest.mark.parametrize("host_config, limit", [
+    ({"NanoCpus": 0, "CpuQuota": 0, "CpuPeriod": 0, "CpusetCpus": ""}, "none"),
+    ({"NanoCpus": 2_000_000_000}, "2 CPUs"),
+    ({"CpuQuota": 150_000, "CpuPeriod": 100_000}, "1.5 CPUs"),
+    ({"CpusetCpus": "0-3"}, "cpuset 0-3"),
+    (None, "none"),
+])
+def test_container_cpu_limit_from_its_host_config(host_config, limit):
+    """HostConfig as `docker inspect` shows it (no container runs here)."""
+    assert containers.cpu_limit(host_config) == limit
+
+
 def test_mssql_container_settings_are_not_left_for_the_engine():
     server = target.DockerServer("mssql", "img:1", {"memory_limit": "4g", "trace_flags": [1222],
                                                    "max degree of parallelism": 1})

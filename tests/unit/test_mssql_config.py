@@ -96,9 +96,9 @@ def test_server_plan_trace_flags_startup_or_global():
     current = {"trace_flags": [3604], "memory_optimized_tempdb_metadata": False, "tempdb_files": 1,
                "max degree of parallelism": 0}
     wanted = {"trace_flags": "7006,3604", "max degree of parallelism": "1", "memory_limit": "4g"}
-    owned = mc.plan_server(current, wanted, startup_flags=True)
+    owned = mc.plan_server(current, wanted, owned=True)
     assert [c.apply for c in owned.changes] == [mc._configure("max degree of parallelism", 1)]
-    unowned = mc.plan_server(current, wanted, startup_flags=False)
+    unowned = mc.plan_server(current, wanted, owned=False)
     assert unowned.changes[0].apply == ["DBCC TRACEON(7006, -1)"]
     assert unowned.changes[0].undo == ["DBCC TRACEOFF(7006, -1)"]  # 3604 was on before: left alone
     assert unowned.changes[1].undo == mc._configure("max degree of parallelism", 0)
@@ -106,24 +106,59 @@ def test_server_plan_trace_flags_startup_or_global():
 
 def test_memory_optimized_tempdb_metadata_needs_a_restart():
     plan = mc.plan_server({"memory_optimized_tempdb_metadata": False}, {"memory_optimized_tempdb_metadata": "on"},
-                          startup_flags=True)
+                          owned=True)
     assert plan.restart
     assert plan.changes[0].apply == ["ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA = ON"]
     same = mc.plan_server({"memory_optimized_tempdb_metadata": True}, {"memory_optimized_tempdb_metadata": "on"},
-                          startup_flags=True)
+                          owned=True)
     assert not same.changes and not same.restart
 
 
-def test_tempdb_files_added_or_emptied_and_removed():
-    grow = mc.plan_server({"tempdb_files": 1}, {"tempdb_files": "3"}, startup_flags=True,
+def test_tempdb_files_added_now_and_removed_only_after_a_restart_of_an_owned_server():
+    grow = mc.plan_server({"tempdb_files": 1}, {"tempdb_files": "3"}, owned=True,
                           tempdb_dir="/var/opt/mssql/data", tempdb_names=["tempdev"])
     assert [c.what for c in grow.changes] == ["tempdb file concurbench_temp2 added", "tempdb file concurbench_temp3 added"]
     assert "FILENAME = N'/var/opt/mssql/data/concurbench_temp2.ndf'" in grow.changes[0].apply[0]
-    shrink = mc.plan_server({"tempdb_files": 4}, {"tempdb_files": 1}, startup_flags=True,
+    assert not grow.restart and not grow.after_restart
+    shrink = mc.plan_server({"tempdb_files": 4}, {"tempdb_files": 1}, owned=True,
                             tempdb_names=["tempdev", "temp2", "temp3", "temp4"])
-    assert [c.apply[-1] for c in shrink.changes] == ["ALTER DATABASE tempdb REMOVE FILE [temp4]",
-                                                     "ALTER DATABASE tempdb REMOVE FILE [temp3]",
-                                                     "ALTER DATABASE tempdb REMOVE FILE [temp2]"]
+    assert shrink.changes == [] and shrink.restart
+    assert [c.apply[-1] for c in shrink.after_restart] == ["ALTER DATABASE tempdb REMOVE FILE [temp4]",
+                                                           "ALTER DATABASE tempdb REMOVE FILE [temp3]",
+                                                           "ALTER DATABASE tempdb REMOVE FILE [temp2]"]
+
+
+def test_tempdb_statements_keep_the_connection_in_its_database():
+    """No `USE tempdb` at batch level (it would outlive the statement and the setup would run in tempdb):
+    DBCC SHRINKFILE runs inside sp_executesql, whose change of database ends with the statement."""
+    grow = mc.plan_server({"tempdb_files": 1}, {"tempdb_files": 2}, owned=False, tempdb_names=["tempdev"])
+    shrink = mc.plan_server({"tempdb_files": 2}, {"tempdb_files": 1}, owned=True, tempdb_names=["tempdev", "t'2"])
+    statements = [sql for c in grow.changes + shrink.after_restart for sql in c.apply + c.undo]
+    assert not [sql for sql in statements if sql.upper().startswith("USE ")]
+    assert grow.changes[0].undo[0] == ("EXEC sys.sp_executesql N'USE tempdb; DBCC SHRINKFILE "
+                                       "(N''concurbench_temp2'', EMPTYFILE) WITH NO_INFOMSGS'")
+    assert shrink.after_restart[0].apply[0] == ("EXEC sys.sp_executesql N'USE tempdb; DBCC SHRINKFILE "
+                                                "(N''t''''2'', EMPTYFILE) WITH NO_INFOMSGS'")
+    for sql in statements:
+        assert sqlglot.parse(sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
+
+
+def test_removing_tempdb_files_of_an_unowned_server_is_refused_even_when_changes_are_allowed():
+    """Stand-in for SQL Server (a server concurbench does not own, 4 tempdb data files): nothing is run
+    but the reads; the old code emptied and removed the files with nothing to put them back."""
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+               "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": [],
+               "IsTempdbMetadataMemoryOptimized": [(0,)], "COUNT(*) FROM tempdb.sys.database_files": [(4,)],
+               "SELECT name, physical_name FROM tempdb.sys.database_files": [
+                   ("tempdev", "/var/opt/mssql/data/tempdb.mdf"), ("temp2", "/var/opt/mssql/data/tempdb_mssql_2.ndf"),
+                   ("temp3", "/var/opt/mssql/data/tempdb_mssql_3.ndf"), ("temp4", "/var/opt/mssql/data/tempdb_mssql_4.ndf")]}
+    conn = StandInSqlServer(answers)
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    with pytest.raises(ProvisionError, match="tempdb") as refused:
+        config.apply(conn, {"tempdb_files": "1"}, {})
+    assert "--target docker" in refused.value.message
+    assert all(sql.lstrip().upper().startswith(("SELECT", "DBCC TRACESTATUS")) for sql in conn.executed), conn.executed
+    assert config.changes == []
 
 
 def test_unowned_servers_need_permission_and_no_restart():
@@ -132,7 +167,7 @@ def test_unowned_servers_need_permission_and_no_restart():
         mc.refuse_unowned(plan, allowed=False, what="database options")
     mc.refuse_unowned(plan, allowed=True, what="database options")
     restart = mc.plan_server({"memory_optimized_tempdb_metadata": False}, {"memory_optimized_tempdb_metadata": True},
-                             startup_flags=False)
+                             owned=False)
     with pytest.raises(ProvisionError, match="restart"):
         mc.refuse_unowned(restart, allowed=True, what="server options")
     mc.refuse_unowned(mc.Plan(), allowed=False, what="nothing")

@@ -358,13 +358,24 @@ def test_xevents_ddl_matches_the_documented_grammar():
         assert isinstance(sqlglot.parse_one(create, read="tsql"), sqlglot.exp.Command)
         assert re.fullmatch(
             r"CREATE EVENT SESSION \[concurbench_\w+\] ON SERVER"
-            r"( ADD EVENT \w+\.\w+)+"
+            r" ADD EVENT \w+\.\w+(, ADD EVENT \w+\.\w+)*"
             r" ADD TARGET package0\.(ring_buffer|event_file \(SET filename = N'(?:[^']|'')*'(, max_file_size = \d+)?\))"
             r" WITH \((MAX_MEMORY = \d+ KB, )?EVENT_RETENTION_MODE = (NO_EVENT_LOSS|ALLOW_SINGLE_EVENT_LOSS),"
             r" STARTUP_STATE = OFF\)", create)
         for state in ("START", "STOP"):
             assert re.fullmatch(r"ALTER EVENT SESSION \[\w+\] ON SERVER STATE = (START|STOP)", obs.state_sql(state))
         assert re.fullmatch(r"DROP EVENT SESSION \[\w+\] ON SERVER", obs.drop_sql())
+
+
+def test_xevents_two_events_are_separated_by_a_comma():
+    """The T-SQL generated for two events: CREATE EVENT SESSION's grammar is `<event_definition> [ ,...n ]`
+    (Microsoft's example: `ADD EVENT sqlos.async_io_requested, ADD EVENT sqlserver.lock_acquired ADD TARGET`);
+    events joined by spaces are a syntax error on SQL Server."""
+    obs = xevents(StandInSqlServer(), events=["sqlserver.lock_acquired", "sqlos.wait_info"])
+    assert obs.create_sql() == (
+        "CREATE EVENT SESSION [concurbench_plans] ON SERVER ADD EVENT sqlserver.lock_acquired, "
+        "ADD EVENT sqlos.wait_info ADD TARGET package0.ring_buffer "
+        "WITH (EVENT_RETENTION_MODE = ALLOW_SINGLE_EVENT_LOSS, STARTUP_STATE = OFF)")
 
 
 def test_xevents_queries_parse_as_tsql():

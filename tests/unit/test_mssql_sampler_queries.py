@@ -1,5 +1,5 @@
-"""SQL Server samplers run against a stand-in for SQL Server (canned DMV rows per query), their SQL
-checked with sqlglot's T-SQL dialect, and the quoting helpers of mssql_logic.
+"""SQL Server samplers run against a stand-in for SQL Server (canned DMV rows per query), and the
+quoting helpers of mssql_logic (the samplers' SQL is parsed in test_tsql_parses.py).
 
 No SQL Server here: every row below is written by hand in the shape the DMV returns.
 """
@@ -7,85 +7,43 @@ No SQL Server here: every row below is written by hand in the shape the DMV retu
 from __future__ import annotations
 
 import pytest
+from mssql_standin import CannedDmvs, StepClock
 
 from concurbench.errors import ConfigError, EngineError
-from concurbench.samplers.mssql import (COUNTERS, IndexPhysicalStats, MSSQL_SAMPLERS, PerfCounters,
-                                        SnapshotTransactions, TempdbLatches, WaitStats, aggregate_levels)
+from concurbench.samplers.mssql import (MSSQL_SAMPLERS, IndexPhysicalStats, PerfCounters, SnapshotTransactions,
+                                        TempdbLatches, WaitStats, aggregate_levels)
 from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, check_name,
-                                              counter_totals, latch_page_counts, like_prefix, quote_ident,
-                                              quote_literal)
+                                              latch_page_counts, like_prefix, quote_ident, quote_literal)
 from concurbench.scenario.model import SamplerSpec
-
-sqlglot = pytest.importorskip("sqlglot")
-
-
-class StandInCursor:
-    """A pyodbc cursor stand-in: `description` (name first), fetchall, fetchone."""
-
-    def __init__(self, columns, rows):
-        self.description = [(c, None, None, None, None, None, None) for c in columns]
-        self._rows = list(rows)
-
-    def fetchall(self):
-        rows, self._rows = self._rows, []
-        return rows
-
-    def fetchone(self):
-        return self._rows.pop(0) if self._rows else None
-
-
-class StandInSqlServer:
-    """Stand-in for a SQL Server connection: canned (columns, rows) per exact query text; a list of
-    answers is served one per execution (the last repeats). Records (sql, params)."""
-
-    def __init__(self, answers: dict):
-        self.answers = {sql: (a if isinstance(a, list) else [a]) for sql, a in answers.items()}
-        self.executed: list[tuple[str, tuple]] = []
-
-    def execute(self, sql, *params):
-        self.executed.append((sql, params))
-        if sql not in self.answers:
-            raise AssertionError(f"stand-in for SQL Server has no answer for: {sql}")
-        queue = self.answers[sql]
-        columns, rows = queue.pop(0) if len(queue) > 1 else queue[0]
-        return StandInCursor(columns, rows)
-
-    def rollback(self):
-        pass
-
 
 COUNTER_COLUMNS = ("object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
 
 
-def counter_rows(prefix: str, skipped: int, locks: int, batches: int, version_kb: int, temp_tables: int = 0):
+def counter_rows(prefix: str, skipped: int, locks: int, batches: int, version_kb: int, temp_tables: int = 0,
+                 compilations: int = 0):
     return (COUNTER_COLUMNS, [
         (f"{prefix}:Access Methods", "Skipped Ghosted Records/sec", "", skipped, PERF_COUNTER_BULK_COUNT),
         (f"{prefix}:Locks", "Lock Requests/sec", "_Total", locks, PERF_COUNTER_BULK_COUNT),
         (f"{prefix}:SQL Statistics", "Batch Requests/sec", "", batches, PERF_COUNTER_BULK_COUNT),
+        (f"{prefix}:SQL Statistics", "SQL Compilations/sec", "", compilations, PERF_COUNTER_BULK_COUNT),
+        (f"{prefix}:SQL Statistics", "SQL Re-Compilations/sec", "", 0, PERF_COUNTER_BULK_COUNT),
         (f"{prefix}:General Statistics", "Temp Tables Creation Rate", "", temp_tables, PERF_COUNTER_BULK_COUNT),
         (f"{prefix}:Transactions", "Version Store Size (KB)", "", version_kb, PERF_COUNTER_LARGE_RAWCOUNT),
     ])
-
-
-class StepClock:
-    def __init__(self, *times):
-        self.times = list(times)
-
-    def __call__(self):
-        return self.times.pop(0)
 
 
 # -- mssql_counters ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("prefix", ["SQLServer", "MSSQL$SQL2022"])
 def test_counters_rates_over_two_reads_on_default_and_named_instances(prefix):
     """Stand-in for SQL Server: two readings 2 s apart; named instances prefix MSSQL$NAME."""
-    conn = StandInSqlServer({PerfCounters.QUERY: [counter_rows(prefix, 100, 1_000, 50, 64, 7),
-                                                  counter_rows(prefix, 700, 5_000, 250, 128, 27)]})
+    conn = CannedDmvs({PerfCounters.query(): [counter_rows(prefix, 100, 1_000, 50, 64, 7, 40),
+                                                    counter_rows(prefix, 700, 5_000, 250, 128, 27, 240)]})
     sampler = PerfCounters(SamplerSpec("mssql_counters"), clock=StepClock(10.0, 12.0))
     sampler.prepare(conn, 16_000_004)
     assert sampler.read(conn) == []  # the first reading is the baseline
     assert sampler.read(conn) == [{"skipped_ghosted_per_s": 300.0, "lock_requests_per_s": 2000.0,
-                                   "batch_requests_per_s": 100.0, "temp_tables_created_per_s": 10.0,
+                                   "batch_requests_per_s": 100.0, "sql_compilations_per_s": 100.0,
+                                   "sql_recompilations_per_s": 0.0, "temp_tables_created_per_s": 10.0,
                                    "version_store_kb": 128}]
 
 
@@ -93,7 +51,7 @@ def test_counters_missing_counter_is_none_and_prepare_resets_the_baseline():
     """Stand-in for SQL Server without the Access Methods row."""
     cols, rows = counter_rows("SQLServer", 0, 0, 0, 8)
     partial = (cols, [r for r in rows if "Access" not in r[0]])
-    conn = StandInSqlServer({PerfCounters.QUERY: [partial]})
+    conn = CannedDmvs({PerfCounters.query(): [partial]})
     sampler = PerfCounters(clock=StepClock(1.0, 2.0, 3.0))
     sampler.prepare(conn, 15_000_000)
     sampler.read(conn)
@@ -104,7 +62,7 @@ def test_counters_missing_counter_is_none_and_prepare_resets_the_baseline():
 
 def test_counters_summary_totals_mean_max_and_last_version_store():
     """Stand-in for SQL Server: three readings at 0, 1 and 3 s (the rates differ per interval)."""
-    conn = StandInSqlServer({PerfCounters.QUERY: [counter_rows("SQLServer", 0, 0, 100, 64, 0),
+    conn = CannedDmvs({PerfCounters.query(): [counter_rows("SQLServer", 0, 0, 100, 64, 0),
                                                   counter_rows("SQLServer", 10, 100, 105, 96, 2),
                                                   counter_rows("SQLServer", 70, 700, 111, 32, 2)]})
     sampler = PerfCounters(clock=StepClock(0.0, 1.0, 3.0))
@@ -118,12 +76,15 @@ def test_counters_summary_totals_mean_max_and_last_version_store():
     assert out["lock_requests_total"] == 700 and out["batch_requests_total"] == 11
     assert out["batch_requests_per_s_max"] == 5.0 and out["temp_tables_created_total"] == 2
     assert out["version_store_kb_last"] == 32 and out["version_store_kb_max"] == 96
+    assert out["version_store_kb_mean"] == 64.0 and out["version_store_kb_change"] == -64
     assert "version_store_total" not in out
+    assert out["skipped_ghosted_per_s_max_1s"] == 30.0  # buckets 0-1 s (10/s) and 1-3 s (30/s)
 
 
-def test_counters_are_the_four_asked_for():
-    assert {c[2] for c in COUNTERS} == {"Skipped Ghosted Records/sec", "Lock Requests/sec", "Batch Requests/sec",
-                                        "Temp Tables Creation Rate", "Version Store Size (KB)"}
+def test_counters_are_those_asked_for():
+    assert {c[2] for c in PerfCounters.COUNTERS} == {
+        "Skipped Ghosted Records/sec", "Lock Requests/sec", "Batch Requests/sec", "SQL Compilations/sec",
+        "SQL Re-Compilations/sec", "Temp Tables Creation Rate", "Version Store Size (KB)"}
     assert PerfCounters.kind == "periodic" and PerfCounters.default_interval == 1.0
 
 
@@ -133,9 +94,13 @@ LATCH_ROWS = [("PAGELATCH_UP", "2:1:1", 3), ("PAGELATCH_UP", "2:1:8088", 1), ("P
               ("PAGELATCH_SH", "2:1:1 (PFS)", 1)]
 
 
+NO_PAGELATCH_WAITS = (("wait_type", "waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"), [])
+
+
 def test_tempdb_latches_rows_by_wait_and_page_type():
     """Stand-in for SQL Server: waiting tasks on tempdb pages (and one on database 5, skipped)."""
-    conn = StandInSqlServer({TempdbLatches.QUERY: (("wait_type", "resource_description", "tasks"), LATCH_ROWS)})
+    conn = CannedDmvs({TempdbLatches.QUERY: (("wait_type", "resource_description", "tasks"), LATCH_ROWS),
+                             TempdbLatches.WAIT_STATS: NO_PAGELATCH_WAITS})
     rows = TempdbLatches().read(conn)
     assert rows == [{"latch": "PAGELATCH_EX:GAM", "tasks": 2}, {"latch": "PAGELATCH_EX:SGAM", "tasks": 1},
                     {"latch": "PAGELATCH_SH:PFS", "tasks": 1}, {"latch": "PAGELATCH_SH:other", "tasks": 2},
@@ -144,7 +109,8 @@ def test_tempdb_latches_rows_by_wait_and_page_type():
 
 def test_tempdb_latches_reads_a_none_row_when_nothing_waits():
     """Stand-in for SQL Server with no waiting task."""
-    conn = StandInSqlServer({TempdbLatches.QUERY: (("wait_type", "resource_description", "tasks"), [])})
+    conn = CannedDmvs({TempdbLatches.QUERY: (("wait_type", "resource_description", "tasks"), []),
+                             TempdbLatches.WAIT_STATS: NO_PAGELATCH_WAITS})
     assert TempdbLatches().read(conn) == [{"latch": "none", "tasks": 0}]
 
 
@@ -154,7 +120,7 @@ def test_tempdb_latches_summary_shares_by_page_and_wait_type():
             {"t_s": 0.2, "latch": "PAGELATCH_UP:PFS", "tasks": 1},
             {"t_s": 0.2, "latch": "PAGELATCH_SH:other", "tasks": 1},
             {"t_s": 0.3, "latch": "none", "tasks": 0}]
-    out = TempdbLatches().summarize(None, None, rows, 0.3)
+    out = TempdbLatches(SamplerSpec("tempdb_latches", (("min_task_samples", 10),))).summarize(None, None, rows, 0.3)
     assert out["samples"] == 3 and out["task_samples"] == 10 and out["max_waiting"] == 8
     assert out["mean_waiting"] == pytest.approx(10 / 3, abs=1e-3)
     assert out["pfs_share"] == 0.7 and out["gam_share"] == 0.2 and out["sgam_share"] == 0.0
@@ -175,39 +141,51 @@ WAITS_AFTER = [("LCK_M_X", 60, 9_000, 90), ("XE_TIMER_EVENT", 9, 90_000, 0), ("P
                ("WRITELOG", 40, 200, 5), ("SOS_SCHEDULER_YIELD", 30, 100, 100)]
 
 
-def _wait_readings():
-    conn = StandInSqlServer({WaitStats.QUERY: [(WAIT_COLUMNS, WAITS_BEFORE), (WAIT_COLUMNS, WAITS_AFTER)]})
-    sampler = WaitStats(SamplerSpec("mssql_waits"))
+NO_SESSIONS = (("session_id", "login_time", "program_name", *WAIT_COLUMNS), [])
+
+
+def _wait_readings(options=()):
+    conn = CannedDmvs({WaitStats.QUERY: [(WAIT_COLUMNS, WAITS_BEFORE), (WAIT_COLUMNS, WAITS_AFTER)],
+                             WaitStats.SESSIONS: NO_SESSIONS})
+    sampler = WaitStats(SamplerSpec("mssql_waits", options), clock=StepClock(0.0, 10.0))
+    sampler.prepare(conn, 16_000_000)
     return sampler, sampler.read(conn), sampler.read(conn)
 
 
 def test_waits_exclude_benign_by_default():
     """Stand-in for SQL Server: XE_TIMER_EVENT grows but is in the benign list."""
-    sampler, before, after = _wait_readings()
+    sampler, *_ = _wait_readings()
     assert "XE_TIMER_EVENT" in WaitStats.BENIGN
-    out = sampler.summarize(before, after, [], 10.0)
+    out = sampler.summarize(None, None, [], 10.0)
     assert [w["wait_type"] for w in out["top"]] == ["LCK_M_X", "PAGELATCH_UP", "SOS_SCHEDULER_YIELD"]
     assert out["wait_ms.LCK_M_X"] == 8_000 and out["tasks.LCK_M_X"] == 50 and out["signal_ms.LCK_M_X"] == 80
     assert "wait_ms.XE_TIMER_EVENT" not in out and "wait_ms.WRITELOG" not in out  # WRITELOG did not grow
     assert out["total_wait_ms"] == 8_000 + 1_200 + 100
+    assert out["window_s"] == 10.0 and out["waits"]["PAGELATCH_UP"] == 1_200
 
 
 def test_waits_keep_benign_when_asked():
     """Stand-in for SQL Server: exclude_benign false, or XE_TIMER_EVENT kept by name or as an observer wait."""
-    _, before, after = _wait_readings()
     for options in ((("exclude_benign", False),), (("keep", ["xe_timer_event"]),), (("keep", "observer"),)):
-        out = WaitStats(SamplerSpec("mssql_waits", options)).summarize(before, after, [], 10.0)
+        sampler, *_ = _wait_readings(options)
+        out = sampler.summarize(None, None, [], 10.0)
         assert out["top"][0]["wait_type"] == "XE_TIMER_EVENT"
         assert out["wait_ms.XE_TIMER_EVENT"] == 40_000 and out["tasks.XE_TIMER_EVENT"] == 4
 
 
 def test_waits_top_ten():
+    """Stand-in for SQL Server: 15 wait types grow."""
     before = [(f"W{i:02d}", 0, 0, 0) for i in range(15)]
     after = [(f"W{i:02d}", 1, 100 + i, 0) for i in range(15)]
-    rows = [[dict(zip(WAIT_COLUMNS, r)) for r in x] for x in (before, after)]
-    out = WaitStats().summarize(rows[0], rows[1], [], 1.0)
+    conn = CannedDmvs({WaitStats.QUERY: [(WAIT_COLUMNS, before), (WAIT_COLUMNS, after)],
+                             WaitStats.SESSIONS: NO_SESSIONS})
+    sampler = WaitStats()
+    sampler.prepare(conn, 16_000_000)
+    sampler.read(conn), sampler.read(conn)
+    out = sampler.summarize(None, None, [], 1.0)
     assert len(out["top"]) == 10 and out["top"][0]["wait_type"] == "W14" and out["wait_types"] == 15
     assert sum(1 for k in out if k.startswith("wait_ms.")) == 10
+    assert WaitStats().summarize(None, None, [], 1.0) == {"error": "no reading"}
 
 
 # -- index_physical_stats ----------------------------------------------------------------------------
@@ -216,7 +194,7 @@ IPS_COLUMNS = ("index_id", "partition_number", "index_level", "page_count", "rec
 
 
 def _ips_conn(before_rows, after_rows, ids=(5, 901578250), indexes=((1, "PK_accounts"), (2, "ix_balance"))):
-    return StandInSqlServer({
+    return CannedDmvs({
         IndexPhysicalStats.RESOLVE: (("database_id", "object_id"), [ids]),
         IndexPhysicalStats.INDEXES: (("index_id", "name"), list(indexes)),
         IndexPhysicalStats.QUERY: [(IPS_COLUMNS, before_rows), (IPS_COLUMNS, after_rows)],
@@ -234,7 +212,7 @@ def test_index_summary_picks_leaf_level_zero_of_the_clustered_index():
     conn = _ips_conn(BEFORE, AFTER)
     sampler = IndexPhysicalStats(SamplerSpec("index_physical_stats", (("table", "dbo.accounts"),)))
     sampler.prepare(conn, 16_000_004)
-    assert conn.executed[0] == (IndexPhysicalStats.RESOLVE, (None, "[dbo].[accounts]"))
+    assert conn.executed[0] == (IndexPhysicalStats.RESOLVE, ("[dbo].[accounts]",))
     before, after = sampler.read(conn), sampler.read(conn)
     assert conn.executed[-1] == (IndexPhysicalStats.QUERY, (5, 901578250))
     out = sampler.summarize(before, after, [], 10.0)
@@ -280,7 +258,7 @@ def test_index_physical_stats_in_another_database_uses_three_part_names():
     sampler = IndexPhysicalStats(spec)
     assert sampler.object_name == "[bench].[dbo].[accounts]"
     indexes_in = IndexPhysicalStats.INDEXES_IN.format(database="[bench]")
-    conn = StandInSqlServer({IndexPhysicalStats.RESOLVE: (("database_id", "object_id"), [(7, 42)]),
+    conn = CannedDmvs({IndexPhysicalStats.RESOLVE_IN: (("database_id", "object_id"), [(7, 42)]),
                              indexes_in: (("index_id", "name"), [(1, "PK")])})
     sampler.prepare(conn, 16_000_000)
     assert conn.executed[0][1] == ("bench", "[bench].[dbo].[accounts]")
@@ -292,7 +270,7 @@ def test_index_physical_stats_in_another_database_uses_three_part_names():
 # -- snapshot_transactions ---------------------------------------------------------------------------
 def test_snapshot_transactions_read_and_summary():
     """Stand-in for SQL Server: one aggregate row per sample."""
-    conn = StandInSqlServer({SnapshotTransactions.QUERY: [
+    conn = CannedDmvs({SnapshotTransactions.QUERY: [
         (SnapshotTransactions.KEYS, [(2, 2, 14, 3)]), (SnapshotTransactions.KEYS, [(0, 0, 0, 0)])]})
     sampler = SnapshotTransactions()
     rows = [{"t_s": 0.5, **sampler.read(conn)[0]}, {"t_s": 1.0, **sampler.read(conn)[0]}]
@@ -303,29 +281,14 @@ def test_snapshot_transactions_read_and_summary():
     assert sampler.summarize(None, None, [], 1.0) == {"samples": 0}
 
 
-# -- SQL text ----------------------------------------------------------------------------------------
-def _all_sampler_sql() -> list[tuple[str, str]]:
-    out = []
-    for cls in MSSQL_SAMPLERS:
-        for attr in ("QUERY", "RESOLVE", "INDEXES", "INDEXES_IN"):
-            sql = getattr(cls, attr, None)
-            if sql:
-                out.append((f"{cls.name}.{attr}", sql.format(database=quote_ident("bench"))))
-    return out
-
-
-@pytest.mark.parametrize("label, sql", _all_sampler_sql())
-def test_every_sampler_query_parses_as_tsql(label, sql):
-    tree = sqlglot.parse_one(sql, read="tsql")
-    assert not isinstance(tree, sqlglot.exp.Command), f"{label} fell back to an unparsed command"
-    assert isinstance(tree, sqlglot.exp.Select)
-
-
+# -- what the samplers are ----------------------------------------------------------------------------
 def test_sampler_names_kinds_and_intervals():
     got = {cls.name: (cls.kind, cls.default_interval if cls.kind == "periodic" else None) for cls in MSSQL_SAMPLERS}
-    assert got == {"mssql_waits": ("snapshot", None), "mssql_counters": ("periodic", 1.0),
+    assert got == {"mssql_waits": ("periodic", 1.0), "mssql_counters": ("periodic", 1.0),
                    "tempdb_latches": ("periodic", 0.1), "index_physical_stats": ("snapshot", None),
-                   "snapshot_transactions": ("periodic", 0.5)}
+                   "snapshot_transactions": ("periodic", 0.5), "mssql_requests": ("periodic", 0.2),
+                   "mssql_lock_waits": ("periodic", 1.0), "mssql_version_store": ("periodic", 1.0),
+                   "tempdb_allocation": ("periodic", 1.0)}
     for cls in MSSQL_SAMPLERS:
         assert cls.engine == "mssql"
         assert cls.description and (cls.kind == "snapshot" or "interval" in cls.options)
@@ -343,12 +306,3 @@ def test_quote_helpers():
             check_name(bad)
     with pytest.raises(ValueError):
         quote_ident("")
-
-
-def test_counter_totals_only_for_cumulative_counters_and_named_instances():
-    cols, first = counter_rows("MSSQL$A", 1, 10, 100, 64)
-    _, last = counter_rows("MSSQL$A", 4, 30, 100, 8)
-    totals = counter_totals([dict(zip(cols, r)) for r in first], [dict(zip(cols, r)) for r in last])
-    assert totals["Access Methods/Skipped Ghosted Records/sec"] == 3
-    assert totals["Locks/Lock Requests/sec/_Total"] == 20
-    assert "Transactions/Version Store Size (KB)" not in totals  # a current value, not a counter

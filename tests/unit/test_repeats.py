@@ -7,7 +7,7 @@ import math
 import pytest
 
 from concurbench.report.repeats import busiest_worker, client_cpu, collapse, warnings
-from concurbench.report.stats import estimate, t_cdf, t_quantile, welch
+from concurbench.stats import estimate, t_cdf, t_quantile, welch
 from concurbench.report.tables import build_report
 from concurbench.results.model import Run, ScenarioInfo, ServerInfo, VariantRun
 

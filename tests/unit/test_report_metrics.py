@@ -183,6 +183,24 @@ def test_markdown_report_tables(run):
     assert "- bystander_beside: stopped early" in md
 
 
+def test_an_incomplete_run_is_marked_in_every_table_of_its_figures(run):
+    partial = replace(run.variant_runs[1], status="incomplete", workers={"started": 2, "reported": 1},
+                      messages=["worker process 2 of 2 (5 sessions of pool lockers) exited (killed by "
+                                "SIGKILL) without sending its results: the figures leave out its sessions"])
+    runs = list(run.variant_runs)
+    runs[1] = partial
+    md = markdown(build_report(replace(run, variant_runs=runs)))
+    note = ("_* incomplete: a worker process sent no results, so figures leave out its sessions and claims on "
+            "them are not evaluated_")
+    assert [r[0] for r in table_rows(md, "locks: 10 clients")] == ["for_update", "advisory *"]
+    statements = table_rows(md, "locks: mean latency per statement (ms)")
+    assert {r[0] for r in statements if r[0].startswith("advisory")} == {"advisory *"}
+    assert table_rows(md, "Published beside measured")[0][4] == "200.00 tps *"
+    assert md.count(note) == 3
+    assert "_* interrupted: figures cover the part that ran_" in md  # the other group keeps its own note
+    assert "- advisory: worker process 2 of 2 (5 sessions of pool lockers) exited (killed by SIGKILL)" in md
+
+
 def test_published_beside_measured(run):
     md = markdown(build_report(run))
     assert "## Published beside measured" in md

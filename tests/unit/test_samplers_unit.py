@@ -280,7 +280,8 @@ def test_interval_option_and_default():
     postgres = {n for n, cls in SAMPLERS.items() if cls.engine == "postgres"}
     mssql = {n for n, cls in SAMPLERS.items() if cls.engine == "mssql"}
     assert postgres == {"wait_events", "database", "wal", "multixact", "table_stats", "io", "checkpointer"}
-    assert mssql == {"mssql_waits", "mssql_counters", "tempdb_latches", "index_physical_stats", "snapshot_transactions"}
+    assert mssql == {"mssql_waits", "mssql_counters", "tempdb_latches", "index_physical_stats", "snapshot_transactions",
+                     "mssql_requests", "mssql_lock_waits", "mssql_version_store", "tempdb_allocation"}
     built = build([SamplerSpec("wal"), SamplerSpec("wait_events", (("interval", 0.2),))])
     assert [type(s) for s in built] == [Wal, WaitEvents]
     assert built[1].interval == 0.2

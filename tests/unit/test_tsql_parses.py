@@ -5,7 +5,8 @@ runs them) of every file under sql/mssql/, and every SQL string of every scenari
 setup and teardown (top level, `quick:` and variants), pool transactions and `init`, probes,
 background sessions' `sql` and `release_when`. `${name}` is replaced by the scenario's parameter
 (a file takes the parameters of the scenarios that name it) and `:name` by a literal 1, as the
-engine would bind it. Files named by `file:` steps must exist.
+engine would bind it. Files named by `file:` steps must exist. Also every query of every SQL
+Server sampler, and what the engine reads about the server (version and configuration facts).
 
 Parsing is strict (`error_level=RAISE`), and a statement sqlglot did not really understand fails
 too: sqlglot falls back to an opaque `Command` for syntax it lacks, reads an unknown keyword
@@ -391,3 +392,48 @@ def test_reductions_and_markers():
     assert check_tsql("CREATE OR ALTER PROCEDURE dbo.p AS BEGIN SET NOCOUNT ON; "
                       "DECLARE @b nvarchar(max) = N'CREATE TABLE #t (a int); INSERT INTO #t (a) VALUES (1);'; "
                       "EXEC sys.sp_executesql @b; END;", "sample") >= 5
+
+
+# -- the samplers' queries ------------------------------------------------------------------------------
+def _sampler_sql() -> list:
+    """Every query of every SQL Server sampler: class attributes holding a SELECT (a `{database}` in one is
+    a quoted name) and the counter samplers' query()."""
+    from concurbench.samplers.mssql import MSSQL_SAMPLERS
+
+    out = []
+    for cls in MSSQL_SAMPLERS:
+        texts = {attr: getattr(cls, attr) for attr in dir(cls)
+                 if attr.isupper() and isinstance(getattr(cls, attr), str)
+                 and getattr(cls, attr).lstrip().upper().startswith("SELECT")}
+        if callable(getattr(cls, "query", None)):
+            texts["query()"] = cls.query()
+        for attr, sql in sorted(texts.items()):
+            out.append(pytest.param(sql.replace("{database}", "[bench]"), id=f"{cls.name}.{attr}"))
+    return out
+
+
+SAMPLER_SQL = _sampler_sql()
+
+
+def test_every_sampler_has_queries_to_check():
+    names = {p.id.split(".")[0] for p in SAMPLER_SQL}
+    assert {"mssql_requests", "mssql_lock_waits", "mssql_version_store", "tempdb_allocation", "mssql_waits",
+            "tempdb_latches", "mssql_counters", "index_physical_stats", "snapshot_transactions"} <= names
+
+
+@pytest.mark.parametrize("sql", SAMPLER_SQL)
+def test_sampler_query_parses(sql):
+    assert check_tsql(sql, "sampler query") == 1
+
+
+# -- what the engine reads about the server -------------------------------------------------------------
+def _server_sql() -> list:
+    from concurbench.engines import mssql
+
+    return [pytest.param(sql, id=f"server_facts[{i}]") for i, sql in enumerate(mssql.SERVER_FACTS)] + \
+        [pytest.param(mssql.server_info_query(), id="server_info")]
+
+
+@pytest.mark.parametrize("sql", _server_sql())
+def test_server_facts_queries_parse(sql):
+    assert check_tsql(sql, "server facts") == 1

@@ -349,3 +349,40 @@ def test_a_sampler_missing_a_required_option_is_reported_at_its_line(tmp_path):
         load_scenario(path)
     problem = caught.value.problems[0]
     assert (problem.line, problem.path) == (3, "samplers[0]") and "needs the option `table`" in problem.message
+
+
+def test_sql_server_images_pinned_per_version_reach_the_model(tmp_path):
+    path = tmp_path / "pinned.yaml"
+    path.write_text('name: pinned\nengine: mssql\nserver:\n  versions: ["2019", "2022"]\n  images:\n'
+                    '    "2019": mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04\n'
+                    '    2022: registry.lab:5000/mssql/server:2022-CU14@sha256:' + "a" * 64 + "\n"
+                    'variants:\n  a:\n    pools:\n      p: {clients: 1, transaction: ["SELECT 1"]}\n')
+    scenario = load_scenario(path)
+    assert dict(scenario.images) == {
+        "2019": "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04",
+        "2022": "registry.lab:5000/mssql/server:2022-CU14@sha256:" + "a" * 64}
+    assert "images" not in dict(scenario.settings)
+
+
+@pytest.mark.parametrize("images, line, column, field, fragment", [
+    ('  images:\n    "2019": "mssql server 2019"\n', 5, 13, "server.images.2019", "must be a Docker image reference"),
+    ('  images:\n    latest: mcr.microsoft.com/mssql/server:2022-latest\n', 5, 5, "server.images.latest",
+     "must be a server version"),
+    ('  images: mcr.microsoft.com/mssql/server:2019-latest\n', 4, 11, "server.images",
+     "must map server versions to Docker images"),
+])
+def test_bad_pinned_images_are_reported_with_file_line_and_field(tmp_path, images, line, column, field, fragment):
+    path = tmp_path / "pinned.yaml"
+    path.write_text('name: pinned\nengine: mssql\nserver:\n' + images +
+                    'variants:\n  a:\n    pools:\n      p: {clients: 1, transaction: ["SELECT 1"]}\n')
+    error = problems_of(path)
+    assert has_problem(error.problems, line, column, field, fragment), "\n".join(map(str, error.problems))
+    assert f"{path}:{line}:{column}:" in error.message
+
+
+def test_a_variant_may_not_pin_images(tmp_path):
+    path = tmp_path / "pinned.yaml"
+    path.write_text('name: pinned\nengine: mssql\nvariants:\n  a:\n    server:\n      images: {"2019": "x:1"}\n'
+                    '    pools:\n      p: {clients: 1, transaction: ["SELECT 1"]}\n')
+    error = problems_of(path)
+    assert has_problem(error.problems, 6, 7, "variants.a.server.images", "unknown key 'images'")

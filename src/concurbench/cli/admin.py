@@ -5,13 +5,11 @@ from __future__ import annotations
 import sys
 
 import click
-from rich.console import Console
 from rich.table import Table
 
+from .console import out
 
-def _console() -> Console:
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=200)
+
 
 
 @click.command()
@@ -21,7 +19,6 @@ def doctor(offline: bool) -> None:
     from ..doctor import run_checks
     from ..provisioners.base import home_dir
 
-    out = _console()
     checks = run_checks(network=not offline)
     table = Table(title=f"concurbench doctor (home {home_dir()})", title_justify="left")
     for column in ("Check", "Status", "Detail", "Fix"):
@@ -42,7 +39,6 @@ def gc_command(dry_run: bool, force: bool) -> None:
     from .. import gc
     from ..provisioners.base import home_dir
 
-    out = _console()
     actions = gc.collect(dry_run=dry_run, force=force)
     if not actions:
         out.print(f"nothing to clean up under {home_dir()}")

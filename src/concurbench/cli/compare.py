@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from .console import err, out
+
 from ..errors import ConfigError
 
 
@@ -51,7 +53,6 @@ def compare(baseline_dir: Path, contender_dir: Path | None, servers: str | None,
 
     from ..report.compare import compare_runs
     from ..report.compare_render import junit, markdown, terminal, to_json
-    from .main import err, out
 
     pair = [v.strip() for v in servers.split(",")] if servers else []
     if servers is not None and (len(pair) != 2 or not all(pair)):

@@ -1,6 +1,7 @@
 """The command line: a thin layer that builds library objects, calls them and prints.
 
-Exit codes: 0 success, 1 the run failed, 2 usage or scenario error, 130 interrupted.
+Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 3 a claim failed
+(`--check`), 4 a claim could not be decided (`--check`), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,21 +13,21 @@ import traceback
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from .. import __version__
+from ..check import CheckPolicy
+from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
+from ..results.shards import SHARD_AND_CHECK, Shard
 
-def _console(stderr: bool = False) -> Console:
-    """Wide enough for the comparison tables when the output is a file or a pipe."""
-    console = Console(stderr=stderr, highlight=False)
-    if not console.is_terminal:
-        console = Console(stderr=stderr, highlight=False, width=200)
-    return console
+from .admin import doctor, gc_command
+from .claims import claims as claims_command
+from .compare import compare
+from .console import err, out
+from .exits import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, check_exit_code
+from .merge import merge
+from .stored import report as report_command, results as results_command
 
-
-out = _console()
-err = _console(stderr=True)
 
 
 def _fail(exc: ConcurbenchError) -> None:
@@ -75,14 +76,23 @@ def cli() -> None:
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
-@click.option("--check", is_flag=True, help="Exit 1 when a claim of the scenario's `expect` section fails.")
+@click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
+              "decided; exit 3 when a claim fails, 4 when one is left undecided.")
+@click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
+              help="--check: the most runs of a variant point it may take to decide a claim.")
+@click.option("--check-budget", default="15m", show_default=True, metavar="DURATION",
+              help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
               help="Run every variant N times, interleaved (A B A B); reports give means with 95% intervals.")
+@click.option("--shard", "shard_text", default=None, metavar="I/N",
+              help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
+              "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, plots: bool, repeat: int) -> None:
+        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
+        repeat: int, shard_text: str | None) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     from ..provisioners.registry import TargetOptions, make_provisioner
     from ..report.render import terminal
@@ -93,13 +103,17 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
 
     progress = Progress(err)
     try:
+        policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
         wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        shard = Shard.parse(shard_text) if shard_text is not None else None
+        if shard is not None and check:
+            raise ConfigError(SHARD_AND_CHECK)
         if not versions and not image and model.versions and target in ("docker", "binaries"):
             wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
         provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
             target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
-            host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
+            images=model.images, host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
             extra={"progress": progress})) for version in wanted]
     except ConcurbenchError as exc:
         _fail(exc)
@@ -107,7 +121,8 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target, repeat=repeat).run()
+                         variants=list(variants) or None, target=target, repeat=repeat, check=policy,
+                         shard=shard).run()
     finally:
         progress.close()
         signal.signal(signal.SIGTERM, previous)
@@ -127,14 +142,12 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
                 err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
-    if check and outcome.claims_failed and outcome.error is None:
-        err.print(f"[red]check failed:[/red] {outcome.claims_failed} of {len(outcome.claims)} claims do not hold",
-                  highlight=False)
+    code = check_exit_code(outcome.claims) if check and outcome.error is None else None
     out.print(str(outcome.run_dir), soft_wrap=True)
     if outcome.error is not None:
         sys.exit(outcome.error.exit_code)
-    if check and outcome.claims_failed:
-        sys.exit(1)
+    if code:
+        sys.exit(code)
 
 
 def _raise_interrupt(signum, frame):
@@ -165,7 +178,7 @@ def validate(files: tuple[Path, ...], quick: bool) -> None:
             points = sum(len(v.sweep) for v in s.variants)
             out.print(f"ok: {file} ({s.name}: {len(s.variants)} variants, {points} runs)")
     if failed:
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
 
 
 @cli.command(name="list")
@@ -196,20 +209,8 @@ def list_(path: Path, show_samplers: bool) -> None:
     out.print(table)
 
 
-from .admin import doctor, gc_command  # noqa: E402 - the housekeeping commands live in their own module
-
-cli.add_command(doctor)
-cli.add_command(gc_command)
-
-
-from .stored import report as report_command, results as results_command  # noqa: E402
-
-cli.add_command(report_command)
-cli.add_command(results_command)
-
-from .compare import compare  # noqa: E402
-
-cli.add_command(compare)
+for command in (doctor, gc_command, report_command, results_command, compare, claims_command, merge):
+    cli.add_command(command)
 
 
 def main() -> None:
@@ -217,15 +218,15 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except ConcurbenchError as exc:
         _fail(exc)
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001 - the last guard: one paragraph, no traceback unless asked
@@ -233,7 +234,7 @@ def main() -> None:
             traceback.print_exc()
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
                   f"(set CONCURBENCH_DEBUG=1 for the traceback)", highlight=False, soft_wrap=True)
-        sys.exit(1)
+        sys.exit(EXIT_RUN_FAILED)
 
 
 if __name__ == "__main__":

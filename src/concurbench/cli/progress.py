@@ -49,9 +49,14 @@ class Progress:
         if kind == "plan":
             again = bool(self.plan.runs)
             self.plan.plan(event["runs"])
+            share = f" (shard {event['shard']} of a run of {event['of']})" if event.get("shard") else ""
+            more = "; --check adds rounds while claims are open" if event.get("check") and not again else ""
             self._line(f"plan: {'now ' if again else ''}{self.plan.total} variant run"
-                       f"{'s' if self.plan.total != 1 else ''}, about {clock_text(self.plan.left())}"
-                       f"{' left' if again else ''}")
+                       f"{'s' if self.plan.total != 1 else ''}{share}, about {clock_text(self.plan.left())}"
+                       f"{' left' if again else ''}{more}")
+        elif kind == "check":
+            self._line(f"check: {event['open']} claim{'s' if event['open'] != 1 else ''} open after {event['runs']} "
+                       f"runs (look {event['look']} of {event['of']})")
         elif kind == "provisioning":
             self._line(f"connecting to the {event['target']} server" if event["target"] == "dsn" else
                        f"starting the {event['target']} server")
@@ -84,7 +89,7 @@ class Progress:
             r = event["result"]
             parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
             status = "" if r.complete else f" ({r.status})"
-            self._line(f"  done {self.label} in {r.elapsed_s:.1f} s{status}: " + "; ".join(parts))
+            self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
         elif kind == "repeat":
             where = f" on {event['server']}" if event.get("server") else ""
             self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")

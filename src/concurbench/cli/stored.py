@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from .console import err, out
+
 from ..errors import ConfigError
 from ..results.model import Run
 from ..results.store import csv_text, load_run
@@ -24,7 +26,6 @@ def report(run_dir: Path, fmt: str, output: Path | None, plots: bool) -> None:
     """Render a stored run again."""
     from ..report.render import markdown, terminal
     from ..report.tables import build_report
-    from .main import err, out
 
     run = load_run(run_dir)
     text = ""
@@ -74,7 +75,6 @@ def _html(run: Run) -> str:
     from ..errors import ConcurbenchError
     from ..report.html import NO_MATPLOTLIB, html_page
     from ..report.plots import write_plots
-    from .main import err
 
     if importlib.util.find_spec("matplotlib") is None:
         err.print(f"[yellow]no charts:[/yellow] {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
@@ -90,7 +90,6 @@ def _html(run: Run) -> str:
 
 def write_and_list_plots(run_dir: Path) -> None:
     from ..report.plots import write_plots
-    from .main import err
 
     paths = write_plots(run_dir)
     err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
@@ -103,7 +102,6 @@ def write_and_list_plots(run_dir: Path) -> None:
               "server, variant, point, pool, repeat and metric), the run directory as the first column.")
 def results(directories: tuple[Path, ...], fmt: str) -> None:
     """List the stored runs under DIRECTORY... (default ./results); a DIRECTORY may also be one run."""
-    from .main import err, out
 
     found = _run_dirs(directories or (Path("results"),))
     if fmt == "table":

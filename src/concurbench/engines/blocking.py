@@ -5,7 +5,7 @@ socket to wait on, so each session gets a thread that runs its statements one at
 one ends, writes a byte to a pipe: the pipe's read end is the session's file descriptor in the
 loop, and the calls release the GIL while the server works. The runner keeps the same
 interface as the PostgreSQL one: send(i, values), receive(), in_transaction(), broken(),
-send_rollback(), cancel(), rollback_now(), close().
+send_rollback(), cancel(), close().
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import queue
 import re
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -140,18 +139,10 @@ class BlockingStatementRunner:
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
 
-    def rollback_now(self, timeout: float = 5.0) -> None:
-        """At the end of a run: end any open transaction and wait for it (the runner is idle here)."""
-        if self._busy:
-            return
-        self.send_rollback()
-        deadline = time.monotonic() + timeout
-        while self.receive() is None and time.monotonic() < deadline:
-            time.sleep(0.001)
-
     def close(self) -> None:
+        """Stop the thread; one still in a statement (its cancel did not end it) is not waited for."""
         self._jobs.put(None)
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=0 if self._busy else 5)
         if self._thread.is_alive():  # stuck in the driver: leave its pipe open rather than risk a reused fd
             return
         for fd in (self._read, self._write):

@@ -26,7 +26,7 @@ from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE,
 __all__ = ["CONNECTION", "DEADLOCK", "LOCK_NOT_AVAILABLE", "OTHER", "RETRYABLE", "SERIALIZATION",
            "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "installed_drivers", "connection_string",
            "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
-           "error_number_from_pyodbc", "error_key", "nocount", "server_info_query", "connect"]
+           "error_number_from_pyodbc", "error_key", "first_line", "nocount", "server_info_query", "connect"]
 
 DRIVER_18 = "ODBC Driver 18 for SQL Server"
 DRIVER_17 = "ODBC Driver 17 for SQL Server"
@@ -284,6 +284,13 @@ def classify_error(number: int | None, sqlstate: str | None, message: str = "") 
     return OTHER
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of a driver error, without the `[Microsoft][ODBC Driver 18 ...]` prefixes."""
+    text = _message(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return _PREFIX.sub("", first)
+
+
 def _sqlstate(exc: BaseException) -> str | None:
     args = getattr(exc, "args", ())
     if args and isinstance(args[0], str) and re.fullmatch(r"[0-9A-Z]{5}", args[0]):
@@ -354,6 +361,26 @@ def error_key(exc: BaseException) -> str:
 
 
 # -- server facts ------------------------------------------------------------------------------------
+# What else a run on SQL Server depends on, read with the server's version (each query on its own: a
+# failure leaves its columns None). Query Store is on by default for new databases from 2022;
+# accelerated database recovery (2019+) changes how versions and ghosts are kept; optimized locking
+# (2025; DATABASEPROPERTYEX answers NULL for a property it does not know) changes row and TID locks;
+# lightweight query profiling (a database scoped configuration, 2019+) costs every query a little.
+# Sources: sys.dm_os_sys_info (cpu_count, scheduler_count), sys.database_query_store_options
+# (actual_state_desc), sys.databases (is_accelerated_database_recovery_on), DATABASEPROPERTYEX
+# (IsOptimizedLockingOn), sys.database_scoped_configurations (LIGHTWEIGHT_QUERY_PROFILING).
+SERVER_FACTS = (
+    "SELECT cpu_count, scheduler_count FROM sys.dm_os_sys_info",
+    "SELECT actual_state_desc AS query_store FROM sys.database_query_store_options",
+    "SELECT is_accelerated_database_recovery_on AS adr FROM sys.databases WHERE database_id = DB_ID()",
+    "SELECT CAST(DATABASEPROPERTYEX(DB_NAME(), 'IsOptimizedLockingOn') AS int) AS optimized_locking",
+    "SELECT CAST(value AS int) AS lightweight_query_profiling FROM sys.database_scoped_configurations "
+    "WHERE name = N'LIGHTWEIGHT_QUERY_PROFILING'",
+)
+FACT_COLUMNS = ("cpu_count", "scheduler_count", "query_store", "adr", "optimized_locking",
+                "lightweight_query_profiling")
+
+
 def server_info_query() -> str:
     """T-SQL returning one row: version text, product version/level/update level, edition, engine edition."""
     return ("SELECT @@VERSION AS version, "

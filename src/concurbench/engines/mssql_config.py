@@ -6,13 +6,25 @@ are sp_configure settings, global trace flags (DBCC TRACEON(n, -1), when the pro
 tempdb data files. Each change is recorded with the value it replaced, so `restore` can undo exactly
 what this run changed and nothing else.
 
+Every statement runs in the connection's own database: what must run in tempdb (DBCC SHRINKFILE)
+is wrapped in `EXEC sys.sp_executesql N'USE tempdb; ...'`. sp_executesql treats the database context
+as EXECUTE does, and a USE inside EXECUTE holds only until that statement ends (the sp_executesql
+and EXECUTE pages), so the scenario's setup that follows on the same connection still runs in the
+run's database.
+
+tempdb data files are removed only from a server the harness owns, right after a restart: startup
+re-creates every tempdb file, empty, and empty files can be removed ("Shrink the tempdb database");
+while the server runs, EMPTYFILE and REMOVE FILE fail (errors 2555 and 5042) as soon as pages sit
+in the file. A server the harness does not own is never restarted, so there the removal is refused.
+
 Sources (Microsoft Learn): ALTER DATABASE SET options (READ_COMMITTED_SNAPSHOT, ALLOW_SNAPSHOT_ISOLATION,
 ACCELERATED_DATABASE_RECOVERY, DELAYED_DURABILITY, RECOVERY; WITH ROLLBACK IMMEDIATE to get the
 exclusive access the first and the third need); sys.databases (is_read_committed_snapshot_on,
 snapshot_isolation_state, is_accelerated_database_recovery_on (2019+), delayed_durability_desc,
 recovery_model_desc); ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA and
 SERVERPROPERTY('IsTempdbMetadataMemoryOptimized'); DBCC TRACEON/TRACEOFF/TRACESTATUS; sp_configure and
-sys.configurations; ALTER DATABASE ... ADD FILE / REMOVE FILE and DBCC SHRINKFILE (EMPTYFILE).
+sys.configurations; ALTER DATABASE ... ADD FILE / REMOVE FILE and DBCC SHRINKFILE (EMPTYFILE);
+"Shrink the tempdb database"; EXECUTE and sp_executesql (database context).
 """
 
 from __future__ import annotations
@@ -20,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import EngineError, ProvisionError
+from .mssql import first_line
 
 DATABASE_OPTIONS = ("read_committed_snapshot", "allow_snapshot_isolation", "accelerated_database_recovery",
                     "delayed_durability", "recovery")
@@ -87,12 +100,14 @@ class Change:
     apply: list[str]
     undo: list[str]
     flag: int | None = None  # a global trace flag this change turned on
+    hint: str = ""  # what to do by hand when the undo fails
 
 
 @dataclass
 class Plan:
     changes: list[Change] = field(default_factory=list)
     restart: bool = False  # the server must restart before the changes take effect
+    after_restart: list[Change] = field(default_factory=list)  # changes only a freshly started server allows
 
 
 def plan_database(current: dict, wanted: dict, database: str) -> Plan:
@@ -145,19 +160,20 @@ def read_server(conn, names) -> dict:
     return out
 
 
-def plan_server(current: dict, wanted: dict, *, startup_flags: bool, tempdb_dir: str | None = None,
+def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | None = None,
                 tempdb_names: list[str] | None = None) -> Plan:
     """Statements for the server keys of `wanted` that differ from `current`.
 
-    With `startup_flags` (a server we start, such as a container) trace flags were passed as `-T`
-    and are not set here; otherwise each missing flag is turned on globally and off again afterwards.
+    An `owned` server (one we start, such as a container) got its trace flags as `-T` at start-up,
+    so they are not set here, and may be restarted; on another server each missing flag is turned
+    on globally and off again afterwards, and removing tempdb files is refused.
     """
     plan = Plan()
     for name, value in wanted.items():
         if name in CONTAINER_KEYS:
             continue
         if name == "trace_flags":
-            if startup_flags:
+            if owned:
                 continue
             have = set(current.get("trace_flags") or [])
             for flag in sorted(set(flag_numbers(value)) - have):
@@ -170,8 +186,8 @@ def plan_server(current: dict, wanted: dict, *, startup_flags: bool, tempdb_dir:
                                            [_tempdb_metadata(bool(old))] if old is not None else []))
                 plan.restart = True
         elif name == "tempdb_files":
-            plan.changes.extend(_tempdb_files(int(current.get(name) or 1), int(value), tempdb_dir or "",
-                                              tempdb_names or []))
+            _plan_tempdb_files(plan, int(current.get(name) or 1), int(value), tempdb_dir or "", tempdb_names or [],
+                               owned)
         else:
             old = current.get(name)
             if old is None:
@@ -203,25 +219,45 @@ def _configure(name: str, value) -> list[str]:
             f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
 
 
-def _tempdb_files(have: int, want: int, directory: str, names: list[str]) -> list[Change]:
-    """Add files named concurbench_tempN, or empty and remove the last data files (never the primary)."""
+def in_tempdb(sql: str) -> str:
+    """`sql` run in tempdb without changing the connection's database: sp_executesql behaves as EXECUTE
+    with regard to database context, whose changes last only until the end of the statement."""
+    return f"EXEC sys.sp_executesql {literal('USE tempdb; ' + sql)}"
+
+
+def _empty_and_remove(name: str) -> list[str]:
+    return [in_tempdb(f"DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS"),
+            f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"]
+
+
+def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: list[str], owned: bool) -> None:
+    """Add files named concurbench_tempN now; remove the last data files (never the primary) right after a
+    restart of a server we own, and refuse to remove them from any other."""
     if want < 1:
         raise ValueError("tempdb_files must be at least 1")
-    changes = []
     for n in range(have + 1, want + 1):
         name = f"concurbench_temp{n}"
         path = f"{directory.rstrip('/')}/{name}.ndf" if directory else f"{name}.ndf"
-        changes.append(Change(f"tempdb file {name} added",
-                              [f"ALTER DATABASE tempdb ADD FILE (NAME = {quote_name(name)}, FILENAME = {literal(path)}, "
-                               f"SIZE = 8MB, FILEGROWTH = 64MB)"],
-                              [f"USE tempdb; DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS",
-                               f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"]))
-    for name in list(reversed(names[want:have] if names else []))[: max(0, have - want)]:
-        changes.append(Change(f"tempdb file {name} removed",
-                              [f"USE tempdb; DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS",
-                               f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"],
-                              []))  # a removed file of a server we own is not put back; see apply()
-    return changes
+        plan.changes.append(Change(f"tempdb file {name} added",
+                                   [f"ALTER DATABASE tempdb ADD FILE (NAME = {quote_name(name)}, "
+                                    f"FILENAME = {literal(path)}, SIZE = 8MB, FILEGROWTH = 64MB)"],
+                                   _empty_and_remove(name),
+                                   hint=f"once the server has restarted, run ALTER DATABASE tempdb REMOVE FILE "
+                                        f"{quote_name(name)}"))
+    if want >= have:
+        return
+    if not owned:
+        raise ProvisionError(
+            f"this scenario wants {want} tempdb data file(s) and the server has {have}: concurbench removes tempdb "
+            f"files only from a server it starts, right after a restart (while a server runs, DBCC SHRINKFILE "
+            f"EMPTYFILE and REMOVE FILE fail as soon as pages sit in a file, and a removed file is not put back "
+            f"afterwards); remove them yourself (ALTER DATABASE tempdb REMOVE FILE, after a restart) or use "
+            f"--target docker")
+    if len(names) < have:
+        raise EngineError(f"tempdb has {have} data files but only {len(names)} could be named (tempdb.sys.database_files)")
+    for name in reversed(names[want:have]):
+        plan.after_restart.append(Change(f"tempdb file {name} removed", _empty_and_remove(name), []))
+    plan.restart = True
 
 
 def tempdb_layout(conn) -> tuple[str, list[str]]:
@@ -244,7 +280,7 @@ def apply(conn, plan: Plan) -> list[Change]:
                 _run(conn, sql)
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             restore(conn, done)
-            raise EngineError(f"cannot change {change.what}: {_first(exc)}", exc) from exc
+            raise EngineError(f"cannot change {change.what}: {first_line(exc)}", exc) from exc
         done.append(change)
     return done
 
@@ -257,7 +293,8 @@ def restore(conn, changes: list[Change]) -> list[str]:
             try:
                 _run(conn, sql)
             except Exception as exc:  # noqa: BLE001
-                problems.append(f"could not put back {change.what}: {_first(exc)}")
+                hint = f" ({change.hint})" if change.hint else ""
+                problems.append(f"could not put back {change.what}: {first_line(exc)}{hint}")
                 break
     return problems
 
@@ -266,12 +303,6 @@ def _run(conn, sql: str) -> None:
     cursor = conn.execute(sql)
     while cursor.nextset():
         pass
-
-
-def _first(exc: BaseException) -> str:
-    from .sqlserver import first_line
-
-    return first_line(exc)
 
 
 def refuse_unowned(plan: Plan, allowed: bool, what: str) -> None:

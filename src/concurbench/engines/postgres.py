@@ -97,6 +97,17 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
 
 
+def flush_statistics(conn: psycopg.Connection, version_num: int) -> None:
+    """Hand this session's pending activity counts to the statistics views now, so that they are not
+    counted in a measurement window that follows. From PostgreSQL 15 an idle session would flush
+    them up to 10 s later; before 15 an idle session sends nothing until its next transaction."""
+    if version_num >= 150000:
+        try:
+            conn.execute("SELECT pg_stat_force_next_flush()")
+        except psycopg.Error as exc:
+            raise EngineError(f"flushing the session's statistics failed: {first_line(exc)}", exc) from exc
+
+
 BEGIN, COMMIT = "BEGIN", "COMMIT"
 
 
@@ -246,15 +257,16 @@ class StatementRunner:
         self.pgconn.send_query(b"ROLLBACK")
 
     def cancel(self) -> None:
+        """Ask the server to stop the statement in flight (at the end of the window; the caller drains).
+
+        A statement waiting on its PREPARE is not sent after all. The server drops a cancel that
+        arrives before the backend has read the statement, so the caller cancels again while the
+        statement still runs."""
+        self._pending = None
         try:
             self.pgconn.get_cancel().cancel()
         except Exception:  # noqa: BLE001 - best effort at shutdown
             pass
-
-    def rollback_now(self) -> None:
-        """At the end of a run: end an open transaction, waiting for the answer."""
-        if not self.broken() and self.in_transaction():
-            self.pgconn.exec_(b"ROLLBACK")
 
     def close(self) -> None:
         """Nothing of its own to release: the connection is closed by its owner."""

@@ -13,6 +13,7 @@ import re
 
 from ..errors import EngineError
 from . import mssql
+from . import mssql_config as mc
 from .blocking import BlockingStatementRunner, Dialect
 from .classes import CONNECTION, plain
 
@@ -50,10 +51,7 @@ def connect(conninfo: str, *, autocommit: bool = True, application_name: str = "
     return conn
 
 
-def first_line(exc: BaseException) -> str:
-    text = mssql._message(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return re.sub(r"^\s*(?:\[[^\]]*\]\s*)+", "", first)
+first_line = mssql.first_line
 
 
 def init(conn, sql: str) -> None:
@@ -98,9 +96,7 @@ def run_script(conn, sql: str, origin: str = "inline", *, what: str = "setup SQL
             _drain(conn.execute(batch))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             where = f"{origin}, batch at line {line}" if origin != "inline" else f"inline SQL, line {line}"
-def run_script(conn, sql: str, origin: str = "inline", *, what: str = "setup SQL") -> None:
-    """Run a script batch by batch (split on GO lines), reading every result; `GO n` runs a batch n times;
-    `what` names it in errors (setup SQL, teardown SQL)."""
+            raise EngineError(f"{what} failed ({where}): {first_line(exc)}", exc) from exc
 
 
 def query_rows(conn, sql: str, what: str) -> list[dict]:
@@ -127,8 +123,6 @@ def version_num(product_version: str) -> int:
 
 def server_info(conn, names: list[str]) -> dict:
     """Version, edition, and the server configuration the run depends on, read from the server."""
-    from .mssql_config import read_server
-
     row = query_rows(conn, mssql.server_info_query(), "reading the server version")[0]
     major = version_num(row["product_version"]) // 1_000_000
     year = YEARS.get(major, f"v{major}")
@@ -136,7 +130,21 @@ def server_info(conn, names: list[str]) -> dict:
     return {"version": " ".join(str(row["version"]).split())[:200], "version_num": version_num(row["product_version"]),
             "version_short": f"{year}-{level}" if level else year, "product_version": row["product_version"],
             "edition": row["edition"], "engine_edition": row["engine_edition"],
-            "settings": read_server(conn, names)}
+            "settings": mc.read_server(conn, names), "facts": server_facts(conn)}
+
+
+def server_facts(conn) -> dict:
+    """cpu_count, scheduler_count, Query Store state, ADR, optimized locking and lightweight query
+    profiling of the connection's database (`mssql.SERVER_FACTS`); None where a query failed."""
+    facts: dict = dict.fromkeys(mssql.FACT_COLUMNS)
+    for sql in mssql.SERVER_FACTS:
+        try:
+            rows = query_rows(conn, sql, "reading the server's configuration")
+        except EngineError:
+            continue
+        if rows:
+            facts.update({k: v for k, v in rows[0].items() if k in facts})
+    return facts
 
 
 def statement_runner(conn, statements: list[tuple[str, str]], params, protocol: str) -> BlockingStatementRunner:
@@ -154,7 +162,10 @@ class Configurator:
 
     `owned` servers (a container we started) take trace flags at start-up and may be restarted;
     on a server we do not own every change needs `allowed` (--allow-server-changes), a restart is
-    refused, and every change is put back by `restore`.
+    refused, and every change is put back by `restore`. The runner restarts the server when `apply`
+    says so (once), then calls `after_restart` for what only a fresh server allows (removing tempdb
+    files); settings the configurator applies itself never take a restart of their own
+    (`needs_restart`).
     """
 
     def __init__(self, database: str, *, owned: bool, allowed: bool):
@@ -162,11 +173,21 @@ class Configurator:
         self.owned = owned
         self.allowed = allowed
         self.changes: list = []
+        self.pending: list = []  # changes waiting for the restart `apply` asked for
+
+    def needs_restart(self, current: dict, wanted: dict) -> bool:
+        """Whether going from the `current` server settings to `wanted` takes a new server process before
+        `apply`: only start-up arguments of a server we own (trace flags, the container's keys).
+        Options applied over a connection (memory-optimized tempdb metadata, tempdb files, sp_configure)
+        restart, when they must, through `apply` alone, so the server restarts once."""
+        if not self.owned:
+            return False
+        if set(mc.flag_numbers(current.get("trace_flags"))) != set(mc.flag_numbers(wanted.get("trace_flags"))):
+            return True
+        return any(current.get(key) != wanted.get(key) for key in mc.CONTAINER_KEYS)
 
     def apply(self, conn, server: dict, database: dict) -> bool:
         """Bring the server to `server` and the database to `database`; True when a restart must follow."""
-        from . import mssql_config as mc
-
         wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
         if not self.owned:  # flags an earlier variant turned on and this one does not want go off first
             keep = set(mc.flag_numbers(wanted.get("trace_flags")))
@@ -176,18 +197,22 @@ class Configurator:
                 raise EngineError(problem)
         current = mc.read_server(conn, list(wanted))
         directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
-        plan = mc.plan_server(current, wanted, startup_flags=self.owned, tempdb_dir=directory, tempdb_names=names)
+        plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names)
         db_plan = mc.plan_database(mc.read_database(conn, self.database), database, self.database)
         if not self.owned:
             mc.refuse_unowned(mc.Plan(plan.changes + db_plan.changes, plan.restart), self.allowed,
                               "server or database options")
         self.changes += mc.apply(conn, plan)
         self.changes += mc.apply(conn, db_plan)
+        self.pending = list(plan.after_restart)
         return plan.restart
 
-    def restore(self, conn) -> list[str]:
-        from . import mssql_config as mc
+    def after_restart(self, conn) -> None:
+        """The changes `apply` left for a freshly restarted server (the files tempdb recreated empty)."""
+        pending, self.pending = self.pending, []
+        self.changes += mc.apply(conn, mc.Plan(pending))
 
+    def restore(self, conn) -> list[str]:
         if self.owned:  # the server goes away with its container
             return []
         problems = mc.restore(conn, self.changes)

@@ -18,6 +18,8 @@ from .base import closed_on_failure
 
 
 class HeldTransaction:
+    ends_after_samplers = False  # it ends before the samplers' last reading
+
     def __init__(self, spec: Background, conninfo: str, *, clock: Callable[[], int] = time.perf_counter_ns,
                  engine=pg):
         self.spec = spec

@@ -83,6 +83,8 @@ def parse_rate(value) -> float:
 class LogDrain:
     """Background kind `log_drain`: the server logs to a FIFO drained at `spec.rate` bytes a second."""
 
+    ends_after_samplers = False  # unthrottled first: the samplers' last reading queues behind the log
+
     def __init__(self, spec: Background, conninfo: str, *, switch_timeout: float = 15.0,
                  restore_timeout: float = 30.0, temp_dir: str | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns):

@@ -29,17 +29,36 @@ PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an
 
 # -- pure pieces: images, passwords, container configurations ---------------------------------------
 def postgres_image(options: registry.TargetOptions) -> str:
-    return options.image or f"postgres:{options.server_version or POSTGRES_DEFAULT}"
+    version = str(options.server_version or POSTGRES_DEFAULT)
+    return options.image or dict(options.images).get(version) or f"postgres:{version}"
 
 
 def mssql_image(options: registry.TargetOptions) -> str:
+    """--image, else the image the scenario pins for the version (`server: images:`), else `<year>-latest`."""
     if options.image:
         return options.image
     year = str(options.server_version or MSSQL_DEFAULT)
+    pinned = dict(options.images).get(year)
+    if pinned:
+        return pinned
     if year not in MSSQL_YEARS:
         raise ConfigError(f"SQL Server version {year} is not one of {', '.join(MSSQL_YEARS)} "
-                          f"(or name an image with --image)")
+                          f"(or name an image with --image, or pin one for it under the scenario's server: images:)")
     return f"mcr.microsoft.com/mssql/server:{year}-latest"
+
+
+def cpu_limit(host_config: dict | None) -> str:
+    """The CPU limit of a container from its HostConfig (docker inspect): NanoCpus, CpuQuota over CpuPeriod,
+    or CpusetCpus; "none" when it may use every CPU of the host."""
+    config = host_config or {}
+    parts = []
+    if config.get("NanoCpus"):
+        parts.append(f"{config['NanoCpus'] / 1e9:g} CPUs")
+    elif config.get("CpuQuota") and config["CpuQuota"] > 0:
+        parts.append(f"{config['CpuQuota'] / (config.get('CpuPeriod') or 100_000):g} CPUs")
+    if config.get("CpusetCpus"):
+        parts.append(f"cpuset {config['CpusetCpus']}")
+    return ", ".join(parts) or "none"
 
 
 def generate_password(length: int = 24) -> str:

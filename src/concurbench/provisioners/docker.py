@@ -32,8 +32,8 @@ from ..errors import ConfigError, ProvisionError
 from . import registry
 from .base import Connection
 from .containers import (DATABASE, LABEL_RUN, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
-                         READY_TIMEOUT, container_labels, generate_password, mssql_container_config, mssql_image,
-                         postgres_container_config, postgres_image)
+                         READY_TIMEOUT, container_labels, cpu_limit, generate_password, mssql_container_config,
+                         mssql_image, postgres_container_config, postgres_image)
 from .local import free_port
 
 Progress = Callable[[dict], None]
@@ -208,6 +208,7 @@ class DockerServer:
         self._volumes: set[str] = set()
         self._generation = 0
         self._odbc_driver: str | None = None
+        self.cpu_limit: str | None = None  # read from the running container
 
     @property
     def server_settings(self) -> dict:
@@ -258,7 +259,9 @@ class DockerServer:
         except DockerException as exc:
             detail = getattr(exc, "explanation", None) or _first_line(exc)
             raise ProvisionError(f"cannot start a container from {self.image}: {_first_line(detail)}", exc) from None
-        self._volumes.update(_volume_names(self._client.containers.get(container.id)))
+        started = self._client.containers.get(container.id)
+        self._volumes.update(_volume_names(started))
+        self.cpu_limit = cpu_limit(started.attrs.get("HostConfig"))
         self._wait_ready(container)
         return self._prepare()
 
@@ -328,7 +331,7 @@ class DockerServer:
 
     def connection(self) -> Connection:
         """How to reach the running server: `conninfo` carries the password (memory only), `safe` does not."""
-        extra = {"container": self.container_name, "image": self.image}
+        extra = {"container": self.container_name, "image": self.image, "cpu_limit": self.cpu_limit}
         if self.engine == "postgres":
             return Connection(self._conninfo(DATABASE), f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}",
                               extra)

@@ -21,6 +21,7 @@ class TargetOptions:
     dsn: str | None = None
     password_env: str | None = None
     image: str | None = None
+    images: tuple[tuple[str, str], ...] = ()  # the scenario's server.images: an image pinned per version
     host_network: bool = False
     keep: bool = False
     allow_server_changes: bool = False

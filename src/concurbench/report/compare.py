@@ -25,7 +25,9 @@ in practice. `metrics` (glob patterns, matched with fnmatch) replaces the defaul
 
 Significance and the gate. With at least two repeats on both sides, Welch's t-test decides whether
 a change is significant (p < 0.05). A metric regresses when it moved in its worse direction by more
-than its `fail_above` threshold (percent of the baseline mean) and the move is significant. A change
+than its `fail_above` threshold (percent of the baseline mean) and the move is significant after
+Holm's correction over every gated metric (a comparison gates many metrics at once: at 5% each, some
+would move "significantly" by chance, and a gate that fails on noise gets switched off). A change
 that is not significant is reported as "within noise" and does not fail, however large. When
 either side ran once there is no test: such a move is reported as an "untested" regression and does
 count, because a gate that could never fire on single runs would be useless; the report says to use
@@ -45,7 +47,7 @@ from ..errors import ConfigError
 from ..results.model import Run, VariantRun
 from ..results.store import load_run
 from ..scenario.claims import server_matches
-from .stats import Estimate, estimate, welch
+from ..stats import Estimate, estimate, holm, welch
 
 DEFAULT_METRICS = ("tps", "latency.mean_ms", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms",
                    "statements.*.mean_ms")
@@ -160,6 +162,7 @@ class Row:
     p_value: float | None
     threshold: float | None
     regression: bool
+    p_adjusted: float | None = None  # gated metrics: Welch's p-value after Holm's correction over all of them
 
     @property
     def where(self) -> str:
@@ -186,7 +189,8 @@ class Row:
                 "server": self.server, "metric": self.metric, "baseline": self.baseline.as_dict(),
                 "contender": self.contender.as_dict(), "pct": self.pct, "direction": self.direction,
                 "verdict": self.verdict, "label": self.label, "significant": self.significant,
-                "p_value": self.p_value, "threshold": self.threshold, "regression": self.regression}
+                "p_value": self.p_value, "p_adjusted": self.p_adjusted, "threshold": self.threshold,
+                "regression": self.regression}
 
 
 @dataclass(frozen=True)
@@ -287,6 +291,7 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
             for metric in chosen:
                 rows.append(_row(b_runs[0], key, pool, metric, _values(b_rows, metric), _values(c_rows, metric),
                                  thresholds, by_server))
+    rows = _gate(rows)
     for pattern in wanted + gate_patterns:
         if available and pattern not in matched:
             hint = difflib.get_close_matches(pattern, sorted(available), n=3)
@@ -436,8 +441,17 @@ def _row(first: VariantRun, key: tuple, pool: str, metric: str, b_values: list[f
     p_value = welch(b, c).p_value if b.n >= 2 and c.n >= 2 else None
     significant = None if p_value is None else p_value < ALPHA
     threshold = thresholds.for_metric(metric) if way != NEUTRAL else None
-    row = Row(first.group, key[1], key[2], pool, key[0] if by_server else None, metric, b, c, pct, way,
-              verdict, significant, p_value, threshold, False)
-    if verdict == "worse" and row.beyond and significant is not False:
-        row = replace(row, regression=True)
-    return row
+    return Row(first.group, key[1], key[2], pool, key[0] if by_server else None, metric, b, c, pct, way,
+               verdict, significant, p_value, threshold, False)
+
+
+def _gate(rows: list[Row]) -> list[Row]:
+    """The regressions: a gated metric moved the worse way beyond its threshold, and significantly once
+    Holm's correction over every gated metric is applied (so that among many metrics, some moving by
+    chance at the 5% level do not fail the gate), or untested when a side ran once."""
+    tested = [i for i, r in enumerate(rows) if r.threshold is not None and r.p_value is not None]
+    rows = list(rows)
+    for i, p in zip(tested, holm([rows[i].p_value for i in tested])):
+        rows[i] = replace(rows[i], p_adjusted=p, significant=p < ALPHA)
+    return [replace(r, regression=True) if r.verdict == "worse" and r.beyond and r.significant is not False else r
+            for r in rows]

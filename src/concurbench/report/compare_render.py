@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 
 from .compare import REPEAT_HINT, Comparison, Row, RunInfo
-from .stats import Estimate
+from ..stats import Estimate
 
 LEGEND = ("Change: contender against baseline; green better, red worse, dim not significant (Welch's t-test, "
           "p ≥ 0.05).")
@@ -44,8 +44,14 @@ def change_cell(row: Row) -> str:
 def significance_cell(row: Row) -> str:
     if row.significant is None:
         return f"untested (n={row.baseline.n}/{row.contender.n})"
-    p = "p<0.001" if row.p_value < 0.001 else f"p={row.p_value:.3f}"
+    p = _p(row.p_value)
+    if row.p_adjusted is not None and row.p_adjusted != row.p_value:
+        p += f", {_p(row.p_adjusted)} corrected"
     return p if row.significant else f"not significant ({p})"
+
+
+def _p(value: float) -> str:
+    return "p<0.001" if value < 0.001 else f"p={value:.3f}"
 
 
 def _tables(comparison: Comparison) -> list[tuple[str, list[str], list[tuple[list[str], Row]]]]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import __version__
 from ..results.model import Run
 from .render import numeric_columns
-from .tables import build_report
+from .tables import Report, build_report
 
 NO_MATPLOTLIB = "matplotlib is not installed (pip install -e '.[plots]')"
 
@@ -40,10 +40,7 @@ def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | Non
     """The page as text. `plots` are the chart files written (PNG and/or SVG; SVG is preferred when
     both exist); None means no charts were drawn, for `no_charts_reason` (default: no matplotlib)."""
     report = build_report(run)
-    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
-           f"<title>{escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
-           f"<h1>{escape(report.title)}</h1>", '<ul class="lines">']
-    out += [f"<li>{escape(line)}</li>" for line in report.lines]
+    out = _head(report)
     source = run.scenario.source
     url = source.url or ""
     if url.startswith(("https://", "http://")):
@@ -60,6 +57,24 @@ def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | Non
     out += [f"<footer>concurbench {escape(__version__)}, run directory {escape(Path(run.path or '').name)}</footer>",
             "</body>", "</html>", ""]
     return "\n".join(out)
+
+
+def report_page(report: Report) -> str:
+    """Any report (its lines, tables and notes) as one self-contained page."""
+    out = _head(report) + ["</ul>"]
+    for table in report.tables:
+        if table.rows:
+            out += _table(table)
+    out += [f"<footer>concurbench {escape(__version__)}</footer>", "</body>", "</html>", ""]
+    return "\n".join(out)
+
+
+def _head(report: Report) -> list[str]:
+    """The page's head and title, and its report lines as an open list."""
+    out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+           f"<title>{escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
+           f"<h1>{escape(report.title)}</h1>", '<ul class="lines">']
+    return out + [f"<li>{escape(line)}</li>" for line in report.lines]
 
 
 def _table(table) -> list[str]:

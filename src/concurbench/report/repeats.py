@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..results.model import PoolResult, VariantRun
-from .stats import estimate
+from ..stats import estimate
 
 CV_LIMIT = 0.10  # spread between repeats above which a metric is flagged
 SPREAD_METRICS = ("tps", "latency.p50_ms", "latency.p95_ms", "latency.p99_ms", "elapsed_s")

@@ -8,6 +8,8 @@ from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, V
 from ..scenario.claims import server_matches
 from .metrics import ERROR_CLASSES, top_waits
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
+from .server_facts import server_facts_table
+from .waits import wait_tables
 
 
 @dataclass
@@ -58,6 +60,28 @@ def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1
 
 ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
 
+# What a figure from a variant run that did not end ok covers (such runs are marked " *").
+STATUS_NOTES = {
+    "interrupted": "interrupted: figures cover the part that ran",
+    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
+                  "and claims on them are not evaluated",
+    "failed": "failed: figures cover what was measured before the variant run failed",
+}
+
+
+def unfinished(r: VariantRun) -> str:
+    """The mark of a variant run that did not end ok (" *"), or "" for one that did."""
+    return "" if r.complete else " *"
+
+
+def marked(r: VariantRun) -> str:
+    return r.variant + unfinished(r)
+
+
+def status_notes(runs: list[VariantRun]) -> list[str]:
+    found = dict.fromkeys(r.status for r in runs if unfinished(r))
+    return [f"* {STATUS_NOTES.get(status, status)}" for status in found]
+
 
 def _point_label(point, clients: dict) -> str:
     if point is not None:
@@ -82,8 +106,12 @@ def build_report(run: Run) -> Report:
     if run.repeat > 1:
         lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
                      f"half-width")
+    lines += _shard_lines(run)
     results = collapse(run.variant_runs)
     tables = []
+    facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
+    if facts:
+        tables.append(Table(**facts))
     for group in _unique(r.group for r in results):
         in_group = [r for r in results if r.group == group]
         multi = len(servers) > 1
@@ -95,6 +123,7 @@ def build_report(run: Run) -> Report:
             tables.append(_comparison(group, point, runs, scen.baselines.get(group), multi))
         tables.append(_statements(group, in_group))
         tables.extend(_probes(group, in_group))
+        tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
     if run.published:
         tables.append(_published(run.published, results, run))
     if run.claims:
@@ -105,6 +134,20 @@ def build_report(run: Run) -> Report:
         for msg in r.messages + r.sampler_errors:
             warnings.append(f"{r.variant}: {msg}")
     return Report(scen.title or scen.name, lines, tables, warnings)
+
+
+def _shard_lines(run: Run) -> list[str]:
+    """Which shard of a run this is (`run --shard`), or which shards a merged run was made of."""
+    if run.shard is not None:
+        return [f"Shard: {run.shard.label} of the run (its share of server x variant x point x repeat); claims are "
+                f"judged when the shards are merged"]
+    if not run.merged_from:
+        return []
+    count = run.merged_from[0].count
+    present = {m.index for m in run.merged_from}
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in present]
+    return ["Merged from shards " + ", ".join(f"{m.index}/{m.count} ({m.hostname})" for m in run.merged_from)
+            + (f"; missing {', '.join(missing)}" if missing else "")]
 
 
 def _unique(values) -> list:
@@ -144,7 +187,7 @@ def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None,
             waits = ", ".join(f"{w} {s:.0%}" for w, s in top_waits(r)) if first else ""
             cpu = client_cpu(r) if first else None
             table.rows.append(([str(r.server or "")] if multi else []) + [
-                r.variant + (" *" if not r.complete else ""),
+                marked(r),
                 pool + ("" if data.measure else " (background)"), fmt(data.clients),
                 stat_cell(r, pool, "tps", tps), vs,
                 *[stat_cell(r, pool, f"latency.{p}_ms", m.get(f"latency.{p}_ms"), 2) for p in ("p50", "p95", "p99")],
@@ -153,8 +196,7 @@ def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None,
                 fmt(m.get("multixact.created")) if first else "",
                 f"{cpu:.2f}" if cpu is not None else ""])
             first = False
-    for status in _unique(r.status for r in runs if not r.complete):
-        table.notes.append(f"* {status}: {STATUS_NOTES.get(status, 'figures may be partial')}")
+    table.notes.extend(status_notes(runs))
     table.notes.append("TPS counts transactions completed in the measurement window (warm-up excluded); "
                        "waits are shares of sampled non-idle sessions; WAL B/txn divides the WAL written "
                        "by every pool's transactions; Client CPU is the CPUs the load generator's processes used.")
@@ -170,11 +212,6 @@ def _drop_empty_columns(table: Table, keep: int) -> Table:
     return table
 
 
-STATUS_NOTES = {"interrupted": "figures cover the part that ran",
-                "incomplete": "a worker process sent no results; figures cover the sessions that reported",
-                "failed": "the variant run failed; figures cover what was measured before"}
-
-
 def _num(value):
     """A metric as a number, or None (absent or unavailable)."""
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
@@ -188,9 +225,10 @@ def _statements(group: str, runs: list[VariantRun]) -> Table:
         for pool, data in r.pools.items():
             for name, s in data.metrics["statements"].items():
                 table.rows.append(([str(r.server or "")] if multi else []) + [
-                    r.variant, fmt(data.clients), pool, name,
+                    marked(r), fmt(data.clients), pool, name,
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
+    table.notes.extend(status_notes(runs))
     return table
 
 
@@ -221,21 +259,40 @@ def _side(side: ClaimEstimate | None) -> str:
     if side is None:
         return fmt(None)
     if side.low is None or side.high is None:
-        return fmt(side.value, 3)
-    return f"{fmt(side.value, 3)} [{fmt(side.low, 3)}, {fmt(side.high, 3)}]"
+        return figure(side.value)
+    return f"{figure(side.value)} [{figure(side.low)}, {figure(side.high)}]"
+
+
+def figure(value) -> str:
+    """A measured figure with as many digits as it deserves: 1,234 / 685 / 49.6 / 2.84 / 0.0123."""
+    if value is None:
+        return "–"
+    value = float(value)
+    magnitude = abs(value)
+    if magnitude >= 100 or value == 0:
+        return f"{value:,.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:#.3g}"
 
 
 def _claims(claims: list[ClaimVerdict]) -> Table:
-    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Server", "Why"])
+    multi = len({c.server for c in claims}) > 1
+    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Left / right"]
+                  + (["Server"] if multi else []) + ["Why"])
     for c in claims:
-        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), c.server or "",
-                           c.reason or c.description])
+        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio)]
+                          + ([c.server or ""] if multi else []) + [c.reason or c.description])
     counts = {v: sum(1 for c in claims if c.verdict == v) for v in VERDICT_CELLS}
     table.notes.append(f"{counts['pass']} of {len(claims)} claims hold"
                        + (f"; {counts['fail']} failed" if counts["fail"] else "")
                        + (f"; {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
                        + (f"; {counts['not evaluated']} not evaluated" if counts["not evaluated"] else ""))
-    return table
+    table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets; a verdict needs the "
+                       "data to support it at 95%, corrected for the number of claims and looks (docs/claims.md).")
+    return _drop_empty_columns(table, keep=2)
 
 
 def measured_value(results: list[VariantRun], variant: str, metric: str, clients=None, pool=None, server=None):
@@ -263,13 +320,16 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
                                                 "Measured", "Clients (here)", "Note"]
                   if not by_server else ["Server", "Variant", "Metric", "Published", "Clients (article)", "Measured",
                                          "Clients (here)", "Note"])
+    runs: list[VariantRun] = []
     for p in published:
         value, r = measured_value(results, p.variant, p.metric, p.clients, p.pool, p.server)
-        here = "–"
+        here, mark = "–", ""
         if r is not None:
             here = fmt(r.clients.get(p.pool or r.first_measured().name))
+            mark = unfinished(r)
+            runs.append(r)
         unit = f" {p.unit}" if p.unit else ""
-        measured = fmt(value, 2) + (unit if _num(value) is not None else "")
+        measured = fmt(value, 2) + (unit if _num(value) is not None else "") + mark
         table.rows.append(([p.server or "any"] if by_server else []) + [
             p.variant, p.metric, f"{fmt(p.value, 1)}{unit}", fmt(p.clients),
             measured if value is not None else "–", here, p.note])
@@ -278,4 +338,5 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
                        f"{server.version_short if server else '?'} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")
+    table.notes.extend(status_notes(runs))
     return table

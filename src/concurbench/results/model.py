@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from .shards import Plan
 
 if TYPE_CHECKING:
     from ..scenario.model import Scenario
@@ -96,6 +97,7 @@ class VariantRun:
     settings: dict[str, Any] | None = None  # server settings the variant changed, as the server reported them
     samples: dict[str, list[dict]] = field(default_factory=dict)  # periodic sampler -> rows (`t_s`, ...)
     unavailable: dict[str, str] = field(default_factory=dict)
+    workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
 
     @property
     def complete(self) -> bool:
@@ -165,6 +167,8 @@ class VariantRun:
             out["settings"] = self.settings
         if self.unavailable:
             out["unavailable"] = dict(self.unavailable)
+        if self.workers is not None:
+            out["workers"] = dict(self.workers)
         return out
 
     @classmethod
@@ -189,7 +193,8 @@ class VariantRun:
             sampler_errors=list(data.get("sampler_errors") or []), background=list(data.get("background") or []),
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
-            unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")))
+            unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
+            workers=data.get("workers"))
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,8 @@ class ClaimVerdict:
     left: ClaimEstimate | None = None
     right: ClaimEstimate | None = None
     reason: str = ""
+    ratio: ClaimEstimate | None = None  # left / right with its 95% interval, where the test was on the log scale
+    p_value: float | None = None  # the test's p-value after the corrections (Holm, looks)
 
     @property
     def passed(self) -> bool | None:
@@ -239,7 +246,8 @@ class ClaimVerdict:
     def as_dict(self) -> dict:
         return {"claim": self.claim, "description": self.description, "server": self.server,
                 "verdict": self.verdict, "left": self.left.as_dict() if self.left else None,
-                "right": self.right.as_dict() if self.right else None, "reason": self.reason}
+                "right": self.right.as_dict() if self.right else None, "reason": self.reason,
+                "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -249,11 +257,27 @@ class ClaimVerdict:
             raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(VERDICTS)}")
         return cls(data["claim"], data["verdict"], data.get("description") or "", data.get("server"),
                    ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
-                   ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "")
+                   ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
+                   ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"))
+
+
+class _Flat:
+    """A record stored as one flat JSON object of its fields; `required` names those it cannot lack."""
+
+    required: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str):
+        data = _mapping(data, where)
+        _need(data, cls.required, where)
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
-class PublishedFigure:
+class PublishedFigure(_Flat):
     """A figure from the source article, shown beside what was measured. (Its own class, not the
     scenario's `Published`: the stored format must not change when the scenario format does.)"""
 
@@ -266,14 +290,7 @@ class PublishedFigure:
     note: str = ""
     server: str | None = None
 
-    def as_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict, where: str) -> "PublishedFigure":
-        data = _mapping(data, where)
-        _need(data, ("variant", "metric", "value"), where)
-        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+    required = ("variant", "metric", "value")
 
 
 @dataclass(frozen=True)
@@ -349,6 +366,52 @@ class ServerInfo:
 
 
 @dataclass(frozen=True)
+class ShardInfo:
+    """A run made with `--shard INDEX/COUNT`: the plan it was cut from (results/shards.py has the rule)
+    and, for each server of the plan, the version it ran as here (None: this shard did not start it)."""
+
+    index: int
+    count: int
+    plan: Plan
+    servers: list[str | None] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "count": self.count, "plan": self.plan.as_dict(), "servers": list(self.servers)}
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "ShardInfo":
+        data = _mapping(data, where)
+        _need(data, ("index", "count", "plan"), where)
+        try:
+            plan = Plan.from_dict(_mapping(data["plan"], f"{where}.plan"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatProblem(f"{where}.plan", f"not a plan ({exc})") from exc
+        index, count = data["index"], data["count"]
+        if not (isinstance(index, int) and isinstance(count, int) and 1 <= index <= count):
+            raise FormatProblem(where, f"shard {index}/{count} is not I/N with 1 <= I <= N")
+        return cls(index, count, plan, list(data.get("servers") or []))
+
+
+@dataclass(frozen=True)
+class MergedShard(_Flat):
+    """One shard a merged run was made of (`concurbench merge`): its place, directory, host and status."""
+
+    index: int
+    count: int
+    path: str
+    hostname: str = ""
+    status: str = "ok"
+    started: str = ""
+    ended: str = ""
+
+    required = ("index", "count", "path")
+
+
+@dataclass(frozen=True)
 class Run:
     """A run directory: the manifest's facts, every variant run, published figures, claims' verdicts."""
 
@@ -369,6 +432,8 @@ class Run:
     skipped: dict[str, str] = field(default_factory=dict)  # variants the server could not run, and why
     format_version: int = FORMAT_VERSION  # the format the directory was written in (a migrated run keeps its own)
     path: Path | None = field(default=None, compare=False)
+    shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
+    merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
 
     @property
     def server(self) -> ServerInfo | None:
@@ -394,7 +459,9 @@ class Run:
         return {"format_version": FORMAT_VERSION, "harness": dict(self.harness), "status": self.status,
                 "error": self.error, "scenario": self.scenario.as_dict(),
                 "servers": [s.as_dict() for s in self.servers], "target": self.target, "host": dict(self.host),
-                "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended}
+                "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
+                **({"shard": self.shard.as_dict()} if self.shard else {}),
+                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {})}
 
     def summary_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
@@ -433,7 +500,10 @@ class Run:
                        enumerate(summary.get("published") or [])],
             claims=[ClaimVerdict.from_dict(c, f"summary.claims[{i}]") for i, c in
                     enumerate(summary.get("claims") or [])],
-            skipped=dict(summary.get("skipped") or {}), format_version=format_version, path=path)
+            skipped=dict(summary.get("skipped") or {}), format_version=format_version, path=path,
+            shard=ShardInfo.from_dict(manifest["shard"], "manifest.shard") if manifest.get("shard") else None,
+            merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
+                         enumerate(manifest.get("merged_from") or [])])
 
 
 # Helpers ---------------------------------------------------------------------------------------------

@@ -3,13 +3,20 @@
 A sampler is either a snapshot (read before and after the window; the result is the difference)
 or periodic (read every `interval` during the window; the rows form a time series written to
 samples/). Each sampler's connection is its own, and the sessions it counts exclude it.
+
+Snapshot readings are taken when the measurement starts (after the warm-up) and once the window
+has ended. A sampler whose figures arrive late (PostgreSQL's statistics, see samplers/pgstats.py)
+may wait until they cover the moment (`settle`) before the closing reading and, in a variant
+without warm-up, takes its opening reading before the pools' sessions connect (`early_opening`),
+after such a wait, so their first transactions cannot reach it. With a warm-up the opening reading
+is taken at once: the sessions are busy then, and waiting would only move the cut.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from ..scenario.model import SamplerSpec
 
@@ -23,6 +30,7 @@ class Sampler:
     options: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
     default_interval: ClassVar[float] = 0.1
+    early_opening: ClassVar[bool] = False  # without warm-up, the opening reading before the sessions connect
 
     def __init__(self, spec: SamplerSpec | None = None):
         self.spec = spec or SamplerSpec(self.name)
@@ -34,6 +42,19 @@ class Sampler:
 
     def read(self, conn) -> Any:
         raise NotImplementedError
+
+    def unavailable(self) -> dict[str, str]:
+        """Figures of the summary this server cannot give, and why (`not available on PostgreSQL 14`);
+        asked after `prepare`. They are recorded as the run's unavailable metrics `<name>.<figure>`."""
+        return {}
+
+    def settle(self, conn, *, closing: bool, sessions: Sequence[str], clock: Callable[[], int],
+               sleep: Callable[[float], None]) -> str | None:
+        """Wait (bounded) until what `read` would return covers the moment: everything done before
+        the opening reading, or the work of `sessions` (the pools' application names) before the
+        closing one. Samplers that read alike inherit one method, which the driver calls once per
+        reading for all of them. Returns a note when the figures may be incomplete."""
+        return None
 
     def summarize(self, before: Any, after: Any, rows: list[dict], elapsed_s: float) -> dict:
         raise NotImplementedError
@@ -60,16 +81,20 @@ class SamplerDriver:
     """
 
     def __init__(self, samplers: list[Sampler], connect: Callable[[], Any], version_num: int, *,
+                 sessions: Sequence[str] = (), warmup: float | None = None,
                  clock: Callable[[], int] = time.perf_counter_ns, sleep: Callable[[float], None] = time.sleep):
         self.samplers = samplers
         self.connect = connect
         self.version_num = version_num
+        self.sessions = list(sessions)  # application names of the window's sessions
+        self.early = warmup == 0  # no warm-up: `early_opening` samplers read before the sessions connect
         self.clock = clock
         self.sleep = sleep
         self.before: dict[str, Any] = {}
         self.after: dict[str, Any] = {}
         self.rows: dict[str, list[dict]] = {s.name: [] for s in samplers}
         self.errors: list[str] = []
+        self.unavailable: dict[str, str] = {}  # `<sampler>.<figure>` -> why this server cannot give it
         self._measure_from = 0
         self._end = threading.Event()
         self._thread: threading.Thread | None = None
@@ -95,6 +120,10 @@ class SamplerDriver:
         self.conn = self.connect()
         for sampler in self.samplers:
             sampler.prepare(self.conn, self.version_num)
+            self.unavailable.update({f"{sampler.name}.{k}": why for k, why in sampler.unavailable().items()})
+        if self.early:
+            self._snapshots([s for s in self.samplers if s.kind == "snapshot" and s.early_opening], self.before,
+                            closing=False)
 
     def close(self) -> None:
         if self.conn is not None:
@@ -147,15 +176,35 @@ class SamplerDriver:
         self.errors.append(f"samplers: the connection was lost ({lost}) and made again")
         return True
 
+    def _snapshots(self, snapshot: list[Sampler], into: dict, *, closing: bool, settle: bool = True) -> None:
+        """These snapshot samplers' readings, once the figures have settled (each distinct settle once)."""
+        settled = set()
+        for s in snapshot if settle and not self._given_up else ():
+            if type(s).settle in settled:
+                continue
+            settled.add(type(s).settle)
+            try:
+                note = s.settle(self.conn, closing=closing, sessions=self.sessions, clock=self.clock,
+                                sleep=self.sleep)
+            except Exception as exc:  # noqa: BLE001 - the readings are still taken, with a note
+                note = _first_line(exc)
+                try:
+                    self.conn.rollback()
+                except Exception:  # noqa: BLE001
+                    pass
+            if note:
+                self.errors.append(f"sampler {s.name}: {'closing' if closing else 'opening'} reading: {note}")
+        for s in snapshot:
+            into[s.name] = self._safe(s)
+
     def _loop(self) -> None:
         if not self.samplers or self.conn is None:
             return
         wait = (self._measure_from - self.clock()) / 1e9
         if wait > 0 and self._end.wait(wait):
             return
-        for s in self.samplers:
-            if s.kind == "snapshot":
-                self.before[s.name] = self._safe(s)
+        self._snapshots([s for s in self.samplers if s.kind == "snapshot" and s.name not in self.before], self.before,
+                        closing=False, settle=False)
         periodic = [s for s in self.samplers if s.kind == "periodic"]
         due = {s.name: self.clock() for s in periodic}
         while periodic and not self._end.is_set():
@@ -176,9 +225,7 @@ class SamplerDriver:
             if end - last > 0.1 * s.interval * 1e9:
                 for row in self._safe(s) or []:
                     self.rows[s.name].append({"t_s": round((end - self._measure_from) / 1e9, 3), **row})
-        for s in self.samplers:
-            if s.kind == "snapshot":
-                self.after[s.name] = self._safe(s)
+        self._snapshots([s for s in self.samplers if s.kind == "snapshot"], self.after, closing=True)
 
     def summaries(self, elapsed_s: float) -> dict[str, dict]:
         out = {}

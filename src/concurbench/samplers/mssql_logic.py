@@ -34,6 +34,12 @@ PERF_LARGE_RAW_BASE = 1073939712
 RATE_TYPES = (PERF_COUNTER_COUNTER, PERF_COUNTER_BULK_COUNT)
 
 
+def dict_rows(cursor) -> list[dict]:
+    """The rows of a DB-API cursor as dicts keyed by column name."""
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row)) for row in cursor.fetchall()]
+
+
 # -- pages -------------------------------------------------------------------------------------------
 def page_type(page_id: int) -> str:
     """"PFS", "GAM", "SGAM" or "other" for a page number of a data file.
@@ -147,6 +153,23 @@ def counter_rates(before: list[dict], after: list[dict], seconds: float) -> dict
     return out
 
 
+def one_second_max(points: list[tuple[float, int]], bucket: float = 1.0) -> float | None:
+    """The highest rate of a cumulative counter over buckets of at least `bucket` seconds, from its
+    (time, value) readings: each bucket runs from one edge reading to the first reading `bucket`
+    seconds or more later (with readings every 250 ms, four intervals; every second, one), as perfmon
+    samples once a second. None with fewer than two readings `bucket` seconds apart."""
+    best = None
+    if not points:
+        return None
+    edge_t, edge_v = points[0]
+    for t, v in points[1:]:
+        if t - edge_t >= bucket * 0.999:
+            rate = (v - edge_v) / (t - edge_t)
+            best = rate if best is None else max(best, rate)
+            edge_t, edge_v = t, v
+    return None if best is None else round(best, 3)
+
+
 # -- wait statistics ---------------------------------------------------------------------------------
 # Waits of idle background tasks: they grow with wall time whatever the workload does. The list is
 # the usual community "benign waits" filter (background queues, sleeps and timers), not a list
@@ -208,6 +231,25 @@ def wait_deltas(before_rows: list[dict], after_rows: list[dict], top: int | None
     return rows if top is None else rows[:top]
 
 
+# -- sessions ----------------------------------------------------------------------------------------
+# The harness's own sessions (application names concurbench:admin, :sampler, :check, :observer:<name>,
+# :background:<name>); a pool's sessions are concurbench:<pool>.
+HARNESS_SESSIONS = ("admin", "sampler", "check")
+HARNESS_PREFIXES = ("observer:", "background:")
+
+
+def pool_of(program_name: str | None) -> str | None:
+    """The pool a session belongs to, from its application name (`concurbench:readers` -> `readers`);
+    None for anything else, the harness's own sessions included."""
+    name = (program_name or "").strip()
+    if not name.startswith("concurbench:"):
+        return None
+    rest = name[len("concurbench:"):]
+    if not rest or rest in HARNESS_SESSIONS or rest.startswith(HARNESS_PREFIXES):
+        return None
+    return rest
+
+
 # -- tempdb allocation latches -----------------------------------------------------------------------
 TEMPDB_ID = 2
 
@@ -230,6 +272,20 @@ def latch_page_counts(rows: Iterable[tuple[str, str, int]], database_id: int = T
             kind = page_type(page)
         key = ((wait_type or "").strip().upper(), kind)
         out[key] = out.get(key, 0) + int(tasks or 0)
+    return out
+
+
+def other_page_counts(rows: Iterable[tuple[str, str, int]], database_id: int = TEMPDB_ID) -> dict[tuple[int, int], int]:
+    """Waiting tasks by (file, page) for the pages of `database_id` that are not allocation pages (PFS,
+    GAM, SGAM), from (wait_type, resource_description, tasks) rows: the pages to name by their object."""
+    out: dict[tuple[int, int], int] = {}
+    for _wait, resource, tasks in rows:
+        try:
+            db, file_id, page = parse_pagelatch_resource(resource)
+        except ValueError:
+            continue
+        if db == database_id and page_type(page) == "other":
+            out[(file_id, page)] = out.get((file_id, page), 0) + int(tasks or 0)
     return out
 
 

@@ -1,10 +1,31 @@
-"""PostgreSQL samplers: wait events, database counters, WAL, MultiXact activity."""
+"""PostgreSQL samplers: wait events, database counters, WAL, MultiXact activity, tables, I/O, checkpoints.
+
+The snapshot samplers read cumulative statistics (pg_stat_*), which reach the views late; they wait
+for them to settle before each reading (samplers/pgstats.py). What a major cannot give is named in
+`unavailable()` ("not available on PostgreSQL 14"), never left as a gap or a zero.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 
+from . import pgstats
 from .base import Sampler, numeric_delta
+
+
+def not_on(version_num: int, why: str) -> str:
+    """The reason a figure is unavailable on this server: `not available on PostgreSQL 14 (why)`."""
+    return f"not available on PostgreSQL {version_num // 10000} ({why})"
+
+
+class CumulativeStats(Sampler):
+    """A snapshot sampler of PostgreSQL's cumulative statistics: its readings wait for them to settle."""
+
+    kind = "snapshot"
+    early_opening = True
+
+    def settle(self, conn, *, closing, sessions, clock, sleep):
+        return pgstats.settle(conn, self.version_num, closing=closing, sessions=sessions, clock=clock, sleep=sleep)
 
 
 class WaitEvents(Sampler):
@@ -33,9 +54,8 @@ class WaitEvents(Sampler):
                 "counts": dict(counts.most_common())}
 
 
-class DatabaseCounters(Sampler):
+class DatabaseCounters(CumulativeStats):
     name = "database"
-    kind = "snapshot"
     description = "pg_stat_database deltas for the run's database: commits, rollbacks, deadlocks, rows, blocks"
     QUERY = ("SELECT xact_commit, xact_rollback, deadlocks, conflicts, tup_returned, tup_fetched, tup_inserted, "
              "tup_updated, tup_deleted, blks_read, blks_hit, temp_bytes FROM pg_stat_database "
@@ -51,9 +71,8 @@ class DatabaseCounters(Sampler):
         return numeric_delta(before, after)
 
 
-class Wal(Sampler):
+class Wal(CumulativeStats):
     name = "wal"
-    kind = "snapshot"
     description = "WAL bytes written (LSN difference) and, where pg_stat_wal exists, records and full-page images"
 
     def prepare(self, conn, version_num):
@@ -76,7 +95,7 @@ class Wal(Sampler):
                 "buffers_full": delta.get("buffers_full")}
 
 
-class MultiXact(Sampler):
+class MultiXact(CumulativeStats):
     """MultiXact IDs created (age of the database's oldest MultiXact) and the SLRU caches' counters.
 
     `pg_stat_slru` names the caches MultiXactOffset/MultiXactMember before PostgreSQL 17 and
@@ -84,7 +103,6 @@ class MultiXact(Sampler):
     """
 
     name = "multixact"
-    kind = "snapshot"
     description = "MultiXact IDs created, pg_stat_slru counters of the MultiXact caches, pg_multixact size on disk"
     SLRU = ("SELECT CASE WHEN lower(replace(name, '_', '')) = 'multixactoffset' THEN 'offset' ELSE 'member' END, "
             "blks_zeroed, blks_hit, blks_read, blks_written FROM pg_stat_slru "
@@ -100,6 +118,10 @@ class MultiXact(Sampler):
         except Exception:  # noqa: BLE001 - needs superuser or pg_read_server_files
             conn.rollback()
             self.can_size = False
+
+    def unavailable(self):
+        why = "reading pg_multixact's files needs superuser or pg_read_server_files"
+        return {} if self.can_size else {"disk_bytes_after": why, "disk_bytes_growth": why}
 
     def read(self, conn):
         conn.execute("SELECT pg_stat_clear_snapshot()")
@@ -122,7 +144,7 @@ class MultiXact(Sampler):
         return out
 
 
-class TableStats(Sampler):
+class TableStats(CumulativeStats):
     """Table and index activity of user tables (all, or those named in `tables`), as deltas.
 
     idx_tup_read against idx_tup_fetch shows index entries walked per row returned: when dead
@@ -130,28 +152,26 @@ class TableStats(Sampler):
     """
 
     name = "table_stats"
-    kind = "snapshot"
     options = ("tables",)
     description = "pg_stat_user_tables and pg_stat_user_indexes deltas (rows, HOT updates, index entries read)"
-    TABLES = ("SELECT coalesce(sum(seq_scan), 0), coalesce(sum(seq_tup_read), 0), coalesce(sum(n_tup_ins), 0), "
-              "coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0), coalesce(sum(n_tup_del), 0), "
-              "coalesce(sum(n_dead_tup), 0), coalesce(sum(n_live_tup), 0), "
-              "coalesce(sum(autovacuum_count + vacuum_count), 0) FROM pg_stat_user_tables {where}")
-    INDEXES = ("SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_read), 0), coalesce(sum(idx_tup_fetch), 0) "
-               "FROM pg_stat_user_indexes {where}")
+    # one statement, so tables and indexes come from one statistics snapshot (before 15 a snapshot
+    # lasts a transaction, and each statement here is one)
+    QUERY = ("SELECT * FROM (SELECT coalesce(sum(seq_scan), 0), coalesce(sum(seq_tup_read), 0), "
+             "coalesce(sum(n_tup_ins), 0), coalesce(sum(n_tup_upd), 0), coalesce(sum(n_tup_hot_upd), 0), "
+             "coalesce(sum(n_tup_del), 0), coalesce(sum(n_dead_tup), 0), coalesce(sum(n_live_tup), 0), "
+             "coalesce(sum(autovacuum_count + vacuum_count), 0) FROM pg_stat_user_tables {where}) t, "
+             "(SELECT coalesce(sum(idx_scan), 0), coalesce(sum(idx_tup_read), 0), coalesce(sum(idx_tup_fetch), 0) "
+             "FROM pg_stat_user_indexes {where}) i")
     TABLE_KEYS = ("seq_scan", "seq_tup_read", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
                   "n_dead_tup", "n_live_tup", "vacuums")
     INDEX_KEYS = ("idx_scan", "idx_tup_read", "idx_tup_fetch")
 
     def read(self, conn):
         tables = self.spec.option("tables")
-        where, args = ("WHERE relname = ANY(%s)", (list(tables),)) if tables else ("", None)
+        where, args = ("WHERE relname = ANY(%(tables)s)", {"tables": list(tables)}) if tables else ("", None)
         conn.execute("SELECT pg_stat_clear_snapshot()")
-        row = conn.execute(self.TABLES.format(where=where), args).fetchone()
-        out = {k: int(v) for k, v in zip(self.TABLE_KEYS, row)}
-        row = conn.execute(self.INDEXES.format(where=where), args).fetchone()
-        out.update({k: int(v) for k, v in zip(self.INDEX_KEYS, row)})
-        return out
+        row = conn.execute(self.QUERY.format(where=where), args).fetchone()
+        return {k: int(v) for k, v in zip(self.TABLE_KEYS + self.INDEX_KEYS, row)}
 
     def summarize(self, before, after, rows, elapsed_s):
         delta = numeric_delta(before, after)
@@ -163,33 +183,35 @@ class TableStats(Sampler):
         return delta
 
 
-class Io(Sampler):
+class Io(CumulativeStats):
     """pg_stat_io (PostgreSQL 16 and later) summed over backend types: reads, writes, extends, hits, fsyncs."""
 
     name = "io"
-    kind = "snapshot"
     description = "pg_stat_io deltas (16+): reads, writes, extends, hits, evictions, fsyncs; absent before 16"
     QUERY = ("SELECT coalesce(sum(reads), 0), coalesce(sum(writes), 0), coalesce(sum(extends), 0), "
              "coalesce(sum(hits), 0), coalesce(sum(evictions), 0), coalesce(sum(fsyncs), 0) FROM pg_stat_io")
     KEYS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
 
+    def unavailable(self):
+        return {k: not_on(self.version_num, "pg_stat_io is new in 16") for k in self.KEYS} \
+            if self.version_num < 160000 else {}
+
     def read(self, conn):
         if self.version_num < 160000:
-            return {"unavailable": 1}
+            return {}
         conn.execute("SELECT pg_stat_clear_snapshot()")
         return {k: int(v) for k, v in zip(self.KEYS, conn.execute(self.QUERY).fetchone())}
 
     def summarize(self, before, after, rows, elapsed_s):
-        if "unavailable" in after:
+        if self.version_num < 160000:
             return {"note": "pg_stat_io exists from PostgreSQL 16"}
         return numeric_delta(before, after)
 
 
-class Checkpointer(Sampler):
+class Checkpointer(CumulativeStats):
     """Checkpoints and buffers they wrote: pg_stat_checkpointer from 17, pg_stat_bgwriter before."""
 
     name = "checkpointer"
-    kind = "snapshot"
     description = "checkpoints (timed, requested) and buffers written by them; pg_stat_checkpointer (17+) or pg_stat_bgwriter"
     NEW = "SELECT num_timed, num_requested, buffers_written FROM pg_stat_checkpointer"
     OLD = "SELECT checkpoints_timed, checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter"

@@ -24,6 +24,7 @@ from .claims import parse_claim
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
+from .versions import VersionSpec, parse_versions
 from .yamlpos import Checker, as_int, describe, join, load_yaml, read_text, suggest
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
@@ -31,7 +32,7 @@ TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "datab
             "expect"]
 VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
                 "sweep", "samplers", "server", "database", "probes"]
-PROBE_KEYS = ["name", "sql", "when"]
+PROBE_KEYS = ["name", "sql", "when", "versions"]
 POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol", "init"]
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options"]
 BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["hold_transaction", "xevents", "sql_trace"]}
@@ -164,6 +165,7 @@ class _Builder(ServerSections):
         settings = self._settings(doc)
         database = self._database(doc)
         versions = self._versions(doc)
+        images = self._images(doc)
         setup = self._sql_steps(doc, "setup", "setup")
         teardown = self._sql_steps(doc, "teardown", "teardown")
         duration = c.duration(doc, "duration", "", default=DEFAULT_DURATION)
@@ -184,7 +186,7 @@ class _Builder(ServerSections):
             description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
             teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick,
-            expect=self._expect(doc, variants), database=database, versions=versions,
+            expect=self._expect(doc, variants), database=database, versions=versions, images=images,
             extras={"positions": dict(self.positions)})
 
     # -- sections ----------------------------------------------------------
@@ -203,19 +205,30 @@ class _Builder(ServerSections):
             if isinstance(item, str):
                 steps.append(SqlStep(item, "inline"))
             elif isinstance(item, dict):
-                self.check.known_keys(item, sub, ["sql", "file"])
+                self.check.known_keys(item, sub, ["sql", "file", "versions"])
+                versions = self._condition(item, sub)
                 if ("sql" in item) == ("file" in item):
                     self.check.add(value, i, sub, "needs exactly one of 'sql' or 'file'")
                 elif "sql" in item:
-                    steps.append(SqlStep(str(item["sql"]), "inline"))
+                    steps.append(SqlStep(str(item["sql"]), "inline", versions))
                 else:
                     step = self._file_step(item, join(sub, "file"))
                     if step:
-                        steps.append(step)
+                        steps.append(replace(step, versions=versions))
             else:
                 self.check.add(value, i, sub, f"must be SQL text or a mapping with 'sql' or 'file', "
                                               f"got {describe(item)}")
         return tuple(steps)
+
+    def _condition(self, item, path) -> VersionSpec | None:
+        """The item's `versions:` condition (docs/versions.md), or None when it has none."""
+        if item.get("versions") is None:
+            return None
+        try:
+            return parse_versions(item["versions"])
+        except ValueError as exc:
+            self.check.add(item, "versions", join(path, "versions"), str(exc))
+            return None
 
     def _file_step(self, item, path) -> SqlStep | None:
         rel = Path(str(item["file"]))
@@ -348,7 +361,8 @@ class _Builder(ServerSections):
                 self.check.add(item, "when", join(sub, "when"), f"must be one or more of {', '.join(PROBE_TIMES)}")
                 when = ["after"]
             out.append(Probe(self.check.string(item, "name", sub, default=f"probe{i + 1}") or f"probe{i + 1}",
-                             self.check.string(item, "sql", sub, default="") or "", tuple(when)))
+                             self.check.string(item, "sql", sub, default="") or "", tuple(when),
+                             self._condition(item, sub)))
         return tuple(out)
 
     def _expect(self, doc, variants) -> tuple:
@@ -362,9 +376,17 @@ class _Builder(ServerSections):
         out = []
         for i, item in enumerate(value):
             sub = join("expect", i)
-            text, description, where, servers = item, "", (value, i), []
+            text, description, where, servers, skip_quick, versions = item, "", (value, i), [], "", None
             if isinstance(item, dict):
-                self.check.known_keys(item, sub, ["check", "claim", "servers"], required=("check",))
+                self.check.known_keys(item, sub, ["check", "claim", "servers", "versions", "skip_quick"],
+                                      required=("check",))
+                versions = self._condition(item, sub)
+                skip_quick = item.get("skip_quick", "")
+                if not isinstance(skip_quick, str) or (skip_quick == "" and "skip_quick" in item):
+                    self.check.add(item, "skip_quick", join(sub, "skip_quick"),
+                                   "must say why the claim is left out of quick runs, e.g. "
+                                   "'the effect is too small to decide in 2 s windows'")
+                    skip_quick = ""
                 text = item.get("check")
                 description = str(item.get("claim") or "")
                 where = (item, "check")
@@ -380,8 +402,10 @@ class _Builder(ServerSections):
                 continue
             try:
                 claim = parse_claim(text, description)
-                if servers:
-                    claim = replace(claim, servers=tuple(str(v) for v in servers))
+                if servers or versions:
+                    claim = replace(claim, servers=tuple(str(v) for v in servers), versions=versions)
+                if skip_quick:
+                    claim = replace(claim, skip_quick=skip_quick)
             except ValueError as exc:
                 self.check.add(*where, sub, str(exc))
                 continue
@@ -475,10 +499,12 @@ class _Builder(ServerSections):
         out, seen = [], set()
         for i, item in enumerate(value):
             sub = join(tpath, i)
+            versions = None
             if isinstance(item, str):
                 name, sql = f"stmt{i + 1}", item
             elif isinstance(item, dict):
-                self.check.known_keys(item, sub, ["name", "sql"], required=("sql",))
+                self.check.known_keys(item, sub, ["name", "sql", "versions"], required=("sql",))
+                versions = self._condition(item, sub)
                 name = self.check.string(item, "name", sub, default=f"stmt{i + 1}") or f"stmt{i + 1}"
                 sql = self.check.string(item, "sql", sub, default="") or ""
             else:
@@ -493,7 +519,7 @@ class _Builder(ServerSections):
                 self.check.add(value, i, sub, f"holds {len(split_sql(sql))} statements, but the "
                                               f"{pnode.get('protocol', 'prepared')} protocol sends one at a time: "
                                               f"make each a statement of its own, or set 'protocol: simple'")
-            out.append(Statement(name, sql.strip()))
+            out.append(Statement(name, sql.strip(), versions))
         return tuple(out)
 
     def _background(self, vnode, vpath) -> tuple[Background, ...]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..workload.distributions import Distribution
+from .versions import VersionSpec, applies, version_parts
 
 DEFAULT_GROUP = "main"
 
@@ -16,12 +18,14 @@ class SqlStep:
 
     sql: str
     origin: str  # "inline" or the file's path
+    versions: VersionSpec | None = None  # run only on servers that meet it (`versions: ">=15"`)
 
 
 @dataclass(frozen=True)
 class Statement:
     name: str
     sql: str
+    versions: VersionSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Probe:
     name: str
     sql: str
     when: tuple[str, ...] = ("after",)
+    versions: VersionSpec | None = None
 
 
 PROBE_TIMES = ("before", "after", "final")
@@ -158,6 +163,7 @@ class Scenario:
     extras: dict = field(default_factory=dict, compare=False)
     database: tuple[tuple[str, object], ...] = ()  # SQL Server: ALTER DATABASE options for every variant
     versions: tuple[str, ...] = ()  # server.versions: the default version matrix of docker and binaries targets
+    images: tuple[tuple[str, str], ...] = ()  # server.images: the docker target's image per version
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:
@@ -175,3 +181,31 @@ class Scenario:
 
     def baseline(self, group: str) -> str | None:
         return dict(self.baselines).get(group)
+
+    def on_server(self, version: str) -> "Scenario":
+        """The scenario as it runs on a server of this version (`14.23`): SQL steps, probes and pool
+        statements whose `versions:` condition the server does not meet are left out. ConfigError when
+        the version cannot be read or a pool's transaction is left with no statement."""
+        items = [*self.setup, *self.teardown, *(i for v in self.variants for i in (
+            *v.setup, *v.teardown, *v.probes, *(s for p in v.pools for s in p.transaction)))]
+        if all(item.versions is None for item in items):
+            return self
+        parts = version_parts(version)
+        if parts is None:
+            raise ConfigError(f"{self.path}: the scenario has versions: conditions, but the server's version "
+                              f"'{version}' does not start with a number")
+
+        def keep(steps):
+            return tuple(s for s in steps if applies(s.versions, parts))
+
+        variants = []
+        for v in self.variants:
+            pools = []
+            for pool in v.pools:
+                if not keep(pool.transaction):
+                    raise ConfigError(f"{self.path}: variants.{v.name}.pools.{pool.name}.transaction: no statement "
+                                      f"is for server {version} (each has a versions: condition it does not meet)")
+                pools.append(replace(pool, transaction=keep(pool.transaction)))
+            variants.append(replace(v, setup=keep(v.setup), teardown=keep(v.teardown), probes=keep(v.probes),
+                                    pools=tuple(pools)))
+        return replace(self, setup=keep(self.setup), teardown=keep(self.teardown), variants=tuple(variants))

@@ -1,16 +1,25 @@
-"""The parts of a scenario that say how to set up the server: `server:` (settings, versions, and SQL
-Server's trace flags, tempdb and container keys), SQL Server's `database:` options, and the options
-of SQL Server's observers. A mixin of the scenario builder: it reads `self.check` and `self.engine`.
+"""The parts of a scenario that say how to set up the server: `server:` (settings, versions, images
+pinned per version, and SQL Server's trace flags, tempdb and container keys), SQL Server's
+`database:` options, and the options of SQL Server's observers. A mixin of the scenario builder: it
+reads `self.check` and `self.engine`.
 """
 
 from __future__ import annotations
 
+import re
+
 from .yamlpos import as_int, describe, join, suggest
 
-# server: keys by engine (besides `settings`); variants may not set `versions`
-SERVER_KEYS = {"postgres": ["settings", "versions"],
-               "mssql": ["settings", "versions", "trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files",
-                         "memory_limit", "pid", "collation"]}
+# server: keys by engine (besides `settings`); variants may not set `versions` or `images`
+SERVER_KEYS = {"postgres": ["settings", "versions", "images"],
+               "mssql": ["settings", "versions", "images", "trace_flags", "memory_optimized_tempdb_metadata",
+                         "tempdb_files", "memory_limit", "pid", "collation"]}
+SCENARIO_ONLY = ("versions", "images")
+# a version as --server-version names it (`2019`, `16`, `16.4`), and a Docker image reference
+# (`mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04`, `postgres:16.4`, `name@sha256:...`)
+VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.-]*$")
+IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[0-9]+(/[a-z0-9._-]+)+)?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+                      r"(@sha256:[0-9a-f]{64})?$")
 OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
                     "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 
@@ -20,7 +29,7 @@ class ServerSections:
         server = self.check.mapping(doc, "server", join(base, "server"))
         if server is None:
             return ()
-        allowed = [k for k in SERVER_KEYS[self.engine] if not (base and k == "versions")]
+        allowed = [k for k in SERVER_KEYS[self.engine] if not (base and k in SCENARIO_ONLY)]
         self.check.known_keys(server, join(base, "server"), allowed)
         out = self._mssql_server(server, base) if self.engine == "mssql" else []
         node = self.check.mapping(server, "settings", join(base, "server.settings"))
@@ -102,6 +111,32 @@ class ServerSections:
                            f"must be a list of server versions such as [\"2019\", \"2022\"], got {describe(value)}")
             return ()
         return tuple(str(v) for v in value)
+
+    def _images(self, doc) -> tuple[tuple[str, str], ...]:
+        """`server: images: {"2019": "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"}`: the image the
+        docker target runs for a version (a cumulative update, say), instead of the `-latest` one."""
+        server = doc.get("server")
+        if not isinstance(server, dict) or "images" not in server:
+            return ()
+        node = server["images"]
+        if not isinstance(node, dict) or not node:
+            self.check.add(server, "images", "server.images", f"must map server versions to Docker images, such as "
+                                                              f"{{\"2019\": \"mcr.microsoft.com/mssql/server:2019-CU27-"
+                                                              f"ubuntu-20.04\"}}, got {describe(node)}")
+            return ()
+        out = []
+        for version, image in node.items():
+            path = join("server.images", str(version))
+            if not isinstance(version, (str, int)) or isinstance(version, bool) or not VERSION_RE.match(str(version)):
+                self.check.add(node, version, path, f"must be a server version such as \"2019\" or \"16\", got "
+                                                    f"{describe(version)}", of_key=True)
+            elif not isinstance(image, str) or not IMAGE_RE.match(image):
+                self.check.add(node, version, path, f"must be a Docker image reference such as "
+                                                    f"mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04, got "
+                                                    f"{describe(image)}")
+            else:
+                out.append((str(version), image))
+        return tuple(out)
 
     def _observer_options(self, item, kind: str, sub: str) -> dict:
         """`options:` of an Extended Events session or a SQL Trace (other kinds take none)."""

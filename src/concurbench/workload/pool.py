@@ -17,6 +17,7 @@ import resource
 import select
 import signal
 import time
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Callable, Protocol
 
@@ -25,12 +26,16 @@ from ..scenario.model import Pool
 from .session import DONE as SESSION_DONE
 from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
+from .window_end import END_BOUND_S, end_sessions
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
 # A session whose reconnects the server has refused this long ("too many clients") stops the load: the
 # figures would no longer be those of the configured client count, and waiting for the window's end
 # would only repeat the refusal.
 REFUSED_FOR_NS = 1_000_000_000
+# After its sessions have ended (END_BOUND_S), a worker closes them, merges their statistics and
+# sends them: the parent waits this much longer before it kills a worker that has not reported.
+REPORT_GRACE_S = 5.0
 
 
 class WindowListener(Protocol):
@@ -47,7 +52,14 @@ class PoolRunResult:
     worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
     worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
     messages: list[str] = field(default_factory=list)
+    workers: int = 0  # worker processes started
+    reported: int = 0  # of those, the ones that sent their results
     stopped: str | None = None  # why the load was stopped before the window's end (the server refused connections)
+
+    @property
+    def complete(self) -> bool:
+        """Every worker process reported: the figures cover every session."""
+        return self.reported == self.workers
 
 
 @dataclass(frozen=True)
@@ -82,10 +94,10 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     except Exception as exc:  # noqa: BLE001 - keep what was measured
         problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
     finally:
+        problems.extend(end_sessions(live))
+        ended = time.perf_counter_ns()
         for session in live:
-            session.abandon()
-            session.close()
-            finished[session.slot] = finished[session.slot] or time.perf_counter_ns()
+            finished[session.slot] = finished[session.slot] or ended
             status[session.slot] = DONE
     merged: dict[str, PoolStats] = {}
     for session in sessions:
@@ -93,7 +105,8 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     usage = resource.getrusage(resource.RUSAGE_SELF)
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
-    results.put({"pools": {n: s.to_dict() for n, s in merged.items()}, "problems": problems, "stopped": stopped,
+    results.put({"worker": mp.current_process().name, "pools": {n: s.to_dict() for n, s in merged.items()},
+                 "problems": problems, "stopped": stopped,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
                  "wall_s": time.perf_counter() - wall0})
 
@@ -225,8 +238,6 @@ class PoolRunner:
                              args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished, results))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
-        worker_of = {s.slot: i for i, b in enumerate(buckets) for s in b}
-        gone = lambda: {slot for slot, i in worker_of.items() if not procs[i].is_alive()}  # noqa: E731
         interrupted = False
         measure_from = end = 0
         failure: BaseException | None = None
@@ -242,7 +253,7 @@ class PoolRunner:
             window[0] = start
             for listener in self.listeners:
                 listener.window_set(measure_from, planned)
-            end = self._watch(window, counters, status, finished, measured_slots, measure_from, gone)
+            end = self._watch(window, counters, status, finished, measured_slots, measure_from, procs)
         except KeyboardInterrupt:
             interrupted = True
             end = time.perf_counter_ns()
@@ -254,7 +265,7 @@ class PoolRunner:
             if measure_from and end:
                 for listener in self.listeners:
                     listener.measurement_ended(end)
-            collected = self._collect(results, procs)
+            collected, lost = self._collect(results, procs, buckets, window)
         if isinstance(failure, RunError):  # the sessions could not connect: say why, as the workers heard it
             problems = [p for item in collected for p in item["problems"]]
             why = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") \
@@ -262,7 +273,7 @@ class PoolRunner:
             raise RunError(failure.message + why, failure.cause) from failure
         if failure is not None:
             raise failure
-        return self._result(collected, len(procs), measure_from, end, interrupted)
+        return self._result(collected, lost, len(procs), measure_from, end, interrupted)
 
     @staticmethod
     def _stop_now(window) -> None:
@@ -290,9 +301,10 @@ class PoolRunner:
                                f"{self.connect_timeout:.0f} s (is max_connections high enough?)")
             time.sleep(0.01)
 
-    def _watch(self, window, counters, status, finished, measured_slots, measure_from, gone) -> int:
-        """Report progress until the window ends (or every measured session is done, or its worker process
-        is gone); return the end."""
+    def _watch(self, window, counters, status, finished, measured_slots, measure_from, procs) -> int:
+        """Report progress until the window ends (or every measured session is done); return the end.
+
+        A worker process that dies ends the window at once: its sessions' share is gone for good."""
         last_count, last_t = 0, time.perf_counter_ns()
         while True:
             time.sleep(self.tick)
@@ -307,35 +319,59 @@ class PoolRunner:
                                "transactions": 0, "tps": 0.0})
             last_count, last_t = count, now
             if self.fixed:
-                dead = gone() if any(status[s] != DONE for s in measured_slots) else set()
-                if all(status[s] == DONE or s in dead for s in measured_slots):
+                if all(status[s] == DONE for s in measured_slots):
                     end = max(finished[s] for s in measured_slots)
                     window[2] = time.perf_counter_ns()  # stops the background pools
                     return end
             elif now >= window[2]:
                 return window[2]
+            if any(p.exitcode not in (None, 0) for p in procs):
+                window[2] = time.perf_counter_ns()
+                return window[2]
 
-    def _collect(self, results, procs) -> list[dict]:
+    def _collect(self, results, procs, buckets, window) -> tuple[list[dict], list[str]]:
+        """Every worker's results, and a message for each worker that sent none.
+
+        A worker has its sessions ended END_BOUND_S after the window's end, and its results sent
+        REPORT_GRACE_S later; one that exits without them, or is still silent then, is killed and
+        named (its sessions' figures are missing, so the variant run is incomplete)."""
+        waiting = {p.name: (i, p, bucket) for i, (p, bucket) in enumerate(zip(procs, buckets)) if p.pid is not None}
+        deadline = min(window[2], time.perf_counter_ns()) / 1e9 + END_BOUND_S + REPORT_GRACE_S
         collected: list[dict] = []
-        deadline = time.monotonic() + 120
-        while len(collected) < len(procs) and time.monotonic() < deadline:
+        lost: list[str] = []
+        while waiting:
             try:
-                collected.append(results.get(timeout=0.5))
+                item = results.get(timeout=0.1)
             except queue_mod.Empty:
-                if not any(p.is_alive() for p in procs) and results.empty():
-                    break
+                item = None
             except KeyboardInterrupt:
                 continue
+            if item is not None:
+                collected.append(item)
+                waiting.pop(item["worker"], None)
+                continue
+            gone = [name for name, (_, p, _) in waiting.items() if p.exitcode is not None]
+            if gone and results.empty():  # a worker that exits has flushed what it sent: nothing is on its way
+                for name in gone:
+                    index, p, bucket = waiting.pop(name)
+                    lost.append(_lost_worker(index, len(procs), bucket, f"exited ({_exit_reason(p.exitcode)}) "
+                                                                        "without sending its results"))
+            elif time.perf_counter() > deadline:
+                for index, p, bucket in waiting.values():
+                    p.kill()
+                    lost.append(_lost_worker(index, len(procs), bucket, "sent no results within "
+                                             f"{END_BOUND_S + REPORT_GRACE_S:g} s of the window's end and was killed"))
+                break
         for p in procs:
             if p.pid is None:
                 continue
-            p.join(timeout=10)
+            p.join(timeout=5)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
-        return collected
+        return collected, lost
 
-    def _result(self, collected, workers, measure_from, end, interrupted) -> PoolRunResult:
+    def _result(self, collected, lost, workers, measure_from, end, interrupted) -> PoolRunResult:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
         cpu, wall = [], []
@@ -346,13 +382,27 @@ class PoolRunner:
             messages.extend(item["problems"])
             cpu.append(item["cpu_s"])
             wall.append(item["wall_s"])
-        if len(collected) < workers:
-            messages.append(f"{workers - len(collected)} of {workers} worker processes sent no results")
+        messages.extend(lost)
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
-                             stopped=stopped)
+                             workers=workers, reported=len(collected), stopped=stopped)
+
+
+def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:
+    pools = Counter(spec.pool.name for spec in bucket)
+    sessions = ", ".join(f"{n} sessions of pool {name}" for name, n in pools.items())
+    return (f"worker process {index + 1} of {workers} ({sessions}) {what}: "
+            f"the figures leave out its sessions")
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+        return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def resolve_clients(pools, point: int | None) -> list[Pool]:

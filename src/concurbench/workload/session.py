@@ -25,6 +25,11 @@ FAR_FUTURE = 1 << 62
 IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
 
 
+def application_name(pool: str) -> str:
+    """What a pool's sessions call themselves on the server (samplers wait for them to leave)."""
+    return f"concurbench:{pool}"
+
+
 @dataclass
 class Window:
     """Shared clock values in perf_counter nanoseconds: [start, measure_from, end]."""
@@ -78,7 +83,7 @@ class Session:
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
         engine = self.engine
-        self.conn = engine.connect(self.conninfo, application_name=f"concurbench:{self.pool.name}")
+        self.conn = engine.connect(self.conninfo, application_name=application_name(self.pool.name))
         for sql in self.pool.init:
             engine.init(self.conn, sql)
         self.runner = engine.statement_runner(self.conn, self.statements, [n for n, _ in self.pool.params],
@@ -235,21 +240,3 @@ class Session:
 
     def busy(self) -> bool:
         return self.state in (RUNNING, ROLLING_BACK)
-
-    def abandon(self) -> None:
-        """At the end of the window: cancel what is running and leave no open transaction."""
-        runner = self.runner
-        if runner is None or self.conn is None:
-            return
-        try:
-            if self.busy():
-                runner.cancel()
-                deadline = time.monotonic() + 5
-                while runner.receive() is None and time.monotonic() < deadline:
-                    time.sleep(0.001)
-            if not runner.broken() and runner.in_transaction():
-                runner.rollback_now()
-        except Exception:  # noqa: BLE001 - closing the connection ends the transaction anyway
-            pass
-        self.state = DONE
-        self.settle_stats()

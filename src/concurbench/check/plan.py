@@ -1,0 +1,125 @@
+"""A check that decides by itself: more interleaved runs of what the open claims need, within limits.
+
+`run --check` first runs every variant `--repeat` times (at least twice for the variants claims
+name: one run says nothing of the next). It then looks at the claims; while some are inconclusive
+and more runs could settle them, it runs one more round of only the variant points those claims
+read, interleaved across variants and servers, and looks again, up to `--max-repeats` runs and the
+time budget. The 5% error rate is split evenly over the looks the check may take (Bonferroni over
+looks), and Holm's correction spreads each look's share over the claims, so the chance of any wrong
+verdict in the whole check stays at most 5%. A verdict given at one look stands.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .. import stats
+from ..errors import ConfigError
+from ..results.model import ClaimVerdict, VariantRun
+from ..scenario.claims import Claim
+from ..scenario.model import Scenario
+from ..scenario.yamlpos import parse_duration
+from .evaluate import evaluate
+from .sides import MIN_RUNS, NEVER_SEEN, THIN
+
+DEFAULT_MAX_REPEATS = 5
+DEFAULT_BUDGET_S = 900.0
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """How far `--check` may go to decide: runs of a variant point, and wall time of the whole run."""
+
+    max_repeats: int = DEFAULT_MAX_REPEATS
+    budget_s: float = DEFAULT_BUDGET_S
+
+
+@dataclass
+class Sequential:
+    """The looks of one check: which level each look uses, what stands, what to run next."""
+
+    scenario: Scenario
+    policy: CheckPolicy
+    first: int  # runs every variant gets before the first look (--repeat, at least MIN_RUNS)
+    skipped: dict[str, str] = field(default_factory=dict)
+    clock: object = time.monotonic
+    decided: dict[tuple, ClaimVerdict] = field(default_factory=dict)
+    durations: dict[tuple, float] = field(default_factory=dict)  # (server, variant, point) -> seconds of its last run
+    looks_taken: int = 0
+
+    def __post_init__(self):
+        self.started = self.clock()
+
+    @property
+    def looks(self) -> int:
+        return max(1, self.policy.max_repeats - max(self.first, MIN_RUNS) + 1)
+
+    @property
+    def level(self) -> float:
+        return stats.look_level(self.looks)
+
+    def judge(self, runs: list[VariantRun]) -> list[ClaimVerdict]:
+        """One look at the claims: new verdicts join those that stand."""
+        self.looks_taken += 1
+        verdicts = evaluate(list(self.scenario.expect), runs, skipped=self.skipped, quick=self.scenario.quick,
+                            level=self.level, looks=self.looks, decided=self.decided)
+        for v in verdicts:
+            if v.verdict in (stats.PASS, stats.FAIL):
+                self.decided.setdefault((v.claim, v.server), v)
+        return verdicts
+
+    def record(self, run: VariantRun, seconds: float) -> None:
+        self.durations[(run.server, run.variant, run.point)] = seconds
+
+    def wanted(self, verdicts: list[ClaimVerdict], runs: list[VariantRun]) -> dict[tuple, set]:
+        """(variant, point) pairs to run once more on each server named, for claims more runs could settle."""
+        claims = {c.text: c for c in self.scenario.expect}
+        out: dict[tuple, set] = {}
+        for v in verdicts:
+            if v.verdict != stats.INCONCLUSIVE or v.reason.startswith((THIN, NEVER_SEEN)):
+                continue
+            claim = claims.get(v.claim)
+            if claim is None:
+                continue
+            for key in points_of(claim, [r for r in runs if r.server == v.server]):
+                if _count(runs, v.server, key) < self.policy.max_repeats:
+                    out.setdefault(key, set()).add(v.server)
+        return out
+
+    def affordable(self, wanted: dict[tuple, set]) -> bool:
+        """Whether one more round fits in the time budget (from how long each of its runs took last)."""
+        spent = self.clock() - self.started
+        cost = sum(self.durations.get((server, variant, point), 0.0)
+                   for (variant, point), servers in wanted.items() for server in servers)
+        return spent + cost <= self.policy.budget_s
+
+
+def points_of(claim: Claim, runs: list[VariantRun]) -> list[tuple]:
+    """The (variant, point) pairs a claim reads, resolved against the points the variants ran at."""
+    out = []
+    for ref in claim.refs():
+        points = sorted({r.point for r in runs if r.variant == ref.variant and r.point is not None})
+        if ref.point is None:
+            point = None if not points else points[0] if len(points) == 1 else None
+        elif ref.point == "min":
+            point = points[0] if points else None
+        elif ref.point == "max":
+            point = points[-1] if points else None
+        else:
+            point = int(ref.point)
+        if (ref.variant, point) not in out:
+            out.append((ref.variant, point))
+    return out
+
+
+def _count(runs: list[VariantRun], server, key: tuple) -> int:
+    return sum(1 for r in runs if r.server == server and (r.variant, r.point) == key)
+
+
+def parse_budget(text: str) -> float:
+    """--check-budget: a duration such as 10m, 90s or 1h, in seconds."""
+    seconds = parse_duration(text)
+    if seconds is None or seconds <= 0:
+        raise ConfigError(f"--check-budget {text}: expected a duration such as 10m, 90s or 1h")
+    return seconds

@@ -1,0 +1,210 @@
+"""One side of a claim as an estimate: the figure a reference names, over the runs that measured it.
+
+Two kinds of figure:
+  - window figures (`tps`, `latency.mean_ms`, `statements.NAME.mean_ms`, `waits.WAIT`) are rates and
+    means over the measurement window. Each run gives one with a within-run standard error, from
+    the pools' 100 ms series (or the wait samples); repeats are combined (stats.combine);
+  - run figures (everything else: elapsed time of a fixed count, percentiles, sampler deltas,
+    probes) are one number per run: their uncertainty comes from repeats only.
+
+A verdict needs at least two runs of every variant it names: a window's own noise says nothing of
+how much the next run differs (another moment on a busy machine, another server start). A side
+also has too few observations when a run saw fewer than MIN_EVENTS transactions or sampled sessions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from .. import stats
+from ..results.model import Unavailable, VariantRun
+from ..scenario.claims import Ref
+from ..scenario.yamlpos import suggest
+
+MIN_EVENTS = 10  # transactions (or sampled sessions) a window figure needs in each run
+MIN_RUNS = 2
+THIN = "too few observations"  # reasons that more runs would not change
+NEVER_SEEN = "both sides are zero"
+_STATEMENT_MEAN = re.compile(r"^statements\.(?P<name>.+)\.mean_ms$")
+
+
+class NotEvaluated(Exception):
+    """The claim cannot be judged at all (a variant run is incomplete, a metric unavailable)."""
+
+
+class NotFound(LookupError):
+    """The reference names a point, pool or metric the run does not have."""
+
+
+@dataclass
+class SideData:
+    """What one reference measured: per-run values in repeat order, and the combined estimate."""
+
+    ref: Ref
+    key: tuple  # (variant, point): runs with the same key can be paired repeat by repeat
+    repeats: list[int]
+    values: list[float]
+    estimate: stats.Estimate | None  # None: too few runs or observations
+    window: bool  # a window figure (within-run estimates exist)
+    reason: str = ""  # why there is no estimate
+    within: list[stats.Estimate | None] = field(default_factory=list)
+
+    @property
+    def zero(self) -> bool:
+        return bool(self.values) and all(v == 0 for v in self.values)
+
+
+def is_window_metric(metric: str) -> bool:
+    return metric in ("tps", "latency.mean_ms") or metric.startswith("waits.") or bool(_STATEMENT_MEAN.match(metric))
+
+
+def select(ref: Ref, runs: list[VariantRun]) -> list[VariantRun]:
+    """The runs (every repeat) of the variant and sweep point a reference names, on one server."""
+    mine = [r for r in runs if r.variant == ref.variant]
+    if not mine:
+        raise NotFound(f"no results for variant '{ref.variant}' (was it run?)")
+    points = sorted({r.point for r in mine if r.point is not None})
+    if ref.point is None:
+        if len(points) > 1:
+            raise NotFound(f"variant '{ref.variant}' ran at {points}: say which with @N, @min or @max")
+        return sorted(mine, key=lambda r: r.repeat)
+    want = points[0] if ref.point == "min" else points[-1] if ref.point == "max" else int(ref.point)
+    chosen = [r for r in mine if r.point == want]
+    if not chosen:
+        raise NotFound(f"variant '{ref.variant}' has no sweep point {ref.point} (it ran at {points})")
+    return sorted(chosen, key=lambda r: r.repeat)
+
+
+def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
+    """The estimate of one reference from every repeat of its variant run (raises NotFound/NotEvaluated)."""
+    chosen = select(ref, runs)
+    complete = [r for r in chosen if r.complete]
+    if not complete:
+        r = chosen[0]
+        raise NotEvaluated(f"{r.label} is {r.status}: {'; '.join(r.messages) or 'its figures are partial'}")
+    pool = ref.pool or complete[0].first_measured().name
+    if pool not in complete[0].pools:
+        raise NotFound(f"variant '{ref.variant}' has no pool '{pool}' (it has {', '.join(complete[0].pools)})")
+    values, repeats, within, thin = [], [], [], []
+    window = is_window_metric(ref.metric)
+    for run in complete:
+        metrics = run.flat_metrics(pool)
+        value = metrics.get(ref.metric)
+        if isinstance(value, Unavailable):
+            raise NotEvaluated(f"{ref.metric} of {run.label} is {value}")
+        if value is None:
+            if ref.metric.startswith("waits.") and "wait_events" in run.samplers:
+                value = 0.0  # a wait never sampled: share 0 (whether that is enough to judge is said below)
+            elif _percentile(ref.metric) and metrics.get("transactions") is not None:
+                thin.append(f"{run.label} ran {metrics['transactions']:,} transactions, too few for "
+                            f"{ref.metric.rsplit('.', 1)[-1].removesuffix('_ms')}")
+                continue
+            else:
+                hint = suggest(ref.metric, [m for m in metrics if m != ref.metric]) or \
+                    f" (some metrics: {', '.join(list(metrics)[:8])})"
+                raise NotFound(f"no value for metric '{ref.metric}' of {ref}{hint}")
+        values.append(float(value))
+        repeats.append(run.repeat)
+        if window:
+            est, events = _within(run, pool, ref.metric)
+            within.append(est)
+            if events < MIN_EVENTS:
+                thin.append(f"{run.label} saw {events} {'sampled sessions' if ref.metric.startswith('waits.') else 'transactions'}"
+                            f" (a window figure needs {MIN_EVENTS})")
+    key = (complete[0].variant, complete[0].point)
+    data = SideData(ref, key, repeats, values, None, window, within=within)
+    if thin:
+        data.reason = f"{THIN}: " + "; ".join(thin)
+    elif len(values) < MIN_RUNS:
+        data.reason = (f"{ref.variant} ran {len(values)} time{'s' if len(values) != 1 else ''}: a verdict needs "
+                       f"{MIN_RUNS} runs of each side (--check repeats as needed, or --repeat {MIN_RUNS})")
+    if window and within and all(w is not None for w in within):
+        data.estimate = _scaled_to(stats.combine(within), values)
+    elif len(values) >= 1:
+        data.estimate = stats.estimate(values)
+    return data
+
+
+def _scaled_to(est: stats.Estimate, values: list[float]) -> stats.Estimate:
+    """The combined within-run estimate centred on the reported figures' mean (the series' full
+    buckets and the reported figure can differ by the last partial interval)."""
+    mean = sum(values) / len(values)
+    if est.mean == 0 or mean == 0:
+        return est
+    return stats.Estimate(mean, est.n, est.sd, est.se * mean / est.mean if est.se is not None else None,
+                          est.df, est.method, tuple(values) if len(values) > 1 else ())
+
+
+def _percentile(metric: str) -> bool:
+    return bool(re.search(r"\.p\d+(\.\d+)?_ms$", metric))
+
+
+def _within(run: VariantRun, pool: str, metric: str) -> tuple[stats.Estimate | None, int]:
+    """A window figure's within-run estimate from one run, and the events (transactions, sessions) behind it."""
+    if metric.startswith("waits."):
+        return _wait_share(run, metric.removeprefix("waits."))
+    series = (run.pools[pool].stats or {}).get("series")
+    transactions = int((run.pools[pool].metrics or {}).get("transactions") or 0)
+    if not series:
+        return None, transactions
+    bucket_s = series["bucket_ns"] / 1e9
+    length = int(run.elapsed_s / bucket_s + 1e-9)  # full buckets of the window; later ones are cut
+    counts = _padded(series["count"], length)
+    if metric == "tps":
+        est = stats.within_run(counts)
+        return (None if est is None else _rescale(est, 1 / bucket_s)), transactions
+    if metric == "latency.mean_ms":
+        sums = _padded(series["txn_ns"], length)
+    else:
+        name = _STATEMENT_MEAN.match(metric).group("name")
+        if name not in series.get("statement_ns", {}):
+            return None, transactions
+        sums = _padded(series["statement_ns"][name], length)
+    est = stats.within_run(sums, counts)
+    return (None if est is None else _rescale(est, 1e-6)), transactions
+
+
+def _wait_share(run: VariantRun, wait: str) -> tuple[stats.Estimate | None, int]:
+    """The share of sampled non-idle sessions in one wait, per sample time, as a ratio estimate."""
+    rows = run.samples.get("wait_events") or []
+    by_time: dict[float, list[float]] = {}
+    for row in rows:
+        slot = by_time.setdefault(float(row["t_s"]), [0.0, 0.0])
+        sessions = float(row.get("sessions") or 0)
+        slot[1] += sessions
+        if row.get("wait") == wait:
+            slot[0] += sessions
+    times = sorted(by_time)
+    hits = [by_time[t][0] for t in times]
+    totals = [by_time[t][1] for t in times]
+    est = stats.within_run(hits, totals) if times else None
+    return est, int(sum(totals))
+
+
+def _rescale(est: stats.Estimate, factor: float) -> stats.Estimate:
+    return est.scaled(factor)
+
+
+def _padded(values, length: int) -> list[float]:
+    values = list(values)[:length]
+    return values + [0] * (length - len(values))
+
+
+def paired(left: SideData, right: SideData, left_factor: float, right_factor: float) -> stats.Estimate | None:
+    """Both sides read the same variant runs: the per-run difference (log ratio when positive), repeat by repeat.
+
+    Figures of one run move together (catalog rows deleted and transactions; calls counted and
+    transactions): judged run by run, what the claim says is not drowned by how much runs differ.
+    """
+    common = [r for r in left.repeats if r in right.repeats]
+    if len(common) < MIN_RUNS:
+        return None
+    lv = {r: v * left_factor for r, v in zip(left.repeats, left.values)}
+    rv = {r: v * right_factor for r, v in zip(right.repeats, right.values)}
+    if all(lv[r] > 0 and rv[r] > 0 for r in common):
+        diffs = [math.log(lv[r]) - math.log(rv[r]) for r in common]
+    else:
+        diffs = [lv[r] - rv[r] for r in common]
+    return stats.estimate(diffs)

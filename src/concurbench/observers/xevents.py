@@ -1,0 +1,177 @@
+"""An Extended Events session beside the pools, with a ring_buffer or an event_file target.
+
+Sources (Microsoft Learn):
+- CREATE EVENT SESSION: `ON SERVER { <event_definition> [ ,...n ] [ <event_target_definition>
+  [ ,...n ] ] [ WITH ( <event_session_options> [ ,...n ] ) ] }`, i.e. `ADD EVENT package.event`
+  clauses separated by commas (the page's example: `ADD EVENT sqlos.async_io_requested, ADD EVENT
+  sqlserver.lock_acquired ADD TARGET ...`), then `ADD TARGET package0.ring_buffer` or
+  `package0.event_file (SET filename = N'...')`, then `WITH (MAX_MEMORY = n KB,
+  EVENT_RETENTION_MODE = { ALLOW_SINGLE_EVENT_LOSS | ALLOW_MULTIPLE_EVENT_LOSS | NO_EVENT_LOSS },
+  STARTUP_STATE = OFF)`; ALTER EVENT SESSION ... STATE = START | STOP; DROP EVENT SESSION ... ON SERVER.
+- sys.server_event_sessions (defined sessions), sys.dm_xe_sessions (running ones: dropped_event_count,
+  dropped_buffer_count), sys.dm_xe_session_targets (target_data: `<RingBufferTarget ...
+  totalEventsProcessed="n" eventCount="n" droppedCount="n">`, `<EventFileTarget><File name="..."/>`),
+  sys.fn_xe_file_target_read_file. The event_file target names its files `<name>_0_<ticks>.xel`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Callable
+
+from ..errors import ConfigError
+from ..samplers.mssql_logic import quote_ident, quote_literal
+from .base import closed_on_failure
+from .mssql_common import ServerObserver, first_line, join_path, options_of, positive_int
+
+_EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
+_TAG = re.compile(r"<File\s+name=\"([^\"]+)\"")
+
+
+class XEventSession(ServerObserver):
+    """An Extended Events session `concurbench_<name>` with a ring_buffer or event_file target.
+
+    Options: `target` (ring_buffer | event_file, default ring_buffer), `no_event_loss` (bool:
+    EVENT_RETENTION_MODE = NO_EVENT_LOSS, else ALLOW_SINGLE_EVENT_LOSS), `events` (package.event
+    names, default sqlserver.query_post_execution_showplan), `file` (event_file path, default
+    `<server data directory>/concurbench_<name>.xel`), `max_file_size_mb` (event_file: the
+    target's max_file_size, in MB), `max_memory_kb` (the session's MAX_MEMORY).
+
+    A leftover session of the same name (from a run that was killed) is stopped and dropped
+    first. When the measurement ends the events captured are counted (ring_buffer: the target's
+    totalEventsProcessed, read while the session runs; event_file: the files' events, counted
+    after the session is stopped, which flushes its buffers) and the session is stopped.
+    """
+
+    kind = "xevents"
+    TARGETS = ("ring_buffer", "event_file")
+    DEFAULT_EVENTS = ("sqlserver.query_post_execution_showplan",)
+    DEFINED = "SELECT COUNT(*) AS n FROM sys.server_event_sessions WHERE name = ?"
+    RUNNING = "SELECT COUNT(*) AS n FROM sys.dm_xe_sessions WHERE name = ?"
+    SESSION_STATS = ("SELECT dropped_event_count, dropped_buffer_count FROM sys.dm_xe_sessions WHERE name = ?")
+    TARGET_DATA = ("SELECT CAST(t.target_data AS nvarchar(max)) AS target_data FROM sys.dm_xe_session_targets AS t "
+                   "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
+                   "WHERE s.name = ? AND t.target_name = N'event_file'")
+    RING_COUNTS = ("SELECT x.d.value('(RingBufferTarget/@totalEventsProcessed)[1]', 'bigint') AS processed, "
+                   "x.d.value('(RingBufferTarget/@eventCount)[1]', 'bigint') AS in_buffer, "
+                   "x.d.value('(RingBufferTarget/@droppedCount)[1]', 'bigint') AS dropped "
+                   "FROM (SELECT CAST(t.target_data AS xml) AS d FROM sys.dm_xe_session_targets AS t "
+                   "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
+                   "WHERE s.name = ? AND t.target_name = N'ring_buffer') AS x")
+    FILE_COUNT = ("SELECT COUNT(*) AS n FROM sys.fn_xe_file_target_read_file(?, NULL, NULL, NULL) "
+                  "WHERE file_name >= ?")
+
+    def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time):
+        super().__init__(spec, conninfo, connect=connect, clock=clock)
+        opts = options_of(spec)
+        self.session = f"concurbench_{spec.name}"
+        self.target = str(opts.get("target", "ring_buffer"))
+        if self.target not in self.TARGETS:
+            raise ConfigError(f"xevents {spec.name}: target must be ring_buffer or event_file, got {self.target!r}")
+        self.no_event_loss = bool(opts.get("no_event_loss", False))
+        events = opts.get("events") or list(self.DEFAULT_EVENTS)
+        if isinstance(events, str):
+            events = [events]
+        bad = [e for e in events if not isinstance(e, str) or not _EVENT.match(e)]
+        if bad:
+            raise ConfigError(f"xevents {spec.name}: events must be package.event names "
+                              f"(e.g. sqlserver.query_post_execution_showplan), got {bad}")
+        self.events = list(events)
+        self.max_memory_kb = positive_int(opts, "max_memory_kb", f"xevents {spec.name}")
+        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", f"xevents {spec.name}")
+        self.file: str | None = opts.get("file")
+        self.first_file: str | None = None
+        self.started = False
+        self.stopped = False
+        self.counts: dict = {}
+
+    # SQL ----------------------------------------------------------------------------------------------
+    def create_sql(self) -> str:
+        events = ", ".join(f"ADD EVENT {e}" for e in self.events)  # event definitions are comma-separated
+        if self.target == "ring_buffer":
+            target = "ADD TARGET package0.ring_buffer"
+        else:
+            size = f", max_file_size = {int(self.max_file_size_mb)}" if self.max_file_size_mb else ""
+            target = f"ADD TARGET package0.event_file (SET filename = {quote_literal(self.file)}{size})"
+        options = []
+        if self.max_memory_kb:
+            options.append(f"MAX_MEMORY = {int(self.max_memory_kb)} KB")
+        retention = "NO_EVENT_LOSS" if self.no_event_loss else "ALLOW_SINGLE_EVENT_LOSS"
+        options.append(f"EVENT_RETENTION_MODE = {retention}")
+        options.append("STARTUP_STATE = OFF")
+        return (f"CREATE EVENT SESSION {quote_ident(self.session)} ON SERVER {events} {target} "
+                f"WITH ({', '.join(options)})")
+
+    def state_sql(self, state: str) -> str:
+        assert state in ("START", "STOP")
+        return f"ALTER EVENT SESSION {quote_ident(self.session)} ON SERVER STATE = {state}"
+
+    def drop_sql(self) -> str:
+        return f"DROP EVENT SESSION {quote_ident(self.session)} ON SERVER"
+
+    def file_pattern(self) -> str:
+        """`/dir/concurbench_x.xel` -> `/dir/concurbench_x*.xel`: every file the target writes."""
+        base = self.file[:-4] if self.file.lower().endswith(".xel") else self.file
+        return base + "*.xel"
+
+    # lifecycle ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        with closed_on_failure(self, f"xevents {self.spec.name}: could not start session {self.session}",
+                               first_line):
+            self._open()
+            if self.target == "event_file" and not self.file:
+                self.file = join_path(self._data_dir(), f"{self.session}.xel")
+            self._teardown()  # a leftover session of the same name
+            self.conn.execute(self.create_sql())
+            self.conn.execute(self.state_sql("START"))
+            self.started = True
+            if self.target == "event_file":
+                self.first_file = self._current_file()
+
+    def _current_file(self) -> str | None:
+        try:
+            row = self._query_one(self.TARGET_DATA, self.session)
+        except Exception:  # noqa: BLE001 - only narrows the count later
+            return None
+        m = _TAG.search(row[0]) if row and row[0] else None
+        return m.group(1) if m else None
+
+    def measurement_ended(self, end_ns: int) -> None:
+        """Count what was captured, then stop the session (guarded: a failure is recorded, not raised)."""
+        with self._lock:
+            if self.closed or not self.started or self.stopped:
+                return
+            try:
+                row = self._query_one(self.SESSION_STATS, self.session)
+                if row:
+                    self.counts.update(dropped_events=row[0], dropped_buffers=row[1])
+                if self.target == "ring_buffer":
+                    row = self._query_one(self.RING_COUNTS, self.session)
+                    if row:
+                        self.counts.update(events=row[0], events_in_buffer=row[1], ring_dropped=row[2])
+                self.conn.execute(self.state_sql("STOP"))
+                self.stopped = True
+                if self.target == "event_file":
+                    row = self._query_one(self.FILE_COUNT, self.file_pattern(), self.first_file or "")
+                    self.counts["events"] = row[0] if row else None
+                    if self.first_file is None:  # could not tell this run's first file from earlier ones
+                        self.counts["events_note"] = f"counted over every file matching {self.file_pattern()}"
+            except Exception as exc:  # noqa: BLE001 - counting is a nicety; close() still drops
+                self.error = f"counting events: {first_line(exc)}"
+
+    def _teardown(self) -> None:
+        """Stop the session if it runs, drop it if it is defined."""
+        if self._query_one(self.RUNNING, self.session)[0]:
+            self.conn.execute(self.state_sql("STOP"))
+        if self._query_one(self.DEFINED, self.session)[0]:
+            self.conn.execute(self.drop_sql())
+
+    def describe(self) -> dict:
+        out = {"name": self.spec.name, "kind": self.kind, "session": self.session, "target": self.target,
+               "event_names": list(self.events), "no_event_loss": self.no_event_loss,
+               "max_memory_kb": self.max_memory_kb, "file": self.file if self.target == "event_file" else None}
+        out.update(self.counts)
+        if self.error:
+            out["error"] = self.error
+        return out

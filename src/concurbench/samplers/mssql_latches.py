@@ -1,0 +1,154 @@
+"""The `tempdb_latches` sampler: which tempdb pages the sessions queue on (PFS, GAM, SGAM, or the
+object a page belongs to), and how much page-latch waiting the server did in the window.
+
+Two views, because each misses what the other sees:
+- sys.dm_os_waiting_tasks every `interval` (100 ms): the tasks waiting on PAGELATCH_* for a tempdb
+  page, whose resource `2:1:1` (database:file:page) says by its page number whether it is an
+  allocation page (`mssql_logic.page_type`). Polling misses waits shorter than the interval, so the
+  shares are given only when at least `min_task_samples` (20) waiting tasks were seen; below that
+  they are None (and a claim on them fails as "no value" instead of holding over nothing).
+- sys.dm_os_wait_stats, read with every poll and compared first to last: the PAGELATCH_* waits of
+  the whole server by wait type (`waits.PAGELATCH_UP`, `wait_ms.PAGELATCH_UP`, `pagelatch_wait_ms`),
+  sub-millisecond ones included; the view does not say which database or page.
+
+A page that is not an allocation page is named, the first time it is seen (at most 32 pages), with
+sys.dm_db_page_info (SQL Server 2019 and later; `resolve_pages: false` turns it off): its object
+(for the article's 2019 arm, tempdb's system table sysallocunits), index and page type. The
+function reads the page header, so it queues for that page's latch like the sessions it watches,
+once per page.
+
+Sources (Microsoft Learn): sys.dm_os_waiting_tasks (resource_description), sys.dm_os_wait_stats,
+sys.dm_db_page_info (DatabaseId, FileId, PageId, Mode; 'LIMITED' leaves the description columns
+NULL; object_id, index_id, page_type), OBJECT_NAME (object_id, database_id).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .base import Sampler
+from .mssql_logic import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
+
+SQL_SERVER_2019 = 15_000_000
+
+
+class TempdbLatches(Sampler):
+    """Tasks waiting on PAGELATCH_* for tempdb pages by wait type and page type, page-latch wait
+    statistics of the window, and the objects of the other pages waited on.
+
+    Each sample is one row per `WAIT_TYPE:PAGE_TYPE` with the number of waiting tasks, or a single
+    `none` row with 0 when no task waits (so the number of samples is known). The summary gives
+    `pfs_share`, `gam_share`, `sgam_share`, `other_share` (and `<wait type>_share`, lower case) of the
+    waiting-task samples, with the counts under `*_tasks`; `object.<name>_tasks` per named object and
+    `other_pages`, the pages named, most waited on first.
+    """
+
+    name = "tempdb_latches"
+    engine = "mssql"
+    kind = "periodic"
+    options = ("interval", "min_task_samples", "resolve_pages")
+    description = ("PAGELATCH waits on tempdb pages from sys.dm_os_waiting_tasks by PFS/GAM/SGAM/object, and "
+                   "PAGELATCH_* wait statistics of the window")
+    default_interval = 0.1
+    QUERY = ("SELECT wait_type, resource_description, COUNT(*) AS tasks FROM sys.dm_os_waiting_tasks "
+             "WHERE wait_type LIKE N'PAGELATCH[_]%' AND resource_description LIKE N'2:%' "
+             "GROUP BY wait_type, resource_description")
+    WAIT_STATS = ("SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms "
+                  "FROM sys.dm_os_wait_stats WHERE wait_type LIKE N'PAGELATCH[_]%'")
+    PAGE_INFO = ("SELECT p.object_id, OBJECT_NAME(p.object_id, p.database_id) AS object_name, p.index_id, "
+                 "p.page_type FROM sys.dm_db_page_info(2, ?, ?, 'LIMITED') AS p")
+    NONE = "none"
+    MAX_PAGES = 32
+
+    def __init__(self, spec=None):
+        super().__init__(spec)
+        self.min_task_samples = int(self.spec.option("min_task_samples", 20))
+        self.resolve_pages = bool(self.spec.option("resolve_pages", True))
+        self.version_num = 0  # until prepare() says which server it is
+        self._reset()
+
+    def _reset(self) -> None:
+        self._stats_first: list[dict] | None = None
+        self._stats_last: list[dict] | None = None
+        self.pages: Counter = Counter()  # (file, page) -> waiting tasks seen
+        self.page_info: dict[tuple[int, int], dict] = {}
+
+    def prepare(self, conn, version_num):
+        super().prepare(conn, version_num)
+        self._reset()
+
+    def read(self, conn):
+        found = [(r[0], r[1], r[2]) for r in conn.execute(self.QUERY).fetchall()]
+        counts = latch_page_counts(found)
+        self.pages.update(other_page_counts(found))
+        if self.resolve_pages and self.version_num >= SQL_SERVER_2019:
+            for page in [p for p in self.pages if p not in self.page_info][: self.MAX_PAGES - len(self.page_info)]:
+                self.page_info[page] = self._describe(conn, *page)
+        self._stats_last = dict_rows(conn.execute(self.WAIT_STATS))
+        if self._stats_first is None:
+            self._stats_first = self._stats_last
+        if not counts:
+            return [{"latch": self.NONE, "tasks": 0}]
+        return [{"latch": f"{wait}:{page}", "tasks": n} for (wait, page), n in sorted(counts.items())]
+
+    def _describe(self, conn, file_id: int, page_id: int) -> dict:
+        try:
+            row = conn.execute(self.PAGE_INFO, int(file_id), int(page_id)).fetchone()
+        except Exception as exc:  # noqa: BLE001 - a page freed meanwhile; naming it is a nicety
+            return {"error": str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__}
+        if row is None:
+            return {}
+        return {"object_id": row[0], "object": row[1] or (f"object_{row[0]}" if row[0] is not None else None),
+                "index_id": row[2], "page_type": row[3]}
+
+    def summarize(self, before, after, rows, elapsed_s):
+        per_sample: Counter = Counter()
+        by_page: Counter = Counter()
+        by_wait: Counter = Counter()
+        for row in rows:
+            per_sample[row["t_s"]] += row["tasks"]
+            if row["latch"] == self.NONE:
+                continue
+            wait, _, page = row["latch"].rpartition(":")
+            by_page[page] += row["tasks"]
+            by_wait[wait] += row["tasks"]
+        total = sum(by_page.values())
+        samples = len(per_sample)
+        enough = total >= self.min_task_samples and total > 0
+        out: dict = {"samples": samples, "task_samples": total, "min_task_samples": self.min_task_samples,
+                     "mean_waiting": round(total / samples, 3) if samples else None,
+                     "max_waiting": max(per_sample.values()) if per_sample else None}
+        pages = ["PFS", "GAM", "SGAM", "other"] + (["unknown"] if "unknown" in by_page else [])
+        for page in pages:
+            out[f"{page.lower()}_tasks"] = by_page.get(page, 0)
+            out[f"{page.lower()}_share"] = round(by_page.get(page, 0) / total, 4) if enough else None
+        for wait, n in by_wait.most_common():
+            out[f"{wait.lower()}_tasks"] = n
+            out[f"{wait.lower()}_share"] = round(n / total, 4) if enough else None
+        out.update(self._wait_statistics())
+        out.update(self._objects())
+        return out
+
+    def _wait_statistics(self) -> dict:
+        if self._stats_first is None or self._stats_last is None:
+            return {}
+        waits = wait_deltas(self._stats_first, self._stats_last, top=None, exclude=())
+        out: dict = {"pagelatch_wait_ms": sum(w["wait_time_ms"] for w in waits),
+                     "pagelatch_waits": sum(w["waiting_tasks_count"] for w in waits)}
+        for w in waits:
+            out[f"wait_ms.{w['wait_type']}"] = w["wait_time_ms"]
+            out[f"waits.{w['wait_type']}"] = w["waiting_tasks_count"]
+        return out
+
+    def _objects(self) -> dict:
+        named = []
+        by_object: Counter = Counter()
+        for (file_id, page_id), tasks in self.pages.most_common():
+            info = self.page_info.get((file_id, page_id), {})
+            named.append({"page": f"{TEMPDB_ID}:{file_id}:{page_id}", "tasks": tasks, **info})
+            if info.get("object"):
+                by_object[info["object"]] += tasks
+        out: dict = {"other_pages": named[:10]}
+        for obj, tasks in by_object.most_common():
+            out[f"object.{obj}_tasks"] = tasks
+        return out

@@ -1,0 +1,196 @@
+"""Claims judged on variant runs built here (no server): estimates per side, verdicts, reasons, the plan."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from concurbench import stats
+from concurbench.check import CheckPolicy, Sequential, evaluate
+from concurbench.check.plan import points_of
+from concurbench.results.model import PoolResult, VariantRun
+from concurbench.scenario.claims import parse_claim
+
+BUCKETS = 20  # a 2 s window of 100 ms intervals
+
+
+def _series(rng: random.Random, tps: float, latency_ms: float) -> dict:
+    counts = [max(1, int(rng.gauss(tps / 10, tps / 100))) for _ in range(BUCKETS)]
+    sums = [int(c * rng.gauss(latency_ms, latency_ms / 10) * 1e6) for c in counts]
+    return {"bucket_ns": 100_000_000, "count": counts, "txn_ns": sums, "failed": [0] * BUCKETS,
+            "statement_ns": {"lock": [s // 2 for s in sums]}}
+
+
+def run(variant: str, repeat: int, *, tps: float = 1000.0, latency_ms: float = 5.0, seed: int = 0,
+        point=None, extra: dict | None = None, status: str = "ok", samplers: dict | None = None,
+        unavailable: dict | None = None, p95: float | None = 7.0) -> VariantRun:
+    rng = random.Random(f"{variant}:{repeat}:{seed}")
+    series = _series(rng, tps, latency_ms)
+    txns = sum(series["count"])
+    metrics = {"transactions": txns, "tps": txns / 2.0, "failed": 0,
+               "latency": {"mean_ms": sum(series["txn_ns"]) / txns / 1e6, "p95_ms": p95},
+               "statements": {"lock": {"mean_ms": sum(series["statement_ns"]["lock"]) / txns / 1e6}}}
+    metrics.update(extra or {})
+    pool = PoolResult("main", True, 8, metrics, {"series": series})
+    return VariantRun(variant, "g", point, "18.6", repeat, status, 2.0, pools={"main": pool},
+                      samplers=samplers or {}, unavailable=unavailable or {},
+                      messages=["1 of 2 worker processes sent no results"] if status == "incomplete" else [])
+
+
+def judge(texts: list[str], runs: list[VariantRun], **kw):
+    return evaluate([parse_claim(t) for t in texts], runs, **kw)
+
+
+def test_a_large_difference_passes_after_two_runs_each():
+    runs = [run("fast", r, tps=3000) for r in (1, 2)] + [run("slow", r, tps=1000) for r in (1, 2)]
+    (v,) = judge(["fast: tps > slow: tps"], runs)
+    assert v.verdict == "pass", v.reason
+    assert v.left.low < v.left.value < v.left.high
+    assert 2.5 < v.ratio.value < 3.5 and v.ratio.low < v.ratio.value < v.ratio.high
+    assert "holds at 95%" in v.reason and v.p_value < 0.05
+
+
+def test_a_claim_false_on_purpose_fails():
+    runs = [run("fast", r, tps=3000) for r in (1, 2, 3)] + [run("slow", r, tps=1000) for r in (1, 2, 3)]
+    (v,) = judge(["slow: tps > fast: tps"], runs)
+    assert v.verdict == "fail"
+    assert "the opposite holds" in v.reason
+
+
+def test_two_runs_of_the_same_load_are_inconclusive_not_pass():
+    runs = [run("a", r, seed=1) for r in (1, 2, 3)] + [run("b", r, seed=2) for r in (1, 2, 3)]
+    verdicts = judge(["a: tps > b: tps", "a: latency.mean_ms < b: latency.mean_ms"], runs)
+    assert [v.verdict for v in verdicts] == ["inconclusive", "inconclusive"]
+    assert all("within the noise" in v.reason for v in verdicts)
+
+
+def test_one_run_decides_nothing_but_shows_its_window_interval():
+    runs = [run("fast", 1, tps=3000), run("slow", 1, tps=1000)]
+    (v,) = judge(["fast: tps > slow: tps"], runs)
+    assert v.verdict == "inconclusive"
+    assert "ran 1 time" in v.reason and "--check" in v.reason
+    assert v.left.low is not None and v.left.method == "within run"
+
+
+def test_two_zeros_are_inconclusive():
+    runs = [run("a", r, extra={"multixact": {"created": 0}}) for r in (1, 2)] + \
+        [run("b", r, extra={"multixact": {"created": 0}}) for r in (1, 2)]
+    (v,) = judge(["a: multixact.created <= 0.2 * b: multixact.created"], runs)
+    assert v.verdict == "inconclusive"
+    assert "both sides are zero" in v.reason
+
+
+def test_an_exact_zero_against_a_number_decides():
+    runs = [run("one", r, extra={"multixact": {"created": 0}}) for r in (1, 2)]
+    verdicts = judge(["one: multixact.created == 0", "one: multixact.created > 0"], runs)
+    assert [v.verdict for v in verdicts] == ["pass", "fail"]
+
+
+def test_too_few_transactions_for_a_percentile_is_inconclusive():
+    runs = [run("a", r, p95=None) for r in (1, 2)]
+    (v,) = judge(["a: latency.p95_ms < 100"], runs)
+    assert v.verdict == "inconclusive"
+    assert v.reason.startswith("too few observations") and "p95" in v.reason
+
+
+def test_a_wait_that_was_never_sampled_is_inconclusive():
+    samples = {"wait_events": {"share": {"CPU": 1.0}}}
+    runs = [run(v, r, samplers=samples) for v in ("a", "b") for r in (1, 2)]
+    (v,) = judge(["a: waits.Lock:tuple > b: waits.Lock:tuple"], runs)
+    assert v.verdict == "inconclusive"
+
+
+def test_same_run_figures_are_compared_run_by_run():
+    """Catalog rows deleted against transactions: a steady ratio decides even though both move a lot between runs."""
+    runs = []
+    for r, scale in ((1, 1.0), (2, 1.6)):
+        vr = run("dynamic", r, tps=1000 * scale)
+        txns = vr.pools["main"].metrics["transactions"]
+        vr.probes["catalogs"] = {"after": [{"n_tup_del": 14 * txns}]}
+        runs.append(vr)
+    (v,) = judge(["dynamic: probes.catalogs.after.n_tup_del >= 10 * dynamic: transactions"], runs)
+    assert v.verdict == "pass", v.reason
+    assert v.ratio.value == pytest.approx(1.4)
+
+
+def test_incomplete_runs_and_unavailable_metrics_are_not_evaluated():
+    runs = [run("a", 1, status="incomplete"), run("b", 1), run("b", 2),
+            run("c", 1, unavailable={"table_stats.idx_fetch": "not available on PostgreSQL 14"}), run("c", 2)]
+    verdicts = judge(["a: tps > b: tps", "c: table_stats.idx_fetch > 0"], runs)
+    assert [v.verdict for v in verdicts] == ["not evaluated", "not evaluated"]
+    assert "incomplete" in verdicts[0].reason
+    assert "not available on PostgreSQL 14" in verdicts[1].reason
+
+
+def test_claims_left_out_of_quick_runs_say_why():
+    claim = parse_claim("a: tps > b: tps")
+    from dataclasses import replace
+
+    claim = replace(claim, skip_quick="the effect is too small for 2 s windows")
+    runs = [run(v, r) for v in ("a", "b") for r in (1, 2)]
+    (v,) = evaluate([claim], runs, quick=True)
+    assert v.verdict == "not evaluated" and "too small" in v.reason
+    (v,) = evaluate([claim], runs, quick=False)
+    assert v.verdict != "not evaluated"
+
+
+def test_a_missing_metric_is_named_without_suggesting_itself():
+    runs = [run("a", r) for r in (1, 2)]
+    (v,) = judge(["a: tpz > 10"], runs)
+    assert v.verdict == "not evaluated"
+    assert "'tpz'" in v.reason and "did you mean 'tps'" in v.reason
+
+
+def test_holm_makes_the_family_stricter_than_one_claim_alone():
+    rng = random.Random(9)
+    runs = []
+    for r in (1, 2, 3):
+        runs.append(run("a", r, tps=1000 * (1.12 + rng.gauss(0, 0.02))))
+        runs.append(run("b", r, tps=1000 * (1 + rng.gauss(0, 0.02))))
+    alone = judge(["a: tps > b: tps"], runs)[0]
+    open_ones = ["a: latency.mean_ms < b: latency.mean_ms", "a: statements.lock.mean_ms < b: statements.lock.mean_ms"]
+    many = judge(["a: tps > b: tps"] + open_ones, runs)
+    assert [v.verdict for v in many[1:]] == ["inconclusive", "inconclusive"]
+    assert many[0].p_value == pytest.approx(3 * alone.p_value)
+
+
+def test_earlier_verdicts_stand():
+    runs = [run("fast", r, tps=3000) for r in (1, 2)] + [run("slow", r, tps=1000) for r in (1, 2)]
+    (first,) = judge(["fast: tps > slow: tps"], runs)
+    later = [run("fast", 3, tps=1000), run("slow", 3, tps=3000)]
+    (again,) = judge(["fast: tps > slow: tps"], runs + later, decided={(first.claim, first.server): first})
+    assert again is first
+
+
+def test_the_plan_runs_only_what_open_claims_read(tmp_path):
+    from concurbench.scenario import load_scenario
+
+    scenario = load_scenario(_scenario(tmp_path), quick=False)
+    runs = [run("a", 1, point=4), run("a", 1, point=32), run("b", 1, point=4), run("b", 1, point=32),
+            run("c", 1), run("a", 2, point=32), run("b", 2, point=32), run("c", 2)]
+    runs = [r for r in runs]
+    seq = Sequential(scenario, CheckPolicy(max_repeats=4), first=1)
+    assert seq.looks == 3 and seq.level == pytest.approx(stats.ALPHA / 3)
+    verdicts = seq.judge(runs)
+    wanted = seq.wanted(verdicts, runs)
+    assert set(wanted) <= {("a", 32), ("b", 32), ("c", None)}
+    assert points_of(scenario.expect[0], runs) == [("a", 32), ("b", 32)]
+
+
+def _scenario(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("""
+name: s
+engine: postgres
+duration: 1s
+sweep: [4, 32]
+variants:
+  a: {pools: {main: {clients: sweep, transaction: ["SELECT 1"]}}}
+  b: {pools: {main: {clients: sweep, transaction: ["SELECT 1"]}}}
+  c: {pools: {main: {clients: 2, transaction: ["SELECT 1"]}}}
+expect:
+  - check: "a@max: tps > b@max: tps"
+  - check: "c: tps > 0"
+""")
+    return path
