@@ -3,7 +3,10 @@
 The runner never prints: it reports progress through a callback and returns (or, on failure,
 raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
 written; servers, background sessions and worker processes are always ended. It builds the run's
-result (results/model.py) once, has the store write it and then renders report.md from it.
+result (results/model.py) once, has the store write it and then renders report.md from it; until
+then the run directory holds a manifest saying "running" and a journal of the finished variant
+runs, so a run killed outright still says what it was and what finished. Before any of that, the
+resource guards (guards.py) check what each variant run would open.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -28,11 +31,11 @@ from .guards import check_connected, check_scenario
 from .observers.hold import HeldTransaction
 from .observers.log_drain import LogDrain
 from .observers.mssql import OBSERVERS as MSSQL_OBSERVERS
+from .plan import PlannedRun, plan_runs, round_runs, without
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
-from .plan import PlannedRun, plan_runs, round_runs, without
 from .results.shards import SHARD_AND_CHECK, Plan, Shard
 from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver

@@ -2,22 +2,25 @@
 
 Documented outcomes (docs/reliability.md): a terminated backend of any kind is reconnected or reported
 and the run ends 0; a flood of refused connections stops the run early, exit 1; a SIGKILLed harness
-leaves a run directory that reads as `killed` with what finished, and a server that `gc` stops; a
-SIGKILLed worker process makes the variant run report the missing worker, and the run goes on.
+leaves a run directory that reads as `killed` with what finished, and a server that `gc` stops (a killed
+shard merges with what it finished); a SIGKILLed worker process ends the window, and the variant run
+reports the missing worker and is incomplete (exit 1).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import psycopg
 import pytest
 
-from concurbench.cli.exits import EXIT_RUN_FAILED
+from concurbench.cli.exits import EXIT_RUN_FAILED, EXIT_USAGE
 from faultkit import ROOT, dsn, wait_until
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(180)]
@@ -177,6 +180,56 @@ def test_a_sigkilled_harness_leaves_a_killed_run_with_what_finished(server, laun
     server.assert_nothing_left()  # the workers and the admin connection went with the harness
 
 
+SHARDED = """name: killed-shard
+engine: postgres
+duration: 1s
+warmup: 0s
+variants:
+  a:
+    pools:
+      p: {clients: 2, transaction: [SELECT 1]}
+  b:
+    pools:
+      p: {clients: 2, transaction: [SELECT 1]}
+  c:
+    pools:
+      p: {clients: 2, transaction: [SELECT 1]}
+  long:
+    duration: 120s
+    pools:
+      p: {clients: 2, transaction: [SELECT 1]}
+"""
+
+
+def test_a_sigkilled_shard_is_refused_while_it_runs_and_merged_with_what_it_finished(server, launch, tmp_path):
+    """Shard 2/2 (variants c and long) is SIGKILLed during `long`: its directory says which shard it is and
+    what finished, so `merge` refuses it while it runs and afterwards joins shard 1's runs and c, with exit 1."""
+    first = launch(SHARDED, *dsn(server), "--processes", "1", "--shard", "1/2")
+    assert first.finish() == 0, first.stderr[-2000:]
+    second = launch(SHARDED, *dsn(server), "--processes", "1", "--shard", "2/2")
+    second.wait_for(r"plan: 2 variant runs \(shard 2/2 of a run of 4\)")
+    second.wait_for(r"  long: .* tps now")
+    killed_dir = next(d for d in (tmp_path / "runs").iterdir() if d != first.run_dir)
+
+    def merge(*dirs: Path, out: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "concurbench.cli.main", "merge", *map(str, dirs), "-o",
+                               str(tmp_path / out)], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                              env=launch.env)
+
+    early = merge(first.run_dir, killed_dir, out="early")
+    assert early.returncode == EXIT_USAGE and f"{killed_dir}: shard 2/2 is still running (pid {second.proc.pid})" \
+        in early.stderr, early.stderr
+    second.proc.send_signal(signal.SIGKILL)
+    second.proc.wait(timeout=10)
+    merged = merge(first.run_dir, killed_dir, out="merged")
+    assert merged.returncode == EXIT_RUN_FAILED, merged.stderr
+    assert "shard 2/2" in merged.stderr and "ended killed and lacks 1 of its 2 combinations: long" in merged.stderr
+    summary = json.loads((tmp_path / "merged" / "summary.json").read_text())
+    assert [r["variant"] for r in summary["results"]] == ["a", "b", "c"]
+    assert json.loads((tmp_path / "merged" / "manifest.json").read_text())["status"] == "killed"
+    server.assert_nothing_left()
+
+
 WORKERS = """name: killed-worker
 engine: postgres
 duration: 4s
@@ -200,10 +253,9 @@ variants:
 @pytest.mark.parametrize("scenario,which", [(WORKERS, "one"), (WORKERS, "every"), (FIXED, "one")],
                          ids=["window-one-worker", "window-every-worker", "fixed-count-one-worker"])
 def test_a_sigkilled_worker_process_is_reported_and_the_run_ends(server, launch, scenario, which):
-    """A fixed-count variant waits for every measured session: one whose worker is gone must not keep it waiting.
-
-    The variant run says which worker sent no results; the run's exit code is the one its status documents
-    (0 for a variant run marked ok, 1 once it is marked incomplete)."""
+    """A dead worker ends the window at once (a fixed-count variant does not wait for its sessions): the
+    variant run says which worker sent no results and how it ended, keeps the others' figures, and is
+    `incomplete`, so the run exits 1."""
     run = launch(scenario, *dsn(server), "--processes", "2")
     run.wait_for(r"  v: .* tps now")
     workers = wait_until(lambda: run.workers() if len(run.workers()) == 2 else None, 10)
@@ -212,10 +264,11 @@ def test_a_sigkilled_worker_process_is_reported_and_the_run_ends(server, launch,
         os.kill(worker.pid, signal.SIGKILL)
     code = run.finish(timeout=90)
     result = run.summary()["results"][0]
-    assert code == {"ok": 0, "incomplete": EXIT_RUN_FAILED}[result["status"]], run.stderr[-2000:]
+    assert code == EXIT_RUN_FAILED and result["status"] == "incomplete", run.stderr[-2000:]
     lost = 1 if which == "one" else 2
-    said = [m for m in result["messages"] if re.search(r"worker process.*(sent no results|without sending)", m)]
-    assert said == [f"{lost} of 2 worker processes sent no results"] or len(said) == lost, result["messages"]
+    said = [m for m in result["messages"] if re.search(r"worker process \d of 2 .* exited \(killed by SIGKILL\) "
+                                                       r"without sending its results", m)]
+    assert len(said) == lost and result["workers"] == {"started": 2, "reported": 2 - lost}, result["messages"]
     transactions = result["pools"]["p"]["metrics"]["transactions"]
     assert transactions > 0 if which == "one" else transactions == 0  # the other worker's figures are kept
     server.assert_nothing_left()

@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from concurbench.check import CheckPolicy
 from concurbench.engines import postgres as pg
 from concurbench.engines.admin import AdminSession
 from concurbench.errors import ConfigError, EngineError
@@ -124,6 +125,28 @@ def test_the_plan_is_the_order_the_runner_takes(server, running_server, tmp_path
     planned = [(r["variant"], r["point"], r["repeat"]) for r in plans[0]]
     assert planned == [(r.variant, r.point, r.repeat) for r in outcome.results]
     assert len(planned) == 6
+
+
+def test_each_check_round_is_announced_before_it_runs(server, running_server, tmp_path):
+    """--check adds rounds of the points its claim reads (a and b, not c): each is added to the plan and the
+    plan sent again before the round starts, so the last plan is every variant run, in the order they ran."""
+    scenario = load_scenario(write(tmp_path, "name: s\nengine: postgres\nduration: 0.2s\nwarmup: 0s\n"
+                                             "variants:\n" + "".join(f"  {v}:\n    pools:\n      p: {{clients: 1, "
+                                                                     f"transaction: [SELECT 1]}}\n" for v in "abc")
+                                   + "expect:\n  - claim: a is faster\n    check: \"a: tps > 2 * b: tps\"\n"))
+    events: list[dict] = []
+    outcome = Runner(scenario, running_server(server[1]), out_dir=tmp_path / "runs", progress=events.append,
+                     check=CheckPolicy(max_repeats=3, budget_s=120)).run()
+    assert outcome.error is None, outcome.error
+    plans = [e for e in events if e["event"] == "plan"]
+    assert len(plans) >= 2 and all(p["check"] for p in plans)
+    assert [(r["variant"], r["repeat"]) for r in plans[0]["runs"]] == [("a", 1), ("b", 1), ("c", 1)]
+    assert [(r["variant"], r["repeat"]) for r in plans[1]["runs"]][3:] == [("a", 2), ("b", 2)]
+    ran = [(r.variant, r.repeat) for r in outcome.results]
+    assert [(r["variant"], r["repeat"]) for r in plans[-1]["runs"]] == ran and ("c", 2) not in ran
+    for previous, plan in zip(plans, plans[1:]):  # sent once the runs planned before had run, before the round
+        done = sum(1 for e in events[:next(i for i, e in enumerate(events) if e is plan)] if e["event"] == "variant_done")
+        assert done == len(previous["runs"])
 
 
 def test_a_log_drain_whose_backend_was_terminated_still_restores_the_log_settings():

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from concurbench import guards
+from concurbench.check import CheckPolicy
 from concurbench.errors import ConfigError
+from concurbench.results.shards import Shard
+from concurbench.runner import Runner
 from concurbench.scenario import load_scenario
 
 BIG = 1 << 40  # more memory or files than any case here needs
@@ -141,3 +144,23 @@ def test_worker_processes_count_in_memory(tmp_path):
     found = problems(s, target="dsn", processes=1000, memory=20 << 30)
     assert len(found) == 1 and "1,000 clients need about 39.6 GiB of memory (39.6 GiB in the harness)" in found[0]
     assert problems(s, target="dsn", processes=2, memory=20 << 30) == []
+
+
+class NeverStarted:
+    """A provisioner the guards must stop the run before: starting it fails the test."""
+
+    def start(self):
+        raise AssertionError("a server was started for a run the guards refuse")
+
+
+@pytest.mark.parametrize("how", [{"repeat": 3}, {"check": CheckPolicy(max_repeats=4)}, {"shard": Shard(2, 2)}],
+                         ids=["repeats", "check-rounds", "other-shard"])
+def test_repeats_check_rounds_and_every_shard_are_guarded_as_their_variant_is(tmp_path, how):
+    """The check is per variant, so extra runs of it (repeats, the rounds --check adds) need no other; a shard
+    checks the whole run's variants, so shard 2/2 (only w) is refused for v as shard 1/2 would be."""
+    s = scenario(tmp_path, "server:\n  settings: {max_connections: 12}\n" + POOLS
+                 + "  w:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
+                 + "expect:\n  - check: \"v: tps > w: tps\"\n")
+    with pytest.raises(ConfigError, match=r"9 clients make 13 connections .* max_connections is 12"):
+        Runner(s, NeverStarted(), out_dir=tmp_path / "runs", **how).run()
+    assert not (tmp_path / "runs").exists()

@@ -12,7 +12,8 @@ from pathlib import Path
 from rich.console import Console
 
 from concurbench.cli.progress import Progress
-from concurbench.plan import SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, without
+from concurbench.plan import SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
+from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario import load_scenario
 
@@ -62,6 +63,32 @@ def test_a_skipped_variant_leaves_the_plan_but_finished_runs_stay(tmp_path):
     runs = plan_runs(variants(tmp_path), servers=2)
     left = without(runs, 1, "a", 0)
     assert left[0] == runs[0] and [(r.server, r.variant) for r in left[1:]] == [(0, "b"), (1, "a"), (1, "a"), (1, "b")]
+
+
+def test_a_shard_plans_its_share_in_the_runners_order_and_starts_only_its_servers(tmp_path):
+    vs = variants(tmp_path)
+    plan = Plan.of(2, vs, 2)  # 2 servers x 2 repeats x (a@1, a@4, b) = 12 combinations
+    for index in (1, 2, 3):
+        share = {(c.server, c.repeat, c.variant, c.point) for c in Shard(index, 3).combinations(plan)}
+        runs = plan_runs(vs, servers=2, repeats=[1, 2], together=True, share=share)
+        assert {(r.server, r.repeat, r.variant, r.point) for r in runs} == share and len(runs) == 4
+        whole = [r for r in plan_runs(vs, servers=2, repeats=[1, 2], together=True)
+                 if (r.server, r.repeat, r.variant, r.point) in share]
+        assert [(r.server, r.repeat, r.variant, r.point) for r in runs] == \
+            [(r.server, r.repeat, r.variant, r.point) for r in whole]  # the order the runner takes them
+    second = plan_runs(vs, servers=2, repeats=[1, 2], together=True,
+                       share={(c.server, c.repeat, c.variant, c.point) for c in Shard(2, 2).combinations(plan)})
+    assert {r.server for r in second} == {1}
+    assert second[0].estimate_s == round(estimate_s(vs[0], 1) + SERVER_START_S, 2)  # server 2 starts first here
+
+
+def test_a_check_round_is_planned_as_the_runner_runs_it_on_servers_already_up(tmp_path):
+    a, b = variants(tmp_path)
+    wanted = {("a", 4): {"16.4", "17.2"}, ("b", None): {"17.2"}}
+    runs = round_runs([a, b], [(0, "16.4"), (1, "17.2")], wanted, repeat=3)
+    assert [(r.variant, r.point, r.server, r.repeat) for r in runs] == [
+        ("a", 4, 0, 3), ("a", 4, 1, 3), ("b", None, 1, 3)]
+    assert [r.estimate_s for r in runs] == [round(estimate_s(a, 4), 2)] * 2 + [round(estimate_s(b, None), 2)]
 
 
 class Clock:
@@ -138,6 +165,24 @@ def test_plain_lines_say_which_run_of_how_many_and_what_is_left():
     assert lines[6] == "  b: 1.0 s, 10 txns, 10 tps now"
     assert lines[7] == "leaving the dsn server (its settings as they were)"
     assert "starting" not in buffer.getvalue() and "stopping" not in buffer.getvalue()
+
+
+def test_the_plan_says_a_shards_share_and_that_check_rounds_may_follow():
+    def lines(*events) -> list[str]:
+        buffer = io.StringIO()
+        progress = Progress(Console(file=buffer, width=200), clock=Clock())
+        for event in events:
+            progress(event)
+        return buffer.getvalue().splitlines()
+
+    assert lines({"event": "plan", "runs": [{"estimate_s": 10.0}] * 3, "shard": "2/4", "of": 12}) == [
+        "plan: 3 variant runs (shard 2/4 of a run of 12), about 0:30"]
+    assert lines({"event": "plan", "runs": [{"estimate_s": 10.0}] * 3, "check": True},
+                 {"event": "check", "look": 1, "of": 4, "open": 2, "runs": 2},
+                 {"event": "plan", "runs": [{"estimate_s": 10.0}] * 5, "check": True}) == [
+        "plan: 3 variant runs, about 0:30; --check adds rounds while claims are open",
+        "check: 2 claims open after 2 runs (look 1 of 4)",
+        "plan: now 5 variant runs, about 0:50 left"]
 
 
 def test_a_terminal_gets_a_bar_of_the_whole_run():
