@@ -66,7 +66,8 @@ def plan_runs(variants: Iterable[Variant], servers: int = 1, repeats: Iterable[i
     return _estimated(order, started=set())
 
 
-def round_runs(variants: Iterable[Variant], servers: list[tuple[int, str]], wanted: dict, repeat: int) -> list[PlannedRun]:
+def round_runs(variants: Iterable[Variant], servers: list[tuple[int, str]], wanted: dict,
+               repeat: int) -> list[PlannedRun]:
     """One more round of `--check`: the points open claims read (`wanted`: (variant, point) -> the server
     versions to run it on), in the order Runner._decide runs them, on servers already up."""
     order = [(position, repeat, variant, point) for variant in variants for position, version in servers

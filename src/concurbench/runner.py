@@ -189,7 +189,8 @@ class Runner:
         if self.share is not None:  # a server with nothing in the shard is not started
             used = {server for server, *_ in self.share}
             batches = [b for b in ([s for s in batch if s.position in used] for batch in batches) if b]
-        self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together, share=self.share)
+        self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together,
+                                  share=self.share)
         self._mark_running(first=True)
         live = None
         if self.check is not None and self.scenario.expect:

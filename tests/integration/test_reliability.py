@@ -145,7 +145,8 @@ def test_each_check_round_is_announced_before_it_runs(server, running_server, tm
     ran = [(r.variant, r.repeat) for r in outcome.results]
     assert [(r["variant"], r["repeat"]) for r in plans[-1]["runs"]] == ran and ("c", 2) not in ran
     for previous, plan in zip(plans, plans[1:]):  # sent once the runs planned before had run, before the round
-        done = sum(1 for e in events[:next(i for i, e in enumerate(events) if e is plan)] if e["event"] == "variant_done")
+        sent = next(i for i, e in enumerate(events) if e is plan)
+        done = sum(1 for e in events[:sent] if e["event"] == "variant_done")
         assert done == len(previous["runs"])
 
 
