@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from . import gc
 from .errors import ConcurbenchError
 from .provisioners import binaries, docker_engine, embedded
+from .workload import fastloop
 
 
 @dataclass(frozen=True)
@@ -191,8 +192,6 @@ def check_leftovers() -> Check:
 # -- load generator ------------------------------------------------------------
 def check_event_loop() -> Check:
     """Which event loop the worker processes run: the compiled one, or the pure Python fallback."""
-    from .workload import fastloop
-
     name = "load generator: compiled loop"
     why = fastloop.unavailable("postgres")
     if why is None:

@@ -8,7 +8,8 @@ is still there) and removes their directories. Servers of live runs are left alo
 Containers (labelled concurbench.run_id by the docker target) go the same way when a label names
 their owner process (concurbench.owner_pid, and concurbench.host when the engine is shared) and it
 is gone; a container without an owner label may belong to a live run and is only removed when forced.
-Nothing here prints: the CLI shows the returned actions.
+Runs killed without ending are named with what of them finished (liveruns.py); their run directories
+stay. Nothing here prints: the CLI shows the returned actions.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from . import liveruns
 from .errors import ConcurbenchError
 from .provisioners import docker_engine
 from .provisioners.base import home_dir
@@ -63,10 +65,10 @@ class ServerState:
 
 @dataclass
 class Action:
-    kind: str      # server, container, staging
+    kind: str      # server, container, staging, run
     name: str
     detail: str
-    outcome: str   # removed, would remove, left alone, failed
+    outcome: str   # removed, would remove, left alone, failed; killed (a run)
     notes: list[str] = field(default_factory=list)
 
 
@@ -314,6 +316,10 @@ def collect(*, dry_run: bool = False, force: bool = False, home: Path | None = N
         actions.append(Action("staging", path.name, str(path), "failed" if path.exists() else "removed"))
     if containers:
         actions.extend(_containers(dry_run, force))
+    for run in liveruns.killed(home):
+        actions.append(Action("run", str(run.run_dir), run.detail, "killed"))
+        if not dry_run:
+            liveruns.unregister(run.note)
     return actions
 
 

@@ -3,7 +3,10 @@
 The runner never prints: it reports progress through a callback and returns (or, on failure,
 raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
 written; servers, background sessions and worker processes are always ended. It builds the run's
-result (results/model.py) once, has the store write it and then renders report.md from it.
+result (results/model.py) once, has the store write it and then renders report.md from it; until
+then the run directory holds a manifest saying "running" and a journal of the finished variant
+runs, so a run killed outright still says what it was and what finished. Before any of that, the
+resource guards (guards.py) check what each variant run would open.
 """
 
 from __future__ import annotations
@@ -13,27 +16,31 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import stats
+from . import liveruns, stats
 from .background.kinds import make_background
 from .check import CheckPolicy, Sequential, evaluate
 from .check.evaluate import LEFT_OUT
 from .check.plan import points_of
 from .check.sides import MIN_RUNS
+from .engines.admin import AdminSession
 from .engines.registry import get_engine
 from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
+from .guards import check_connected, check_scenario
+from .plan import PlannedRun, plan_runs, round_runs, without
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
 from .results.shards import SHARD_AND_CHECK, Plan, Shard
-from .results.store import create_run_dir, host_info, now_iso, write_run
+from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
+from .scenario.yamlpos import suggest
 from .workload.pool import PoolRunner, resolve_clients
 from .workload.session import application_name
 
@@ -149,13 +156,21 @@ class Runner:
         self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
         self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
                                                  for c in shard.combinations(self.plan)}
+        self.schedule: list[PlannedRun] = []  # the variant runs to come, announced as the progress event "plan"
+        self._finished = 0  # variant runs done, the schedule's first entries
+        self._run_dir: Path | None = None
+        self._started = ""
+        self._unkept: str | None = None  # why finished variant runs could not be journalled
+        self._servers: list[_Server] = []
 
     def run(self) -> RunOutcome:
-        run_dir = create_run_dir(self.out_dir, self.scenario.name)
-        started = now_iso()
+        variants = self._variants()  # before anything: a --variant the scenario lacks, or a run too big to hold
+        check_scenario(self.scenario, variants, processes=self.processes, target=self.target)
+        run_dir = self._run_dir = create_run_dir(self.out_dir, self.scenario.name)
+        started = self._started = now_iso()
         results: list[VariantRun] = []
         status, error = "ok", None
-        servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
+        servers = self._servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
@@ -164,10 +179,15 @@ class Runner:
         if self.share is not None:  # a server with nothing in the shard is not started
             used = {server for server, *_ in self.share}
             batches = [b for b in ([s for s in batch if s.position in used] for batch in batches) if b]
+        self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together,
+                                  share=self.share)
+        self._mark_running(first=True)
+        live = None
         if self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
-            variants = self._variants()
+            live = liveruns.register(run_dir)
+            self._announce()
             for batch in batches:
                 try:
                     self._run_batch(batch, variants, results)
@@ -188,22 +208,61 @@ class Runner:
                 for server in servers:
                     self._release(server)
                 verdicts = self._final_verdicts(results, status) if self.scenario.expect else []
-                run = self._result(run_dir, started, status, error, results, verdicts)
-                if self.shard is not None:
-                    run = replace(run, shard=ShardInfo(self.shard.index, self.shard.count, self.plan, [
-                        s.version if s.started and s.info else None for s in servers]))
-                write_run(run)
-                write_report(run)
+                run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
+                                        also=write_report)
+                if unsaved is not None and error is None:
+                    error = RunError(unsaved)
+                liveruns.unregister(live)
         return RunOutcome(run, error)
+
+    def _mark_running(self, first: bool = False) -> None:
+        """The manifest of the run in progress (again once a server is known): a killed run still says what it
+        was. A directory that cannot take the first is a ConfigError, before any server; later ones may fail."""
+        if self._run_dir is None:  # a server started outside run() (tests of the runner's steps)
+            return
+        try:
+            start_run(self._result(self._run_dir, self._started, "running", None, [], []), planned=len(self.schedule))
+        except ConfigError:
+            if first:
+                with contextlib.suppress(OSError):
+                    self._run_dir.rmdir()
+                raise
+
+    def _admin(self, server: "_Server") -> AdminSession:
+        """The harness's own connection to a server; its reconnections are warnings as they happen."""
+        return AdminSession(self.eng, server.connection.conninfo,
+                            on_note=lambda text: self.progress({"event": "warning", "message": text}))
+
+    def _announce(self) -> None:
+        """Tell the progress display the variant runs to come (again whenever the schedule changes): a shard's
+        share of the whole run's, and whether --check may add rounds."""
+        event = {"event": "plan", "runs": [r.as_dict() for r in self.schedule]}
+        if self.shard is not None:
+            event.update(shard=str(self.shard), of=len(self.plan.combinations()))
+        if self.sequential is not None:
+            event["check"] = True
+        self.progress(event)
+
+    def _kept(self, result: VariantRun) -> None:
+        """A variant run finished: journal it (a killed run keeps it) and count it against the schedule."""
+        self._finished += 1
+        unkept = record_variant_run(self._run_dir, result) if self._run_dir is not None else None
+        if unkept is not None and self._unkept is None:
+            self._unkept = unkept
+            self.progress({"event": "warning", "message": f"finished variant runs cannot be kept until the end "
+                                                          f"({unkept}); they stay in memory"})
 
     def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
         s = self.scenario
+        shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
+            server.version if server.started and server.info else None for server in self._servers])
         return Run(scenario=ScenarioInfo.of(s), status=status, error=error.message if error else None,
                    servers=list(self._recorded), target=self.target, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
-                   claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir)
+                   claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir,
+                   shard=shard)
 
     def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
         """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
@@ -244,23 +303,26 @@ class Runner:
             self._decide(servers, variants, results)
         for server in servers:
             for step in server.scenario.teardown:
-                self.eng.run_script(server.conn, step.sql, step.origin)
+                self.eng.run_script(server.conn, step.sql, step.origin, what="teardown SQL")
 
     def _start(self, server: "_Server") -> None:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
         self.progress({"event": "provisioning", "target": self.target})
         server.started = True
         server.connection = server.provisioner.start()
-        server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+        server.conn = self._admin(server)
         server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
             if hasattr(self.eng, "configurator") else None
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
+                        server.connection.safe)
         server.info.update(target=self.target, connection=server.connection.safe)
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
         server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
         self._recorded.append(ServerInfo.from_dict(server.info))
+        self._mark_running()
         self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
                        "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
         server.scenario = self.scenario.on_server(server.version)
@@ -297,6 +359,8 @@ class Runner:
                                                               "stopping with the claims still open"})
                 return
             repeat += 1
+            self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
+            self._announce()  # the progress display learns of the round before it starts
             for variant in variants:
                 points = {point for (name, point) in wanted if name == variant.name}
                 for server in servers:
@@ -322,7 +386,7 @@ class Runner:
                 self.progress({"event": "restart", "settings": dict(variant.settings)})
                 server.conn.close()
                 server.connection = server.provisioner.restart(wanted)
-                server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+                server.conn = self._admin(server)
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
@@ -338,12 +402,17 @@ class Runner:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
                 self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
+                self.schedule = without(self.schedule, self._finished, variant.name, server.position)
+                self._announce()
                 return
             results.append(result)
+            self._kept(result)
             if self.sequential is not None:
                 self.sequential.record(result, time.monotonic() - began)
             if result.status == "interrupted":
                 raise KeyboardInterrupt
+            if result.status == "failed":  # the load could not go on, or its teardown failed: the last message says
+                raise RunError(f"{result.label}: {result.messages[-1]}")
 
     def _release(self, server: "_Server") -> None:
         """Put back what the run changed on the server, close the connection, stop the server: always."""
@@ -360,7 +429,7 @@ class Runner:
             with contextlib.suppress(Exception):
                 server.conn.close()
         if server.started:
-            self.progress({"event": "stopping"})
+            self.progress({"event": "stopping", "target": self.target})
             server.provisioner.stop()
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
@@ -369,7 +438,7 @@ class Runner:
             self.progress({"event": "restart", "settings": settings})
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
-            server.conn = self.eng.connect(server.connection.conninfo, application_name="concurbench:admin")
+            server.conn = self._admin(server)
             server.config.after_restart(server.conn)  # what only a fresh server allows (empty tempdb files)
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
@@ -380,16 +449,17 @@ class Runner:
     def _variants_or_all(self) -> list[Variant]:
         try:
             return self._variants()
-        except RunError:
+        except ConfigError:
             return list(self.scenario.variants)
 
     def _variants(self) -> list[Variant]:
         if not self.only:
             return list(self.scenario.variants)
-        names = {v.name for v in self.scenario.variants}
+        names = [v.name for v in self.scenario.variants]
         missing = [n for n in self.only if n not in names]
         if missing:
-            raise RunError(f"no variant named {', '.join(missing)} in {self.scenario.name}")
+            raise ConfigError(f"--variant {missing[0]}: {self.scenario.path} has no variant named '{missing[0]}'"
+                              f"{suggest(missing[0], names)}; it has: {', '.join(names)}")
         return [v for v in self.scenario.variants if v.name in self.only]
 
     def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
@@ -430,18 +500,26 @@ class Runner:
                 driver.close()
         elapsed = outcome.elapsed_s
         summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
-        self._probe(conn, variant, "after", probes)
-        for step in variant.teardown:
-            self.eng.run_script(conn, step.sql, step.origin)
-        self._probe(conn, variant, "final", probes)
-        settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] if variant.settings else None
+        status, after, settings = _status(outcome), [], None
+        try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
+            self._probe(conn, variant, "after", probes)
+            for step in variant.teardown:
+                self.eng.run_script(conn, step.sql, step.origin, what="teardown SQL")
+            self._probe(conn, variant, "final", probes)
+            settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] \
+                if variant.settings else None
+        except KeyboardInterrupt:
+            status, after = "interrupted", ["interrupted after the measurement (probes or teardown)"]
+        except ConcurbenchError as exc:
+            status, after = "failed", [exc.message]
+        messages = [*outcome.messages, *conn.take_notes(),
+                    *(f"background {b.get('name')}: {b['error']}" for b in background if b.get("error")), *after]
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=_status(outcome), workers={"started": outcome.workers, "reported": outcome.reported},
+            status=status, workers={"started": outcome.workers, "reported": outcome.reported},
             elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop,
-            messages=list(outcome.messages),
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop, messages=messages,
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
@@ -460,7 +538,10 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
 
 
 def _status(outcome) -> str:
-    """interrupted (Ctrl-C in the window), incomplete (a worker process sent no results), or ok."""
+    """interrupted (Ctrl-C in the window), failed (the load was stopped: the server refused connections),
+    incomplete (a worker process sent no results), or ok."""
     if outcome.interrupted:
         return "interrupted"
+    if outcome.stopped:
+        return "failed"
     return "ok" if outcome.complete else "incomplete"

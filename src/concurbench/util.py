@@ -9,7 +9,8 @@ from typing import Any
 
 def suggest(word: str, choices) -> str:
     """A did-you-mean suffix for an unknown name, or an empty string."""
-    close = difflib.get_close_matches(str(word), [str(c) for c in choices], n=1, cutoff=0.6)
+    # never the word itself: a name that exists but has no value is another problem than a misspelling
+    close = difflib.get_close_matches(str(word), [str(c) for c in choices if str(c) != str(word)], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 

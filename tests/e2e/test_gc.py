@@ -106,6 +106,9 @@ def test_gc_stops_the_server_of_a_killed_run(tmp_path, home):
         result = concurbench(home, "gc")
         assert result.returncode == 0, result.stderr
         assert f"removed: server {server_dir.name}" in result.stdout
+        run_dir = next((tmp_path / "runs").iterdir())  # kept, and gc says what became of its run
+        assert f"killed: run {run_dir}: pid {proc.pid} ended without finishing the run; 0 of 1 variant runs " \
+               f"finished" in result.stdout
         assert wait_until(lambda: not alive(postmaster), 15), "gc should stop the postmaster"
         assert not server_dir.exists()
         assert wait_until(lambda: not any(alive(c.pid) for c in children), 10), "the run's workers should be gone"

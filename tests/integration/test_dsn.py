@@ -90,5 +90,7 @@ def test_restart_only_settings_are_refused(bench_role, tmp_path):
     result = run_cli(str(ROOT / "scenarios/postgres/row-lock-vs-advisory.yaml"), "--quick", "--target", "dsn",
                      "--dsn", bench_role, "--password-env", "BENCH_PW", "--allow-server-changes",
                      "--out", str(tmp_path), env_extra={"BENCH_PW": PASSWORD})
-    assert result.returncode == 1
+    assert result.returncode == 2  # what the scenario asks cannot be done on this target: a usage error
     assert "restart" in result.stderr and "max_connections" in result.stderr
+    assert "connecting to the dsn server" in result.stderr and "starting" not in result.stderr
+    assert "leaving the dsn server" in result.stderr and "stopping the server" not in result.stderr

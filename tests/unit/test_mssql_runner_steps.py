@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 from mssql_standin import StandInProvisioner, StandInSqlServer
 
-from concurbench.engines import mssql
-from concurbench.errors import ProvisionError
+from concurbench.engines import mssql, sqlserver
+from concurbench.errors import EngineError, ProvisionError
 from concurbench.runner import Runner, _Server
 from concurbench.scenarios import load_scenario
 
@@ -116,3 +116,15 @@ def test_files_added_to_an_unowned_server_are_emptied_in_tempdb_and_removed_at_t
         assert "ALTER DATABASE tempdb REMOVE FILE [concurbench_temp2]" in problems[0]
     else:
         assert problems == [] and [f.name for f in server.tempdb_files] == ["tempdev"]
+
+
+@pytest.mark.parametrize("what", ["setup SQL", "teardown SQL"])
+def test_a_failing_batch_is_an_error_named_as_setup_or_teardown(standin, what):
+    """Stand-in for SQL Server: a batch the server refuses (error 8985, no such file) is an EngineError
+    that names the script's kind, file and line. A merge once left run_script without its raise, so a
+    failing batch passed in silence and the rest of the script was skipped."""
+    server = standin(1)
+    conn = server.connect(StandInProvisioner(server).start().conninfo)
+    script = "USE tempdb\nGO\nDBCC SHRINKFILE (N'nope', EMPTYFILE) WITH NO_INFOMSGS\nGO\n"
+    with pytest.raises(EngineError, match=rf"^{what} failed \(t\.sql, batch at line 3\): .*8985"):
+        sqlserver.run_script(conn, script, "t.sql", what=what)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from concurbench.results.merge import join
 from concurbench.results.model import (FORMAT_VERSION, ClaimVerdict, PoolResult, Run, ScenarioInfo, ServerInfo, ShardInfo,
                                        VariantRun)
 from concurbench.results.shards import Combination, Plan, Shard, shard_number
-from concurbench.results.store import load_run, write_run
+from concurbench.results.store import load_run, record_variant_run, start_run, write_run
 
 PLAN = Plan(2, (("a", (1, 2)), ("b", (1, 2))), 2)  # 2 servers x 2 repeats x 2 variants x 2 points = 16
 VERSIONS = ("16.4", "17.2")
@@ -247,3 +249,30 @@ def test_merge_refusals_of_what_is_not_a_shard_an_output_in_use_and_a_missing_sc
     with pytest.raises(ConfigError, match=r"its file /nowhere/s.yaml is not here; pass --scenario FILE"):
         merge_shards([s.path for s in with_claims], tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+def test_a_shard_in_progress_is_refused_and_a_killed_one_merged_with_what_its_journal_kept(tmp_path):
+    """The running manifest of a shard says which shard it is (the runner writes ShardInfo from the start), so
+    its journal's variant runs merge like a finished shard's; the merged status is `killed`, the worst."""
+    first = shard_run(tmp_path, 1)
+    second = shard_run(tmp_path, 2, write=False)
+    second.path.mkdir(parents=True)
+    start_run(replace(second, variant_runs=[]), planned=len(second.variant_runs))
+    for result in second.variant_runs[:5]:
+        assert record_variant_run(second.path, result) is None
+    with pytest.raises(ConfigError, match=rf"{second.path}: shard 2/2 is still running \(pid {os.getpid()}\); "
+                                          r"5 of 8 variant runs finished so far; merge it once it has ended"):
+        join([load_run(first.path), load_run(second.path)])
+    manifest = json.loads((second.path / "manifest.json").read_text())
+    manifest["owner"]["pid"] = _dead_pid()
+    (second.path / "manifest.json").write_text(json.dumps(manifest))
+    joined = join([load_run(first.path), load_run(second.path)])
+    assert joined.run.status == "killed" and len(joined.run.variant_runs) == 8 + 5
+    assert joined.warnings == [f"shard 2/2 ({second.path}) ended killed and lacks 3 of its 8 combinations: "
+                               f"a@2 repeat 2 on 17.2, b@1 repeat 2 on 17.2, b@2 repeat 2 on 17.2"]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid

@@ -2,7 +2,8 @@
 
 A held transaction begins before the pools start (so its snapshot is older than everything the
 pools do), optionally commits partway through the measurement, and is always ended and its
-connection closed when the variant ends, whatever happened.
+connection closed when the variant ends, whatever happened. When its connection was lost on the
+way (a terminated backend), `describe()` says so under `error`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class HeldTransaction:
         self._poller: threading.Thread | None = None
         self._stop_polling = threading.Event()
         self._measure_from = 0
+        self.problems: list[str] = []
 
     def start(self) -> None:
         engine = self.engine
@@ -68,7 +70,9 @@ class HeldTransaction:
                         return
             finally:
                 conn.close()
-        except Exception:  # noqa: BLE001 - the transaction is then held to the end, as without the condition
+        except Exception as exc:  # noqa: BLE001 - the transaction is then held to the end, as without the condition
+            self.problems.append(f"release_when could not be polled ({self.engine.first_line(exc)}); the "
+                                 f"transaction was held to the end")
             return
 
     def measurement_ended(self, end_ns: int) -> None:
@@ -98,13 +102,19 @@ class HeldTransaction:
                 return
             try:
                 self.engine.execute(self.conn, "ROLLBACK")
-            except Exception:  # noqa: BLE001
-                pass
+            except Exception as exc:  # noqa: BLE001 - closing ends the transaction anyway; a lost one is reported
+                if getattr(self.conn, "broken", False):
+                    self.problems.append(f"its connection was lost before the variant run ended "
+                                         f"({self.engine.first_line(exc)}), so the transaction was not held to "
+                                         f"the end")
             try:
                 self.conn.close()
             finally:
                 self.conn = None
 
     def describe(self) -> dict:
-        return {"name": self.spec.name, "kind": self.spec.kind, "isolation": self.spec.isolation,
-                "pid": self.pid, "released_at_s": self.released_at_s}
+        out = {"name": self.spec.name, "kind": self.spec.kind, "isolation": self.spec.isolation,
+               "pid": self.pid, "released_at_s": self.released_at_s}
+        if self.problems:
+            out["error"] = "; ".join(self.problems)
+        return out

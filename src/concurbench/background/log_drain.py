@@ -205,6 +205,7 @@ class LogDrain:
             self._unthrottle()
             if self.redirected and self.conn is not None:
                 try:
+                    self._reconnect_if_lost()
                     self._alter({name: self.previous.get(name) for name in SETTINGS})
                     if not self._wait_logfile(lambda f: f != self.fifo, self.restore_timeout):
                         self.notes.append(f"the server still logged to the FIFO {self.restore_timeout:.0f} s after "
@@ -226,6 +227,20 @@ class LogDrain:
                 except Exception:  # noqa: BLE001
                     pass
                 self.conn = None
+
+    def _reconnect_if_lost(self) -> None:
+        """The log settings must be put back even when this session's backend was terminated: connect again."""
+        try:
+            self.conn.execute("SELECT 1")
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure: try a new connection
+            lost = pg.first_line(exc)
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001
+            pass
+        self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
+        self.notes.append(f"its connection was lost ({lost}) and made again to restore the log settings")
 
     def _rescue_reader(self) -> Callable[[], None]:
         """Read the FIFO at full speed in a thread while the settings are restored (the drain is gone,

@@ -19,6 +19,7 @@ from .. import __version__
 from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
+from ..guards import check_scenario
 from ..provisioners.registry import TargetOptions, make_provisioner
 from ..report.render import terminal
 from ..report.tables import build_report
@@ -30,7 +31,7 @@ from .admin import doctor, gc_command
 from .claims import claims as claims_command
 from .compare import compare
 from .console import err, out
-from .exits import check_exit_code
+from .exits import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, check_exit_code
 from .merge import merge
 from .progress import Progress
 from .stored import report as report_command, results as results_command, write_and_list_plots
@@ -155,12 +156,15 @@ def _raise_interrupt(signum, frame):
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
 def validate(files: tuple[Path, ...], quick: bool) -> None:
-    """Check scenario files without touching a server; report every problem with file, line and field."""
+    """Check scenario files without touching a server; report every problem with file, line and field.
+    A variant that would open more sessions than the server's max_connections, this machine's open-file
+    limit or its memory allow is a problem too (for the default target and worker processes)."""
     failed = False
     for file in files:
         for q in sorted({False, quick}):
             try:
                 s = load_scenario(file, quick=q)
+                check_scenario(s)
             except ConfigError as exc:
                 failed = True
                 err.print(exc.message, highlight=False, soft_wrap=True)
@@ -169,7 +173,7 @@ def validate(files: tuple[Path, ...], quick: bool) -> None:
             points = sum(len(v.sweep) for v in s.variants)
             out.print(f"ok: {file} ({s.name}: {len(s.variants)} variants, {points} runs)")
     if failed:
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
 
 
 @cli.command(name="list")
@@ -204,15 +208,15 @@ def main() -> None:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
     except ConcurbenchError as exc:
         _fail(exc)
     except KeyboardInterrupt:
         err.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)
     except SystemExit:
         raise
     except Exception as exc:  # noqa: BLE001 - the last guard: one paragraph, no traceback unless asked
@@ -220,7 +224,7 @@ def main() -> None:
             traceback.print_exc()
         err.print(f"[red]internal error:[/red] {type(exc).__name__}: {exc} "
                   f"(set CONCURBENCH_DEBUG=1 for the traceback)", highlight=False, soft_wrap=True)
-        sys.exit(1)
+        sys.exit(EXIT_RUN_FAILED)
 
 
 if __name__ == "__main__":

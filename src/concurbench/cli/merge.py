@@ -16,7 +16,7 @@ from ..merger import merge_shards
 from ..report.render import terminal
 from ..report.tables import build_report
 from .console import err, out
-from .exits import check_exit_code
+from .exits import EXIT_RUN_FAILED, check_exit_code
 
 
 @click.command(name="merge")
@@ -48,6 +48,6 @@ def merge(shard_dirs: tuple[Path, ...], out_dir: Path, partial: bool, check: boo
     code = check_exit_code(run.claims) if check and run.status == "ok" else None
     out.print(str(run.path), soft_wrap=True)
     if run.status != "ok":
-        sys.exit(1)
+        sys.exit(EXIT_RUN_FAILED)
     if code:
         sys.exit(code)

@@ -136,17 +136,24 @@ def _run_dirs(directories: tuple[Path, ...]) -> list[Path]:
 
 def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
     table = Table("when (UTC)", "scenario", "target", "server", "variants", "status", "claims", "directory")
+    notes = []
     for path in runs:
         try:
             run = load_run(path)
-        except ConfigError:
+        except ConfigError as exc:
             table.add_row("?", "?", "?", "?", "?", "unreadable", "", str(path))
+            notes.append(f"unreadable: {exc.message}")
             continue
         servers = ", ".join(s.version_short for s in run.servers) or "–"
         passed = sum(1 for c in run.claims if c.verdict == "pass")
         table.add_row(run.started[:19].replace("T", " "), run.scenario.name + (" (quick)" if run.scenario.quick else ""),
                       str(run.target), servers, str(len({r.variant for r in run.variant_runs})), run.status,
                       f"{passed}/{len(run.claims)}" if run.claims else "–", str(path))
+        if run.status in ("running", "killed"):  # say what finished: the directory keeps it
+            finished = ", ".join(r.label for r in run.variant_runs) or "none"
+            notes.append(f"{run.status}: {path}: {run.error}; finished: {finished}")
     out.print(table)
+    for note in notes:
+        out.print(note, highlight=False, soft_wrap=True)
     if not runs:
         out.print(f"no runs under {', '.join(map(str, directories))}")

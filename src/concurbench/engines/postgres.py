@@ -63,14 +63,15 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline") -> None:
-    """Run a script outside any measurement, one statement at a time (so VACUUM may be among them)."""
+def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline", *, what: str = "setup SQL") -> None:
+    """Run a script outside any measurement, one statement at a time (so VACUUM may be among them);
+    `what` names it in errors (setup SQL, teardown SQL)."""
     for line, statement in split_sql(sql):
         try:
             conn.execute(statement.encode())  # bytes: no client-side placeholder parsing
         except psycopg.Error as exc:
             where = f"{origin}, statement at line {line}" if origin != "inline" else f"inline SQL, line {line}"
-            raise EngineError(f"setup SQL failed ({where}): {first_line(exc)}", exc) from exc
+            raise EngineError(f"{what} failed ({where}): {first_line(exc)}", exc) from exc
 
 
 def query_rows(conn: psycopg.Connection, sql: str, what: str) -> list[dict]:

@@ -88,14 +88,15 @@ def _drain(cursor) -> None:
             break
 
 
-def run_script(conn, sql: str, origin: str = "inline") -> None:
-    """Run a script batch by batch (split on GO lines), reading every result; `GO n` runs a batch n times."""
+def run_script(conn, sql: str, origin: str = "inline", *, what: str = "setup SQL") -> None:
+    """Run a script batch by batch (split on GO lines), reading every result; `GO n` runs a batch n times;
+    `what` names it in errors (setup SQL, teardown SQL)."""
     for line, batch in mssql.split_batches(sql):
         try:
             _drain(conn.execute(batch))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             where = f"{origin}, batch at line {line}" if origin != "inline" else f"inline SQL, line {line}"
-            raise EngineError(f"setup SQL failed ({where}): {first_line(exc)}", exc) from exc
+            raise EngineError(f"{what} failed ({where}): {first_line(exc)}", exc) from exc
 
 
 def query_rows(conn, sql: str, what: str) -> list[dict]:

@@ -75,14 +75,16 @@ class ExistingServer:
         rows = conn.execute("SELECT name, context FROM pg_settings WHERE name = ANY(%s)",
                             (list(self.settings),)).fetchall()
         context = dict(rows)
+        # the scenario asks for what this server cannot give: a usage error (exit 2), not a failed run
         unknown = [n for n in self.settings if n not in context]
         if unknown:
-            raise ProvisionError(f"the server has no setting named {', '.join(unknown)}")
+            raise ConfigError(f"server.settings: the server at {self.safe} has no setting named {', '.join(unknown)}")
         needs_restart = [n for n in self.settings if context[n] == "postmaster"]
         if needs_restart:
-            raise ProvisionError(f"{', '.join(needs_restart)} can only change with a server restart, which "
-                                 f"concurbench does not do to a server it does not own; set them yourself "
-                                 f"or use the embedded, binaries or docker target")
+            raise ConfigError(f"server.settings: {', '.join(needs_restart)} can only change with a server restart, "
+                              f"which concurbench does not do to a server it does not own ({self.safe}); set "
+                              f"{'them' if len(needs_restart) > 1 else 'it'} yourself or use the embedded, "
+                              f"binaries or docker target")
         previous = dict(conn.execute(
             "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf' "
             "AND name = ANY(%s) AND applied", (list(self.settings),)).fetchall())
@@ -107,7 +109,9 @@ class ExistingServer:
         self.changed = []
 
     def restart(self, settings: dict[str, str] | None = None) -> Connection:
-        raise ProvisionError("the dsn target cannot restart a server it does not own")
+        raise ConfigError(f"a variant sets server settings of its own, which needs a restart, and concurbench does "
+                          f"not restart a server it does not own ({self.safe}); run that variant on the embedded, "
+                          f"binaries or docker target")
 
     def stop(self) -> None:
         """Put back every setting this run changed; the server itself keeps running."""

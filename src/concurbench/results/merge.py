@@ -6,8 +6,9 @@ ConfigError naming both directories and what differs: a run that is not a shard;
 versions, scenarios (name or SHA-256), parameters, `--quick`, targets or plans (servers, variants,
 points, `--repeat`, number of shards); the same shard twice, or a variant run twice or outside its
 shard; one server of the plan run as two different versions; and missing shards, unless `partial`.
-Warned: missing shards with `partial`, shards that did not run all of their share (a failed or
-interrupted run), different hosts, worker process counts or concurbench versions.
+Warned: missing shards with `partial`, shards that did not run all of their share (a failed,
+interrupted or killed run: a killed shard gives what its journal kept), different hosts, worker
+process counts or concurbench versions. A shard still running is refused.
 
 The merged run lists its variant runs in the rule's order (server, repeat, variant, point), its
 servers in the plan's order, and in `merged_from` the shards it was made of.
@@ -21,7 +22,7 @@ from ..errors import ConfigError
 from .model import FORMAT_VERSION, MergedShard, Run, ServerInfo, VariantRun
 from .shards import Combination, Plan, Shard, describe
 
-STATUS_ORDER = ("ok", "incomplete", "interrupted", "failed")  # the merged status is the worst of the shards'
+STATUS_ORDER = ("ok", "incomplete", "interrupted", "failed", "killed")  # the merged status is the shards' worst
 
 
 @dataclass
@@ -39,6 +40,9 @@ def join(runs: list[Run], *, partial: bool = False) -> Joined:
         if run.shard is None:
             raise ConfigError(f"{run.path}: not a shard (the run was made without --shard); merge joins the run "
                               f"directories of `concurbench run --shard I/N`")
+        if run.status == "running":
+            raise ConfigError(f"{run.path}: shard {run.shard.label} is {run.error}; merge it once it has ended "
+                              f"(a shard killed without ending is merged with what it finished, with a warning)")
     runs = sorted(runs, key=lambda r: r.shard.index)
     first = runs[0]
     for other in runs[1:]:

@@ -8,9 +8,16 @@
         samples/*.csv   periodic sampler time series, one file per sampler
         report.md       the comparison tables (written by the caller, report.render.write_report)
 
+While the run goes, manifest.json says `"status": "running"` and the variant runs that finished are
+in variant-runs.jsonl (results/journal.py); the final files replace them at the end, the manifest
+last (each file is written to a temporary name and renamed, so a kill leaves a whole file or none).
+When the directory cannot take them (a full disk), `save_run` writes them to a fallback directory
+instead and says where.
+
 Writing never changes the Run it writes. `load_run` is the one reader: it checks the format version
 of both JSON files, migrates older formats (results/migrate.py), refuses newer ones, and turns any
-unreadable or malformed file into a ConfigError naming it.
+unreadable or malformed file into a ConfigError naming it. A directory whose run is still going or
+was killed is read from its journal, with status `running` or `killed`.
 """
 
 from __future__ import annotations
@@ -23,13 +30,16 @@ import platform
 import re
 import socket
 import sys
+import tempfile
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
-from ..errors import ConcurbenchError, ConfigError
+from ..errors import ConfigError
+from . import journal
 from .migrate import migrate
 from .model import FORMAT_VERSION, FormatProblem, Run, SAMPLE_KEYS, VariantRun
 
@@ -51,28 +61,60 @@ def now_iso() -> str:
 
 
 def create_run_dir(out_dir: Path, scenario_name: str) -> Path:
-    """A new, empty directory `<UTC timestamp>-<scenario>` under `out_dir` (with `-N` if the name is taken)."""
+    """A new, empty directory `<UTC timestamp>-<scenario>` under `out_dir` (with `-N` if the name is taken).
+    An `out_dir` that cannot hold one (a file, /proc, a read-only place) is a ConfigError naming it."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    for n in range(1000):
-        path = out_dir / (f"{stamp}-{scenario_name}" + (f"-{n}" if n else ""))
-        try:
-            path.mkdir()
-            return path
-        except FileExistsError:
-            continue
-    raise ConcurbenchError(f"cannot create a run directory under {out_dir}")
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for n in range(1000):
+            path = out_dir / (f"{stamp}-{scenario_name}" + (f"-{n}" if n else ""))
+            try:
+                path.mkdir()
+                return path
+            except FileExistsError:
+                continue
+    except OSError as exc:
+        raise ConfigError(f"{out_dir}: cannot create a run directory there: {_why(exc, out_dir)}", cause=exc) from exc
+    raise ConfigError(f"{out_dir}: cannot create a run directory there: 1,000 runs named {stamp}-{scenario_name} "
+                      f"already exist")
+
+
+def _why(exc: OSError, path: Path) -> str:
+    """An OSError as a reason, naming the part of the path at fault when it is not `path` itself."""
+    reason = exc.strerror or str(exc)
+    culprit = Path(exc.filename) if getattr(exc, "filename", None) else None
+    if isinstance(exc, NotADirectoryError):
+        for parent in [path, *path.parents]:
+            if parent.exists() and not parent.is_dir():
+                return f"{parent} is a file, not a directory"
+    if culprit is not None and culprit != path:
+        return f"{culprit}: {reason}"
+    return reason
 
 
 # Writing ---------------------------------------------------------------------------------------------
 
+def start_run(run: Run, planned: int | None = None) -> None:
+    """Mark `run.path` as a run in progress: a manifest with status "running", the process running it,
+    and how many variant runs are planned. An unwritable directory is a ConfigError naming it."""
+    manifest = {**run.manifest_dict(), "status": "running", "owner": journal.owner(), "planned_runs": planned}
+    try:
+        _write_json(run.path / MANIFEST, manifest)
+    except OSError as exc:
+        raise ConfigError(f"{run.path / MANIFEST}: cannot write the run directory: {_why(exc, run.path)}",
+                          cause=exc) from exc
+
+
+record_variant_run = journal.append  # (path, variant_run) -> why it could not be kept, or None
+
+
 def write_run(run: Run, path: Path | None = None) -> Path:
-    """Write the run's data files into `path` (default `run.path`); returns the directory."""
+    """Write the run's data files into `path` (default `run.path`), the manifest last; then drop the
+    journal of the run in progress. Returns the directory."""
     path = Path(path or run.path)
-    _write_json(path / MANIFEST, run.manifest_dict())
     _write_json(path / SUMMARY, run.summary_dict())
-    (path / SUMMARY_CSV).write_text(csv_text(run), encoding="utf-8", newline="")
+    _write_text(path / SUMMARY_CSV, csv_text(run))
     samples: dict[str, list[dict]] = {}
     for r in run.variant_runs:
         for name, rows in r.samples.items():
@@ -81,8 +123,49 @@ def write_run(run: Run, path: Path | None = None) -> Path:
     if samples:
         (path / SAMPLES).mkdir(exist_ok=True)
         for name, rows in samples.items():
-            (path / SAMPLES / f"{name}.csv").write_text(_csv(rows), encoding="utf-8", newline="")
+            _write_text(path / SAMPLES / f"{name}.csv", _csv(rows))
+    _write_json(path / MANIFEST, run.manifest_dict())
+    journal.remove(path)
     return path
+
+
+def fallback_dir(run: Run) -> Path:
+    """Where a run goes when its own directory cannot take it: the system's temporary folder."""
+    return Path(tempfile.gettempdir()) / "concurbench-unsaved" / Path(run.path).name
+
+
+def save_run(run: Run, also: Callable[[Run], object] | None = None) -> tuple[Run, str | None]:
+    """Write the run (and `also(run)`, such as report.md) into its directory; when that fails (a full
+    disk, a directory gone read-only), into `fallback_dir(run)`. Returns the run as written (its
+    `path` is where it went) and what went wrong, or None."""
+    try:
+        write_run(run)
+        if also is not None:
+            also(run)
+        return run, None
+    except OSError as exc:
+        failed = f"cannot write the run directory {run.path}: {_why(exc, Path(run.path))}"
+    moved = replace(run, path=fallback_dir(run))
+    try:
+        moved.path.mkdir(parents=True, exist_ok=True)
+        write_run(moved)
+        if also is not None:
+            also(moved)
+    except OSError as exc:
+        return run, f"{failed}; nor into {moved.path}: {_why(exc, moved.path)}; the tables printed are all " \
+                    f"that is left of the results"
+    _leave_note(run, moved.path, failed)
+    return moved, f"{failed}; the results were written to {moved.path} instead"
+
+
+def _leave_note(run: Run, moved_to: Path, failed: str) -> None:
+    """Best effort: the first directory's manifest says where its run went (the journal makes room)."""
+    journal.remove(run.path)
+    note = replace(run, status="failed", error=f"{failed}; the results were written to {moved_to} instead")
+    try:
+        _write_json(Path(run.path) / MANIFEST, note.manifest_dict())
+    except OSError:
+        pass
 
 
 def csv_rows(run: Run) -> list[dict]:
@@ -102,7 +185,22 @@ def csv_text(run: Run) -> str:
 
 
 def _write_json(path: Path, data) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n", encoding="utf-8")
+    _write_text(path, json.dumps(data, indent=2, default=str) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
+    """Write to a temporary name beside `path`, then rename: a reader (or a kill) sees all of it or none."""
+    temporary = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(temporary, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(temporary, path)
+    except OSError:
+        try:
+            temporary.unlink()
+        except OSError:
+            pass
+        raise
 
 
 def _csv(rows: list[dict]) -> str:
@@ -131,6 +229,8 @@ def load_run(path: Path | str) -> Run:
         data = _read_json(file)
         docs.append(data)
         versions.append(_version(data, file))
+        if name == MANIFEST and data.get("status") == "running":
+            return _unfinished(path, data, versions[0])
     if versions[0] != versions[1]:
         raise ConfigError(f"{path}: {MANIFEST} is format version {versions[0]} but {SUMMARY} is {versions[1]}: "
                           f"the files come from different runs or were edited")
@@ -149,6 +249,32 @@ def load_run(path: Path | str) -> Run:
     if any(samples):
         run = replace(run, variant_runs=[replace(r, samples=s) if s else r for r, s in zip(run.variant_runs, samples)])
     return run
+
+
+def _unfinished(path: Path, manifest: dict, version: int) -> Run:
+    """A run still going or killed: its manifest and the variant runs its journal kept."""
+    if version != FORMAT_VERSION:
+        raise ConfigError(f"{path / MANIFEST}: a run in progress written in format version {version}; this "
+                          f"concurbench reads runs in progress of version {FORMAT_VERSION} only")
+    runs, problems = journal.read(path)
+    owner = manifest.get("owner")
+    alive = journal.owner_alive(owner)
+    planned = manifest.get("planned_runs")
+    finished = f"{len(runs)}{f' of {planned}' if isinstance(planned, int) else ''} variant runs finished"
+    who = f"pid {owner.get('pid')}" + (f" on {owner.get('host')}" if alive is None else "") \
+        if isinstance(owner, dict) else "its process"
+    if alive is False:
+        status, error = "killed", f"{who} ended without finishing the run; {finished}"
+    else:
+        status, error = "running", f"still running ({who}){' or killed on that host' if alive is None else ''}; " \
+                                   f"{finished} so far"
+    if problems:
+        error += "; " + "; ".join(problems)
+    try:
+        run = Run.from_dicts(manifest, {"format_version": version, "results": []}, path=path, format_version=version)
+    except FormatProblem as exc:
+        raise ConfigError(f"{path / MANIFEST}: {exc}; not a run directory concurbench can read", cause=exc) from exc
+    return replace(run, status=status, error=error, variant_runs=runs)
 
 
 def _read_json(file: Path) -> dict:

@@ -60,6 +60,11 @@ class Sampler:
         raise NotImplementedError
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def numeric_delta(before: dict, after: dict) -> dict:
     out = {}
     for key, value in after.items():
@@ -94,6 +99,8 @@ class SamplerDriver:
         self._end = threading.Event()
         self._thread: threading.Thread | None = None
         self.conn = None
+        self._reconnected = False  # the connection is made again once per variant run when its backend is gone
+        self._given_up = False
 
     # WindowListener -----------------------------------------------------------
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
@@ -127,20 +134,52 @@ class SamplerDriver:
             self.conn = None
 
     def _safe(self, sampler: Sampler):
+        if self._given_up:
+            return None
         try:
             return sampler.read(self.conn)
         except Exception as exc:  # noqa: BLE001 - a failing sampler must not stop the measurement
-            self.errors.append(f"sampler {sampler.name}: {str(exc).strip().splitlines()[0] if str(exc) else exc}")
+            if self._lost() and self._reconnect(_first_line(exc)):
+                try:
+                    return sampler.read(self.conn)
+                except Exception as again:  # noqa: BLE001
+                    exc = again
+            self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
             try:
                 self.conn.rollback()
             except Exception:  # noqa: BLE001
                 pass
             return None
 
+    def _lost(self) -> bool:
+        """The connection's backend is gone (terminated, the server restarted): psycopg says so."""
+        return bool(getattr(self.conn, "broken", False) or getattr(self.conn, "closed", False))
+
+    def _reconnect(self, lost: str) -> bool:
+        """Connect again, once per variant run; after a second loss the samplers stop reading."""
+        if self._reconnected:
+            if not self._given_up:
+                self.errors.append(f"samplers: the connection was lost again ({lost}); no more readings")
+            self._given_up = True
+            return False
+        self._reconnected = True
+        self.close()
+        try:
+            self.conn = self.connect()
+            for sampler in self.samplers:
+                sampler.prepare(self.conn, self.version_num)
+        except Exception as exc:  # noqa: BLE001 - reported, and the measurement goes on without readings
+            self.errors.append(f"samplers: the connection was lost ({lost}) and could not be made again: "
+                               f"{_first_line(exc)}; no more readings")
+            self._given_up = True
+            return False
+        self.errors.append(f"samplers: the connection was lost ({lost}) and made again")
+        return True
+
     def _snapshots(self, snapshot: list[Sampler], into: dict, *, closing: bool, settle: bool = True) -> None:
         """These snapshot samplers' readings, once the figures have settled (each distinct settle once)."""
         settled = set()
-        for s in snapshot if settle else ():
+        for s in snapshot if settle and not self._given_up else ():
             if type(s).settle in settled:
                 continue
             settled.add(type(s).settle)
@@ -148,7 +187,7 @@ class SamplerDriver:
                 note = s.settle(self.conn, closing=closing, sessions=self.sessions, clock=self.clock,
                                 sleep=self.sleep)
             except Exception as exc:  # noqa: BLE001 - the readings are still taken, with a note
-                note = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                note = _first_line(exc)
                 try:
                     self.conn.rollback()
                 except Exception:  # noqa: BLE001

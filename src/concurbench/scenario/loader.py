@@ -24,7 +24,7 @@ from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Publish
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
 from .versions import VersionSpec, parse_versions
-from .yamlpos import Checker, as_int, describe, join, load_yaml
+from .yamlpos import Checker, as_int, describe, join, load_yaml, read_text
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
             "setup", "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants", "probes",
@@ -116,8 +116,14 @@ def _scalar(text: str) -> Any:
         return text
 
 
-def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str) -> None:
-    """Replace ${name} in every string below node (the parameters section itself excepted)."""
+def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str, seen: set[int] | None = None) -> None:
+    """Replace ${name} in every string below node (the parameters section itself excepted). A node reached
+    again through a YAML alias is done once: nested aliases would otherwise be walked exponentially often."""
+    seen = set() if seen is None else seen
+    if isinstance(node, (dict, list)):
+        if id(node) in seen:
+            return
+        seen.add(id(node))
     if isinstance(node, dict):
         items = [(k, v) for k, v in node.items() if not (path == "" and k == "parameters")]
     elif isinstance(node, list):
@@ -129,7 +135,7 @@ def _substitute(node: Any, params: dict[str, Any], check: Checker, path: str) ->
         if isinstance(value, str) and "${" in value:
             node[key] = _expand(value, params, lambda msg: check.add(node, key, sub, msg))
         else:
-            _substitute(value, params, check, sub)
+            _substitute(value, params, check, sub, seen)
 
 
 def _expand(text: str, params: dict[str, Any], report) -> Any:
@@ -154,6 +160,7 @@ class _Builder(ServerSections):
         self.check = check
         self.params = params
         self.files: list[Path] = []
+        self.positions: dict[str, tuple[int, int]] = {}  # field path -> (line, column), for later checks (guards.py)
         self.engine = "postgres"
 
     def build(self, doc: CommentedMap, quick: bool) -> Scenario:
@@ -191,7 +198,8 @@ class _Builder(ServerSections):
             description=c.string(doc, "description", "", default="") or "",
             source=source, settings=settings, parameters=tuple(self.params.items()), setup=setup,
             teardown=teardown, variants=variants, baselines=baselines, seed=seed, quick=quick,
-            expect=self._expect(doc, variants), database=database, versions=versions, images=images)
+            expect=self._expect(doc, variants), database=database, versions=versions, images=images,
+            extras={"positions": dict(self.positions)})
 
     # -- sections ----------------------------------------------------------
     def _sql_steps(self, node, key, path) -> tuple[SqlStep, ...]:
@@ -239,8 +247,12 @@ class _Builder(ServerSections):
         for base in [self.path.resolve().parent, *self.path.resolve().parents]:
             candidate = base / rel
             if candidate.is_file():
+                try:
+                    text = read_text(candidate, "SQL file")
+                except ConfigError as exc:
+                    self.check.add(item, "file", path, exc.message)
+                    return None
                 self.files.append(candidate)
-                text = candidate.read_text(encoding="utf-8")
                 return SqlStep(_expand(text, self.params, lambda m: self.check.add(item, "file", path,
                                                                                   f"{candidate}: {m}")),
                                str(rel))
@@ -432,6 +444,7 @@ class _Builder(ServerSections):
                 self.check.add(node, name, path, f"must be a mapping, got {describe(pnode)}")
                 continue
             self.check.known_keys(pnode, path, POOL_KEYS, required=("clients", "transaction"))
+            self.positions[join(path, "clients")] = self.check.position(pnode, "clients" if "clients" in pnode else None)
             clients = pnode.get("clients")
             n_clients = None if clients == "sweep" else as_int(clients)
             if clients is not None and clients != "sweep" and (n_clients is None or n_clients < 1):

@@ -8,7 +8,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
-from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from ..errors import ConfigError
 from ..util import parse_duration, suggest
@@ -28,21 +28,68 @@ class Problem:
         return f"{where}:{field} {self.message}"
 
 
+def read_text(path: Path, what: str = "scenario file") -> str:
+    """A file's text as UTF-8; a file that cannot be read, or is not UTF-8, is a ConfigError naming it
+    (and, for bytes that are not UTF-8, the line and column where they start)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the {what}: {exc.strerror or exc}", cause=exc) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start].decode("utf-8", errors="replace")
+        line, col = _line_col(before, len(before))
+        problem = Problem(str(path), line, col, "", f"the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                                                    f"offset {exc.start}); save it as UTF-8")
+        raise ConfigError(str(problem), problems=[problem], cause=exc) from exc
+
+
+def _line_col(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of a character offset into text."""
+    before = text[:offset]
+    return before.count("\n") + 1, offset - (before.rfind("\n") + 1) + 1
+
+
+# A mistake of these kinds is where the construct opened, not where the parser gave up (the end of the
+# file for a quote that is never closed).
+_OPENED_AT = {"while scanning a quoted scalar": "the quoted string that starts here is never closed"}
+
+
 def load_yaml(path: Path) -> Any:
     """Parse a YAML file into ruamel's round-trip nodes (which carry positions)."""
     yaml = YAML(typ="rt")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the scenario file: {exc.strerror or exc}", cause=exc) from exc
+    text = read_text(path)
     try:
         return yaml.load(text)
     except MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
-        what = exc.problem or exc.context or "invalid YAML"
-        problem = Problem(str(path), line, col, "", f"not valid YAML: {what}")
+        problem = Problem(str(path), *_yaml_problem(exc))
         raise ConfigError(str(problem), problems=[problem], cause=exc) from exc
+    except YAMLError as exc:  # the reader's: a character YAML does not allow (a NUL, a control character)
+        position = getattr(exc, "position", None)
+        line, col = _line_col(text, position) if isinstance(position, int) else (1, 1)
+        char = getattr(exc, "character", None)
+        code = ord(char) if isinstance(char, str) and len(char) == 1 else char
+        reason = f"the character #x{code:04x} is not allowed in YAML" if isinstance(code, int) else \
+            str(getattr(exc, "reason", "") or str(exc).splitlines()[0])
+        problem = Problem(str(path), line, col, "", f"not valid YAML: {reason}")
+        raise ConfigError(str(problem), problems=[problem], cause=exc) from exc
+
+
+def _yaml_problem(exc: MarkedYAMLError) -> tuple[int, int, str, str]:
+    """Line, column, field path (none) and message of a parser error: where the problem is, and where
+    the construct it is in was opened when that is elsewhere."""
+    problem, context = exc.problem_mark, exc.context_mark
+    what = exc.problem or exc.context or "invalid YAML"
+    if context is not None and exc.context in _OPENED_AT:
+        end = f" ({what} at {problem.line + 1}:{problem.column + 1})" if problem is not None else ""
+        return context.line + 1, context.column + 1, "", f"not valid YAML: {_OPENED_AT[exc.context]}{end}"
+    mark = problem or context
+    line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+    if context is not None and problem is not None and exc.context and (context.line, context.column) != (
+            problem.line, problem.column):
+        what += f" ({exc.context} at {context.line + 1}:{context.column + 1})"
+    return line, col, "", f"not valid YAML: {what}"
 
 
 def join(path: str, key) -> str:

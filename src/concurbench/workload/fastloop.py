@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import psycopg
 
 from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
-from .session import DONE, FLUSH_AT, ROLLING_BACK, RUNNING, THINKING, Session
+from .session import DONE, FLUSH_AT, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 
 try:
     from . import _fastloop
@@ -89,8 +90,9 @@ def describe(requested: str, engine: str = "postgres") -> str:
 class _Glue:
     """What the C loop asks of one Python session: the rare steps, and the hand-back at the end."""
 
-    def __init__(self, session: Session):
+    def __init__(self, session: Session, window):
         self.session = session
+        self.window = window
         self.latencies = [session.stats.statement(name) for name in session.names]
         self.draws = [draw for _name, draw in session.drawers]
 
@@ -132,6 +134,9 @@ class _Glue:
     def reconnect(self):
         s = self.session
         if not s._reconnect():
+            now = time.perf_counter_ns()
+            if s.refused_since and now - s.refused_since >= REFUSED_FOR_NS:
+                self.window[2] = min(self.window[2], now)  # as pool._loop does: the load stops for every worker
             return None
         return s.runner.pgconn.pgconn_ptr, s.fd
 
@@ -175,7 +180,7 @@ def run(sessions: list[Session], window, status, finished, slot_done: int) -> No
     bind()
     if not sessions:
         return
-    specs = [_Glue(s).spec() for s in sessions]
+    specs = [_Glue(s, window).spec() for s in sessions]
     env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
            pg.result_failure)
     _fastloop.run(specs, window, status, finished, sessions[0].counter, env)

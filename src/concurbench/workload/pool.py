@@ -29,7 +29,7 @@ from ..errors import RunError
 from ..scenario.model import Pool
 from . import fastloop
 from .session import DONE as SESSION_DONE
-from .session import FAR_FUTURE, ROLLING_BACK, RUNNING, Session, THINKING
+from .session import FAR_FUTURE, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
 from .window_end import END_BOUND_S, end_sessions
 
@@ -57,6 +57,7 @@ class PoolRunResult:
     loop: str = "python"  # the workers' event loop: "compiled" or "python"
     workers: int = 0  # worker processes started
     reported: int = 0  # of those, the ones that sent their results
+    stopped: str | None = None  # why the load was stopped before the window's end (the server refused connections)
 
     @property
     def complete(self) -> bool:
@@ -83,8 +84,10 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
                         merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
     live, problems = _connect_all(specs, sessions, status)
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    stopped = None
     try:
-        (_compiled_loop if loop == "compiled" else _loop)(live, window, status, finished)
+        run = _compiled_loop if loop == "compiled" else _loop
+        stopped = run(live, window, status, finished)
     except Exception as exc:  # noqa: BLE001 - keep what was measured
         problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
     finally:
@@ -99,7 +102,7 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
     results.put({"worker": mp.current_process().name, "pools": {n: s.to_dict() for n, s in merged.items()},
-                 "problems": problems,
+                 "problems": problems, "stopped": stopped,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
                  "wall_s": time.perf_counter() - wall0})
 
@@ -141,14 +144,16 @@ def _await_start(window, sessions: list[Session]) -> None:
         session.open_window(window[1])
 
 
-def _compiled_loop(sessions: list[Session], window, status, finished) -> None:
-    """The same loop in C (fastloop.py)."""
+def _compiled_loop(sessions: list[Session], window, status, finished) -> str | None:
+    """The same loop in C (fastloop.py); a reconnect the server has refused too long ends the window there."""
     _await_start(window, sessions)
     fastloop.run(sessions, window, status, finished, DONE)
+    return _refused(sessions, time.perf_counter_ns())
 
 
-def _loop(sessions: list[Session], window, status, finished) -> None:
-    """Step every session until the window ends or all are done; only stepped sessions are looked at."""
+def _loop(sessions: list[Session], window, status, finished) -> str | None:
+    """Step every session until the window ends or all are done; only stepped sessions are looked at.
+    Returns why it ended the window for every worker early (the server refused connections), or None."""
     clock = time.perf_counter_ns
     _await_start(window, sessions)
     poller = select.epoll()
@@ -186,10 +191,14 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
         while remaining:
             now = clock()
             if now >= window[2]:
-                return
+                return None
             if now >= next_parent_check:  # a killed harness must not leave its workers behind
                 if os.getppid() != parent:
-                    return
+                    return None
+                refused = _refused(sessions, now)
+                if refused is not None:
+                    window[2] = now  # ends the window for every worker process and the harness
+                    return refused
                 next_parent_check = now + 200_000_000
             timeout = 0.05 if not sleeping else max(0.0, min(0.05, (sleeping[0][0] - now) / 1e9))
             for fd, _event in poller.poll(timeout):
@@ -204,6 +213,17 @@ def _loop(sessions: list[Session], window, status, finished) -> None:
                 settle(session)
     finally:
         poller.close()
+    return None
+
+
+def _refused(sessions: list[Session], now: int) -> str | None:
+    """Why to stop the load: sessions whose reconnects the server has refused for REFUSED_FOR_NS."""
+    refused = [s for s in sessions if s.refused_since and now - s.refused_since >= REFUSED_FOR_NS]
+    if not refused:
+        return None
+    return (f"stopped early: the server refused new connections ({refused[0].refusal}); {len(refused)} of "
+            f"{len(sessions)} sessions of a worker process could not reconnect for "
+            f"{REFUSED_FOR_NS / 1e9:g} s")
 
 
 def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:
@@ -259,6 +279,7 @@ class PoolRunner:
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
         interrupted = False
         measure_from = end = 0
+        failure: BaseException | None = None
         try:
             for p in procs:
                 p.start()
@@ -276,14 +297,21 @@ class PoolRunner:
             interrupted = True
             end = time.perf_counter_ns()
             self._stop_now(window)
-        except BaseException:
+        except BaseException as exc:  # noqa: BLE001 - raised again below, once the workers are collected
             self._stop_now(window)
-            raise
+            failure = exc
         finally:
             if measure_from and end:
                 for listener in self.listeners:
                     listener.measurement_ended(end)
             collected, lost = self._collect(results, procs, buckets, window)
+        if isinstance(failure, RunError):  # the sessions could not connect: say why, as the workers heard it
+            problems = [p for item in collected for p in item["problems"]]
+            why = f": {problems[0]}" + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") \
+                if problems else ""
+            raise RunError(failure.message + why, failure.cause) from failure
+        if failure is not None:
+            raise failure
         result = self._result(collected, lost, len(procs), measure_from, end, interrupted)
         result.loop = loop
         return result
@@ -388,6 +416,7 @@ class PoolRunner:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
         cpu, wall = [], []
+        stopped = next((item.get("stopped") for item in collected if item.get("stopped")), None)
         for item in collected:
             for name, data in item["pools"].items():
                 pools[name].merge(PoolStats.from_dict(data))
@@ -395,9 +424,11 @@ class PoolRunner:
             cpu.append(item["cpu_s"])
             wall.append(item["wall_s"])
         messages.extend(lost)
+        if stopped:
+            messages.append(stopped)  # last: the reason the run stops
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
-                             workers=workers, reported=len(collected))
+                             workers=workers, reported=len(collected), stopped=stopped)
 
 
 def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:

@@ -9,11 +9,12 @@ inside the measurement window, so warm-up and cut-off transactions never reach t
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass
 
 from ..engines import postgres as pg
-from ..engines.classes import CONNECTION, RETRYABLE, SUCCESS
+from ..engines.classes import CONNECTION, RETRYABLE, SUCCESS, refused
 from ..scenario.model import Pool
 from .distributions import make_drawer
 from .stats import PoolStats
@@ -23,6 +24,11 @@ FLUSH_AT = 65_536  # pending transactions in a pool's buffers that make the hot 
 
 # What a session is doing.
 IDLE, RUNNING, ROLLING_BACK, THINKING, DONE = range(5)
+
+# A session whose reconnects the server has refused this long ("too many clients") stops the load: the
+# figures would no longer be those of the configured client count, and waiting for the window's end
+# would only repeat the refusal.
+REFUSED_FOR_NS = 1_000_000_000
 
 
 def application_name(pool: str) -> str:
@@ -85,6 +91,9 @@ class Session:
         self._end_append = self._ends.append
         self._appends = [self.stats.statement(name).pending.append for name in self.names]
         self._timings: list[int] = []
+        self.refused_since = 0  # perf_counter ns of the first of this session's reconnects the server refused
+        self.refusal = ""  # what the server said
+        self._reconnect_failure = "connection: cannot reconnect"
 
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
@@ -110,9 +119,16 @@ class Session:
         self.close()
         try:
             self.connect()
+            self.refused_since = 0
             return True
-        except Exception:  # noqa: BLE001 - counted as a connection error; tried again next transaction
+        except Exception as exc:  # noqa: BLE001 - counted as a connection error; tried again next transaction
             self.runner = None
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].strip()
+            reason = reason.rsplit("FATAL:", 1)[-1].strip() or reason  # the server's own words, when it spoke
+            self._reconnect_failure = f"connection: cannot reconnect: {re.sub(r'[0-9]+', 'N', reason)[:160]}"
+            if refused(str(exc)):
+                self.refused_since = self.refused_since or time.perf_counter_ns()
+                self.refusal = reason
             return False
 
     def open_window(self, measure_from: int) -> None:
@@ -140,7 +156,7 @@ class Session:
 
     def _start_attempt(self, now: int, window) -> None:
         if self.runner is None and not self._reconnect():
-            self._finish(now, window, (CONNECTION, "connection: cannot reconnect"))
+            self._finish(now, window, (CONNECTION, self._reconnect_failure))
             return
         self._timings.clear()
         self.step = 0
