@@ -46,9 +46,9 @@ import psycopg
 
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres, wheel_install
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import parse_distribution
+from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload import fastloop
 from concurbench.workload.pool import PoolRunner
 

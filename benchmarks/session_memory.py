@@ -29,7 +29,7 @@ import psutil
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import parse_distribution
+from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.session import Session
 
 SETUP = ("CREATE TABLE accounts (aid int PRIMARY KEY, abalance int NOT NULL DEFAULT 0, filler char(84));"

@@ -40,7 +40,7 @@ from .results.store import create_run_dir, host_info, now_iso, record_variant_ru
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
-from .scenario.yamlpos import suggest
+from .util import suggest
 from .workload.pool import PoolRunner, resolve_clients
 from .workload.session import application_name
 

@@ -17,7 +17,7 @@ import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 from concurbench.workload.stats import PoolStats
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,7 @@ from concurbench.errors import ConfigError, EngineError
 from concurbench.guards import check_connected
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from concurbench.report.metrics import pool_metrics
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.distributions import Distribution, parse_distribution
+from concurbench.scenario.distributions import Distribution, parse_distribution
 from concurbench.workload.pool import PoolRunner
 
 pytestmark = pytest.mark.integration

@@ -17,6 +17,7 @@ import pytest
 
 from concurbench.cli.exits import EXIT_USAGE
 from concurbench.cli.main import main
+from concurbench.util import suggest
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD = ROOT / "tests" / "fixtures" / "bad"
@@ -180,8 +181,6 @@ def test_a_killed_run_is_reported_with_what_finished(capsys, monkeypatch):
 
 
 def test_a_did_you_mean_never_suggests_the_word_itself():
-    from concurbench.scenario.yamlpos import suggest
-
     assert suggest("tps", ["tps", "tpx"]) == " (did you mean 'tpx'?)"
     assert suggest("tps", ["tps"]) == ""
 

@@ -15,7 +15,7 @@ from concurbench.check import CheckPolicy
 from concurbench.errors import ConfigError
 from concurbench.results.shards import Shard
 from concurbench.runner import Runner
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 BIG = 1 << 40  # more memory or files than any case here needs
 

@@ -15,7 +15,7 @@ from concurbench.cli.progress import Progress
 from concurbench.plan import SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.scenario import load_scenario
+from concurbench.scenarios import load_scenario
 
 SCENARIO = """name: p
 engine: postgres
