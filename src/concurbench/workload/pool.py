@@ -133,13 +133,13 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _await_start(window, sessions: list[Session]) -> None:
+def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sleep=time.sleep) -> None:
     """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window."""
     while window[0] == 0:
-        time.sleep(0.005)
-    delay = window[0] - time.perf_counter_ns()
+        sleep(0.005)
+    delay = window[0] - clock()
     if delay > 0:
-        time.sleep(delay / 1e9)
+        sleep(delay / 1e9)
     for session in sessions:
         session.open_window(window[1])
 
@@ -151,12 +151,12 @@ def _compiled_loop(sessions: list[Session], window, status, finished) -> str | N
     return _refused(sessions, time.perf_counter_ns())
 
 
-def _loop(sessions: list[Session], window, status, finished) -> str | None:
+def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_counter_ns, sleep=time.sleep,
+          poller=None) -> str | None:
     """Step every session until the window ends or all are done; only stepped sessions are looked at.
     Returns why it ended the window for every worker early (the server refused connections), or None."""
-    clock = time.perf_counter_ns
-    _await_start(window, sessions)
-    poller = select.epoll()
+    _await_start(window, sessions, clock, sleep)
+    poller = poller or select.epoll()  # a test passes its own, with its own clock
     by_fd: dict[int, Session] = {}
     polled: dict[int, object] = {}  # slot -> the runner whose fd is registered
     sleeping: list[tuple[int, int, Session]] = []  # (wake time, slot, session) for think times

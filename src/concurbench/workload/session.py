@@ -58,7 +58,8 @@ class Session:
     set of histograms per pool is far smaller than one per session."""
 
     def __init__(self, conninfo: str, pool: Pool, index: int, seed: int, counter, slot: int, engine=pg,
-                 stats: PoolStats | None = None):
+                 stats: PoolStats | None = None, clock=time.perf_counter_ns):
+        self.clock = clock  # nanoseconds; a test drives the state machine with its own
         self.conninfo = conninfo
         self.engine = engine  # the engine module: postgres or sqlserver
         self.pool = pool
@@ -127,7 +128,7 @@ class Session:
             reason = reason.rsplit("FATAL:", 1)[-1].strip() or reason  # the server's own words, when it spoke
             self._reconnect_failure = f"connection: cannot reconnect: {re.sub(r'[0-9]+', 'N', reason)[:160]}"
             if refused(str(exc)):
-                self.refused_since = self.refused_since or time.perf_counter_ns()
+                self.refused_since = self.refused_since or self.clock()
                 self.refusal = reason
             return False
 
@@ -147,7 +148,7 @@ class Session:
         self.t0 = now  # the transaction's time includes drawing its parameters, its first statement's not
         if self.drawers:
             self.params = {name: draw() for name, draw in self.drawers}
-            now = time.perf_counter_ns()
+            now = self.clock()
         else:
             self.params = None
         self.attempt = 0
@@ -202,7 +203,7 @@ class Session:
         self.t0 = now
         if drawers:
             self.params = params = {name: draw() for name, draw in drawers}
-            self.s0 = time.perf_counter_ns()
+            self.s0 = self.clock()
         else:
             self.params = params = None
             self.s0 = now
