@@ -45,7 +45,7 @@ def run_dir_of(result) -> Path:
 def leftovers(docker_client, concurbench_containers):
     """Asserts, after the test, that it left no concurbench container or volume behind."""
     def volumes() -> set[str]:
-        return {v.name for v in docker_client.volumes.list(filters={"label": target.LABEL_RUN})}
+        return {v.name for v in docker_client.volumes.list(filters={"label": containers.LABEL_RUN})}
 
     containers_before, volumes_before = concurbench_containers(), volumes()
     yield
@@ -111,7 +111,7 @@ def test_kept_container_and_the_password_in_no_file(tmp_path, docker_client, con
                              dbname="concurbench", connect_timeout=10) as conn:
             assert conn.execute("SELECT count(*) FROM t").fetchone() == (1,)
     finally:
-        run_ids = {docker_client.containers.get(n).labels[target.LABEL_RUN]
+        run_ids = {docker_client.containers.get(n).labels[containers.LABEL_RUN]
                    for n in concurbench_containers() - before}
         if run_ids:
             assert len(docker_engine.remove_leftover_containers(run_ids)) == len(run_ids)
@@ -167,10 +167,10 @@ def test_restart_applies_settings_and_keeps_the_data(docker_client, leftovers):
     try:
         connection = server.start()
         container = docker_client.containers.get(server.container_name)
-        assert container.labels[target.LABEL_RUN] == server.run_id
+        assert container.labels[containers.LABEL_RUN] == server.run_id
         assert container.labels[containers.LABEL_KIND] == "postgres"
         assert container.labels[containers.LABEL_OWNER] == str(os.getpid())
-        volumes = docker_client.volumes.list(filters={"label": f"{target.LABEL_SERVER}={server.server_id}"})
+        volumes = docker_client.volumes.list(filters={"label": f"{containers.LABEL_SERVER}={server.server_id}"})
         assert len(volumes) == 1
         with psycopg.connect(connection.conninfo, autocommit=True) as conn:
             assert conn.execute("SHOW work_mem").fetchone() == ("4MB",)
@@ -230,7 +230,7 @@ def test_remove_leftover_containers_of_a_killed_run(docker_client, images):
     for run_id in (killed, other):
         made.append(docker_client.containers.run(
             images.sleeper, name=f"concurbench-{run_id}-postgres-18", detach=True, network_mode="host",
-            labels={target.LABEL_RUN: run_id, containers.LABEL_KIND: "postgres"}))
+            labels={containers.LABEL_RUN: run_id, containers.LABEL_KIND: "postgres"}))
     try:
         assert docker_engine.remove_leftover_containers({killed}) == [f"concurbench-{killed}-postgres-18"]
         names = {c.name for c in docker_client.containers.list(all=True)}
