@@ -148,7 +148,7 @@ def test_check_exits_3_when_a_claim_is_false_on_purpose(tmp_path):
     scenario = tmp_path / "claims.yaml"
     scenario.write_text("name: claims\nengine: postgres\nduration: 1s\nwarmup: 0s\nvariants:\n"
                         "  one:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
-                        "expect:\n  - 'one: tps > 0'\n  - {claim: false on purpose, check: 'one: tps > 1e12'}\n")
+                        "expect:\n  - 'one: failed == 0'\n  - {claim: false on purpose, check: 'one: tps > 1e12'}\n")
     checked = concurbench("run", str(scenario), "--check", "--out", str(tmp_path / "runs"))
     assert checked.returncode == 3, checked.stderr[-2000:]
     assert "1 of 2 claims do not hold" in checked.stderr
