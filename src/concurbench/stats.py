@@ -248,10 +248,24 @@ class Test:
 
 
 def test_sides(left: Estimate, right: Estimate) -> Test:
-    """Welch's test of left against right, on the log scale when both are positive."""
+    """Welch's test of left against right, on the log scale when both are positive.
+
+    A positive side against an exact zero is settled on that scale without a test: log 0 lies
+    infinitely far below any positive figure, so every run having measured more than 0 decides
+    `> 0` (a counter that moved, throughput that was there) however much the runs differ.
+    """
+    if _positive(left) and _zero(right):
+        return Test(math.inf, 0.0, math.inf, "log", 0.0, 1.0)
+    if _zero(left) and _positive(right):
+        return Test(-math.inf, 0.0, math.inf, "log", 1.0, 0.0)
     logs = (log_scale(left), log_scale(right)) if _positive(left) and _positive(right) else (None, None)
-    a, b = logs if logs[0] is not None and logs[1] is not None else (left, right)
-    scale = "log" if logs[0] is not None and logs[1] is not None else "linear"
+    if logs[0] is not None and logs[1] is not None:
+        return difference_test(*logs, scale="log")
+    return difference_test(left, right)
+
+
+def difference_test(a: Estimate, b: Estimate, scale: str = "linear") -> Test:
+    """Welch's test of a against b as they are (paired differences are tested against an exact 0 so)."""
     diff = a.mean - b.mean
     if a.se is None or b.se is None:
         return Test(diff, None, None, scale, None, None)
@@ -266,6 +280,10 @@ def test_sides(left: Estimate, right: Estimate) -> Test:
 
 def _positive(est: Estimate) -> bool:
     return est.mean > 0 and (not est.values or all(v > 0 for v in est.values))
+
+
+def _zero(est: Estimate) -> bool:
+    return est.exact and est.mean == 0
 
 
 def welch_df(a: Estimate, b: Estimate) -> float:

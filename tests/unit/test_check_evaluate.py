@@ -88,6 +88,18 @@ def test_an_exact_zero_against_a_number_decides():
     assert [v.verdict for v in verdicts] == ["pass", "fail"]
 
 
+def test_positive_in_every_run_against_zero_decides_however_much_the_runs_differ():
+    runs = [run("a", r, extra={"multixact": {"created": c}}) for r, c in ((1, 3), (2, 4_000))] + \
+        [run("b", r, extra={"multixact": {"created": 0}}) for r in (1, 2)]
+    verdicts = judge(["a: multixact.created > 0", "a: multixact.created > b: multixact.created",
+                      "b: multixact.created >= a: multixact.created"], runs)
+    assert [v.verdict for v in verdicts] == ["pass", "pass", "fail"]
+    assert "every run measured more than 0" in verdicts[0].reason and verdicts[0].ratio is None
+    spread = [run("c", r, extra={"multixact": {"created": c}}) for r, c in ((1, 0), (2, 4_000))]
+    (v,) = judge(["c: multixact.created > 0"], spread)
+    assert v.verdict == "inconclusive"  # a run that saw nothing: back to the test, which the spread defeats
+
+
 def test_too_few_transactions_for_a_percentile_is_inconclusive():
     runs = [run("a", r, p95=None) for r in (1, 2)]
     (v,) = judge(["a: latency.p95_ms < 100"], runs)

@@ -133,7 +133,7 @@ def _test(claim: Claim, left, right) -> stats.Test:
     if isinstance(left, SideData) and isinstance(right, SideData) and left.key == right.key:
         diffs = paired(left, right, claim.left.factor, claim.right.factor)
         if diffs is not None:
-            test = stats.test_sides(diffs, stats.exact(0.0))
+            test = stats.difference_test(diffs, stats.exact(0.0))
             positive = all(v > 0 for v in left.values + right.values)
             return stats.Test(test.diff, test.se, test.df, "log" if positive else "linear", test.p_greater,
                               test.p_less)
@@ -158,6 +158,9 @@ def _verdict(member: _Member, verdict: str, p: float | None, level: float, famil
     ratio = _ratio(member.test)
     if member.reason:
         reason = member.reason
+    elif member.test is not None and math.isinf(member.test.diff) and verdict != stats.INCONCLUSIVE:
+        word = "holds" if verdict == stats.PASS else "does not hold"
+        reason = f"{word}: every run measured more than 0 on one side and exactly 0 on the other" + _runs(member)
     elif member.test is not None and member.test.se == 0 and verdict != stats.INCONCLUSIVE:
         word = "holds" if verdict == stats.PASS else "does not hold"
         reason = f"{word} exactly: every run measured the same" + _runs(member)
@@ -185,7 +188,7 @@ def _shown(side, factor: float) -> ClaimEstimate | None:
 
 def _ratio(test: stats.Test | None) -> ClaimEstimate | None:
     """Left over right with its 95% interval (from the log-scale test)."""
-    if test is None or test.scale != "log" or test.se is None:
+    if test is None or test.scale != "log" or test.se is None or math.isinf(test.diff):
         return None
     half = 0.0 if test.se == 0 else stats.t_quantile(1 - stats.ALPHA / 2, test.df) * test.se
     return ClaimEstimate(math.exp(test.diff), math.exp(test.diff - half), math.exp(test.diff + half),
