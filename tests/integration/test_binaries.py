@@ -95,7 +95,9 @@ def test_repeats_on_a_matrix_interleave_servers_and_compare_them(tmp_path):
     assert compared.returncode == 0, compared.stderr[-2000:]
     data = json.loads(compared.stdout)
     assert data["baseline"]["servers"] == [short[0]] and data["contender"]["servers"] == [short[1]]
-    assert all(r["baseline"]["n"] == 2 and r["contender"]["n"] == 2 for r in data["rows"])
+    # every repeat gives a throughput; a percentile may be missing from a repeat with too few transactions
+    assert all(r["baseline"]["n"] == 2 and r["contender"]["n"] == 2 for r in data["rows"] if r["metric"] == "tps")
+    assert all(r["baseline"]["n"] in (1, 2) and r["contender"]["n"] in (1, 2) for r in data["rows"])
 
 
 def test_a_release_pypi_does_not_have_names_the_ones_it_does():
