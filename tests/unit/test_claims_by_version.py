@@ -22,6 +22,8 @@ def _run(tmp_path, name="s") -> Run:
         ClaimVerdict(CLAIM, "inconclusive", server="16.4", ratio=ClaimEstimate(1.05, 0.9, 1.2),
                      reason="the difference is within the noise"),
         ClaimVerdict(CLAIM, "fail", server="17.2", ratio=ClaimEstimate(0.5, 0.45, 0.55), reason="the opposite holds"),
+        *[ClaimVerdict("b: tps > 1", "inconclusive", server=v, reason=f"the difference is within the noise (2 runs a "
+                       f"side); adjusted p = 0.{n} against 0.0125") for n, v in enumerate(("17.2", "14.23", "16.4"))],
         ClaimVerdict("a: io.reads > 0", "not evaluated", server="14.23",
                      reason="not evaluated: io.reads of a (14.23) is unavailable: not available on PostgreSQL 14"),
     ]
@@ -38,10 +40,12 @@ def test_a_row_per_claim_a_column_per_version_in_version_order(tmp_path):
     assert table.columns == ["#", "Claim", "14.23", "16.4", "17.2"]
     assert table.rows[0] == ["1", CLAIM, "PASS 3.00× [2.70, 3.30]", "INCONCLUSIVE 1.05× [0.900, 1.20]",
                              "FAIL 0.500× [0.450, 0.550]"]
-    assert table.rows[1] == ["2", "a: io.reads > 0", "n/a", "–", "–"]
-    assert "2 on 14.23: not evaluated: io.reads of a (14.23) is unavailable: not available on PostgreSQL 14" \
+    assert table.rows[2] == ["3", "a: io.reads > 0", "n/a", "–", "–"]
+    assert "3 on 14.23: not evaluated: io.reads of a (14.23) is unavailable: not available on PostgreSQL 14" \
         in table.notes
     assert "1 on 16.4: the difference is within the noise" in table.notes
+    # one note for a reason given on several versions
+    assert "2 on 14.23, 16.4, 17.2: the difference is within the noise (2 runs a side)" in table.notes
     md = markdown(report)
     assert "| 1 | a: tps > b: tps | PASS 3.00× [2.70, 3.30] |" in md
     page = report_page(report)

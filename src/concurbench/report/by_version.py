@@ -40,10 +40,13 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
         table = Table(f"{run.scenario.name}{' (quick)' if run.scenario.quick else ''}", ["#", "Claim", *versions])
         for n, claim in enumerate(claims, 1):
             table.rows.append([str(n), claim, *[cell(by.get((claim, version))) for version in versions]])
+            reasons: dict[str, list[str]] = {}  # a reason once, with every version it was given on
             for version in versions:
                 v = by.get((claim, version))
                 if v is not None and v.verdict != "pass":
-                    table.notes.append(f"{n} on {version}: {v.reason}")
+                    reasons.setdefault(_without_figures(v.reason), []).append(version)
+            for reason, where in reasons.items():
+                table.notes.append(f"{n} on {', '.join(where)}: {reason}")
         if run.path is not None:
             table.notes.append(f"run directory: {run.path}")
         tables.append(table)
@@ -51,3 +54,8 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
               "means `>` holds) with its 95% interval, marked ×; where the two were not compared as a ratio, the "
               "left side's value. n/a: not evaluated on that version; the reasons follow each table.")
     return Report(title, [*lines, legend], tables)
+
+
+def _without_figures(reason: str) -> str:
+    """A reason with the p-values left out, so versions that failed to decide for the same cause share one note."""
+    return reason.split("; adjusted p = ")[0]
