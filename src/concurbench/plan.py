@@ -9,7 +9,9 @@ display counts finished runs (`variant_done` events) and takes the rest of the l
 
 An estimate is the warm-up and the measurement window, plus a little per run (connecting the
 sessions, setup and teardown SQL, probes) and a server start or restart where one comes first.
-A fixed-count variant's length cannot be known before it runs: its `duration` stands in. `PlanClock`
+A fixed-count variant's length cannot be known before it runs: FIXED_COUNT_GUESS_S stands in (or its
+`duration`, the bound of its run, when that is shorter; a bound of an hour would make the plan say
+a day). `PlanClock`
 scales the estimates of what is left by how long the finished runs took against theirs, so the time
 left corrects itself as the run goes.
 """
@@ -27,6 +29,7 @@ CONNECT_S_PER_CLIENT = 0.005
 SQL_STEP_S = 0.2
 SERVER_START_S = 3.0  # an embedded server from its template; a container or a restart, about as long
 RATIO_BOUNDS = (0.5, 4.0)  # how far observed durations may scale the estimates of what is left
+FIXED_COUNT_GUESS_S = 10.0  # a fixed-count variant run, before any has finished
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ def estimate_s(variant: Variant, point: int | None) -> float:
     """Seconds one variant run takes, by its scenario."""
     clients = sum(p.clients_at(point) for p in variant.pools)
     steps = len(variant.setup) + len(variant.teardown) + len(variant.probes)
-    return variant.warmup + variant.duration + RUN_OVERHEAD_S + clients * CONNECT_S_PER_CLIENT + steps * SQL_STEP_S
+    window = min(variant.duration, FIXED_COUNT_GUESS_S) if variant.fixed_count else variant.duration
+    return variant.warmup + window + RUN_OVERHEAD_S + clients * CONNECT_S_PER_CLIENT + steps * SQL_STEP_S
 
 
 def plan_runs(variants: Iterable[Variant], servers: int = 1, repeats: Iterable[int] = (1,), *,

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from concurbench.cli.progress import Progress
-from concurbench.plan import SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
+from concurbench.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenarios import load_scenario
@@ -199,3 +199,13 @@ def test_a_terminal_gets_a_bar_of_the_whole_run():
     text = buffer.getvalue()
     assert "starting the embedded server" in text
     assert "run 1/4 a" in text and "0:03 elapsed, about 0:37 left" in text and "10 tps now" in text
+
+
+def test_a_fixed_count_is_estimated_by_a_guess_not_by_the_duration_that_bounds_it(tmp_path):
+    path = tmp_path / "counted.yaml"
+    path.write_text("name: counted\nengine: postgres\nduration: 1h\nwarmup: 0s\nvariants:\n  once:\n    pools:\n"
+                    "      p: {clients: 1, transactions: 100, transaction: [SELECT 1]}\n")
+    (counted,) = load_scenario(path).variants
+    assert counted.fixed_count
+    assert FIXED_COUNT_GUESS_S <= estimate_s(counted, None) < FIXED_COUNT_GUESS_S + 2  # not an hour
+
