@@ -15,6 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
 pytestmark = pytest.mark.e2e
@@ -42,15 +44,6 @@ def read_until(proc: subprocess.Popen, pattern: re.Pattern, timeout: float) -> t
         if pattern.search(seen[-1]):
             return True, "\n".join(seen)
     return False, "\n".join(seen)
-
-
-def wait_until(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return predicate()
 
 
 def harness_processes() -> set[int]:
