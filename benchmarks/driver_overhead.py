@@ -50,7 +50,7 @@ from concurbench.scenarios import load_scenario
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload import fastloop
-from concurbench.workload.pool import PoolRunner
+from concurbench.workload.pool import LoadGenerator
 
 HERE = Path(__file__).resolve().parent
 SYSTEM_PGBENCH = Path("/usr/bin/pgbench")
@@ -149,8 +149,8 @@ class ConnectClock:
 
 
 def run_ours(conninfo: str, pool: Pool, seconds: float, warmup: float, loop: str) -> Measure:
-    runner = PoolRunner(conninfo, [pool], warmup=warmup, duration=seconds, loop=loop)
-    result = runner.run()
+    load = LoadGenerator(conninfo, [pool], warmup=warmup, duration=seconds, loop=loop)
+    result = load.run()
     stats = result.pools[pool.name]
     if result.messages or stats.failed:
         raise RuntimeError(f"concurbench run not clean: {result.messages} failed={stats.failed} "
@@ -283,8 +283,8 @@ def sessions_run(scenario_path: Path, sessions: int, loop: str) -> dict:
         memory: dict[str, int] = {}
         clock = ConnectClock(lambda: memory.setdefault("rss", worker_rss()))
         started = time.perf_counter()
-        result = PoolRunner(connection.conninfo, [pool], warmup=variant.warmup, duration=variant.duration,
-                            listeners=[clock], loop=loop).run()
+        result = LoadGenerator(connection.conninfo, [pool], warmup=variant.warmup, duration=variant.duration,
+                               listeners=[clock], loop=loop).run()
         stats = result.pools[pool.name]
         with psycopg.connect(connection.conninfo, autocommit=True) as admin:
             left = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'concurbench:%'"

@@ -1,7 +1,7 @@
 """Memory one client session costs on each side, measured: the figures behind the resource guard.
 
 Starts one embedded PostgreSQL and opens N load sessions in this process, as a worker process does
-(concurbench's Session: a psycopg connection, its statement runner, its statistics). Each session
+(concurbench's Session: a psycopg connection, its statement channel, its statistics). Each session
 runs its transaction a few times, so the server backend has parsed, planned and cached what a load
 session touches. Then it reads:
 
@@ -40,10 +40,10 @@ def run_once(session: Session) -> None:
     """One transaction of the session, sent and read as the worker loop does, but waiting on one socket."""
     session.params = {name: draw() for name, draw in session.drawers}
     for step in range(len(session.statements)):
-        session.runner.send(step, session.params)
+        session.channel.send(step, session.params)
         while True:
             select.select([session.fd], [], [], 5)
-            outcome = session.runner.receive()
+            outcome = session.channel.receive()
             if outcome is not None:
                 break
         if outcome[0] is not None:

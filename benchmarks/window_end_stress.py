@@ -1,6 +1,6 @@
 """Ends many short measurement windows under row-lock contention and counts workers that never report.
 
-Starts one embedded PostgreSQL with a table of a few hot rows, then runs the real PoolRunner for
+Starts one embedded PostgreSQL with a table of a few hot rows, then runs the real LoadGenerator for
 many short windows: each window has 16 sessions (two worker processes by default) updating the hot
 rows in BEGIN ... COMMIT, so most sessions hold a row lock or wait for one when the window ends.
 For every window it records whether each worker process sent its results, how long the end of
@@ -33,7 +33,7 @@ import psycopg
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
-from concurbench.workload.pool import PoolRunner
+from concurbench.workload.pool import LoadGenerator
 
 APP = "concurbench:hot"
 
@@ -143,15 +143,15 @@ def main() -> None:
                   flush=True)
             for window in range(1, args.windows + 1):
                 clock = WindowEnd(connection.conninfo, args.starve)
-                runner = PoolRunner(connection.conninfo, [pool], warmup=0.0, duration=args.seconds,
-                                    seed=window, processes=args.processes, listeners=[clock], tick=0.05)
-                result = runner.run()
+                load = LoadGenerator(connection.conninfo, [pool], warmup=0.0, duration=args.seconds,
+                                     seed=window, processes=args.processes, listeners=[clock], tick=0.05)
+                result = load.run()
                 end_s = (time.perf_counter_ns() - clock.planned_ns) / 1e9
                 clock.finish()
                 stopped += clock.stopped
                 dropped += clock.dropped
                 reported = len(result.worker_wall_s)
-                expected = runner.processes
+                expected = load.processes
                 workers += expected
                 missing += expected - reported
                 ends.append(end_s)

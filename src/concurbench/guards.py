@@ -134,7 +134,7 @@ def available_memory() -> int:
 
 
 def workers(processes: int | None, clients: int) -> int:
-    """Worker processes a run with this many pool sessions starts (as PoolRunner decides)."""
+    """Worker processes a run with this many pool sessions starts (as LoadGenerator decides)."""
     return max(1, min(processes or os.cpu_count() or 1, clients))
 
 

@@ -41,7 +41,7 @@ from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
 from .util import suggest
-from .workload.pool import PoolRunner, resolve_clients
+from .workload.pool import LoadGenerator, resolve_clients
 from .workload.session import application_name
 
 Progress = Callable[[dict], None]
@@ -487,12 +487,12 @@ class Runner:
             # drain), then the samplers' last reading, then observers whose stopping and counting is
             # work of its own (reading .xel files) that must stay outside the samplers' span.
             first = [h for h in background_sessions if not h.ends_after_samplers]
-            runner = PoolRunner(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
-                                seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
-                                progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
-                                                                     "point": point, **info}))
-            outcome = runner.run()
+            load = LoadGenerator(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
+                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
+                                 listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
+                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
+                                                                      "point": point, **info}))
+            outcome = load.run()
         finally:
             with deferred_interrupts():
                 for bg in background_sessions:

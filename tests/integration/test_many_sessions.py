@@ -73,11 +73,11 @@ def is_worker(process: psutil.Process) -> bool:
 SCRIPT = """
 import sys
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload.pool import PoolRunner
+from concurbench.workload.pool import LoadGenerator
 
 if __name__ == "__main__":
     pool = Pool("many", 120, (Statement("one", "SELECT 1"),), think=0.05)
-    result = PoolRunner(sys.argv[1], [pool], warmup=0.2, duration=0.8, processes=1).run()
+    result = LoadGenerator(sys.argv[1], [pool], warmup=0.2, duration=0.8, processes=1).run()
     print(result.pools["many"].transactions, result.pools["many"].failed, result.messages)
 """
 

@@ -19,13 +19,13 @@ from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import Distribution, parse_distribution
-from concurbench.workload.pool import PoolRunner
+from concurbench.workload.pool import LoadGenerator
 
 pytestmark = pytest.mark.integration
 
 
 def run(server, pools, loop, *, duration=0.8, warmup=0.1, **kwargs):
-    result = PoolRunner(server[1].conninfo, pools, warmup=warmup, duration=duration, loop=loop, **kwargs).run()
+    result = LoadGenerator(server[1].conninfo, pools, warmup=warmup, duration=duration, loop=loop, **kwargs).run()
     assert result.loop == loop
     return result
 

@@ -25,7 +25,7 @@ from concurbench.runner import Runner
 from concurbench.scenarios import load_scenario
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
-from concurbench.workload.pool import REPORT_GRACE_S, PoolRunner
+from concurbench.workload.pool import REPORT_GRACE_S, LoadGenerator
 from concurbench.workload.session import RUNNING, Session
 from concurbench.workload.window_end import END_BOUND_S, end_sessions
 
@@ -93,15 +93,15 @@ def test_window_ends_while_sessions_wait_on_row_locks(server, admin, hot, loop):
     conninfo = server[1].conninfo
     clock = WindowEnd()
     with holding(conninfo, 1):
-        runner = PoolRunner(conninfo, [hot_pool("waiters", 12, "uniform(1, 3)")], warmup=0.2, duration=1.0,
-                            processes=2, listeners=[clock], tick=0.05, loop=loop)
+        load = LoadGenerator(conninfo, [hot_pool("waiters", 12, "uniform(1, 3)")], warmup=0.2, duration=1.0,
+                             processes=2, listeners=[clock], tick=0.05, loop=loop)
         waiting = []
         watcher = threading.Thread(target=lambda: waiting.append(poll(
             lambda: admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
                                   "'concurbench:waiters' AND wait_event_type = 'Lock'").fetchone()[0],
             until=lambda n: n >= 4)))
         watcher.start()
-        result = runner.run()
+        result = load.run()
         returned_ns = time.perf_counter_ns()
         watcher.join()
         assert waiting[0] >= 4  # sessions were stuck on row locks during the window
@@ -143,8 +143,8 @@ def _session(conninfo: str, index: int, counters) -> Session:
 
 def _step(session: Session, index: int, row: int | None) -> None:
     """Send statement `index` (BEGIN, UPDATE, COMMIT) and wait for its answer."""
-    session.runner.send(index, {"id": row})
-    poll(session.runner.receive, until=lambda outcome: outcome is not None)
+    session.channel.send(index, {"id": row})
+    poll(session.channel.receive, until=lambda outcome: outcome is not None)
 
 
 def _ended_within(sessions: list[Session], limit_s: float, rescue) -> tuple[float, list[str]]:
@@ -170,7 +170,7 @@ def test_a_dropped_cancel_is_sent_again(server, admin, hot):
         _step(a, 0, None)
         _step(a, 1, 2)  # prepared now, so the next UPDATE goes out as one message
         with cancel_dropped(a) as resumer:
-            a.runner.send(1, {"id": 1})
+            a.channel.send(1, {"id": 1})
             a.state = RUNNING
             resumer.start()
             took, problems = _ended_within([a], 3 * END_BOUND_S, lambda: holder.execute("ROLLBACK"))
@@ -187,13 +187,13 @@ def test_a_dropped_cancel_behind_a_lock_of_the_same_worker(server, admin, hot):
     for session, row in ((a, 2), (b, 3)):
         _step(session, 0, None)
         _step(session, 1, row)
-    b.runner.send(1, {"id": 1})
+    b.channel.send(1, {"id": 1})
     b.state = RUNNING
     poll(lambda: admin.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
                                (b.conn.info.backend_pid,)).fetchone()[0], until=lambda s: s == "idle in transaction")
     b_pid = b.conn.info.backend_pid
     with cancel_dropped(a) as resumer:
-        a.runner.send(1, {"id": 1})
+        a.channel.send(1, {"id": 1})
         a.state = RUNNING
         resumer.start()
         took, problems = _ended_within([a, b], 3 * END_BOUND_S,
@@ -226,10 +226,10 @@ def test_a_worker_that_stops_answering_is_killed_at_the_bound(server, admin, hot
     """A worker stopped (SIGSTOP) mid-window never reports: the parent kills it at the bound, not after 120 s."""
     conninfo = server[1].conninfo
     clock = WindowEnd()
-    runner = PoolRunner(conninfo, [hot_pool("frozen", 4, "uniform(1, 10)")], warmup=0.2, duration=1.5, processes=2,
-                        listeners=[clock], tick=0.05)
+    load = LoadGenerator(conninfo, [hot_pool("frozen", 4, "uniform(1, 10)")], warmup=0.2, duration=1.5, processes=2,
+                         listeners=[clock], tick=0.05)
     stopper = _when_running(admin, "concurbench:frozen", lambda pids: os.kill(pids[1], signal.SIGSTOP))
-    result = runner.run()
+    result = load.run()
     returned_ns = time.perf_counter_ns()
     stopper.join()
     assert result.workers == 2 and result.reported == 1 and not result.complete

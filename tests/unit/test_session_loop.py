@@ -30,7 +30,7 @@ class Clock:
         self.now += int(seconds * 1e9)
 
 
-class Runner:
+class Channel:
     """A connection that answers `latency_ns` after each send; `script` gives the outcome per send."""
 
     def __init__(self, clock: Clock, fd: int, latency_ns: int, script: list | None = None):
@@ -78,23 +78,23 @@ class Engine:
                  refuse_after_loss: bool = False):
         self.clock, self.latency = clock, latency_ns
         self.scripts = list(scripts or [])
-        self.runners: list[Runner] = []
+        self.channels: list[Channel] = []
         self.refuse = False
         self.refuse_after_loss = refuse_after_loss  # once a connection is lost, the server takes no new one
 
     def connect(self, conninfo: str, application_name: str):
-        if self.refuse or (self.refuse_after_loss and any(r.closed for r in self.runners)):
+        if self.refuse or (self.refuse_after_loss and any(r.closed for r in self.channels)):
             raise ConnectionError('connection failed: FATAL:  sorry, too many clients already')
         return object()
 
     def init(self, conn, sql: str) -> None:
         pass
 
-    def statement_runner(self, conn, statements, names, protocol):
-        runner = Runner(self.clock, 100 + len(self.runners), self.latency,
+    def statement_channel(self, conn, statements, names, protocol):
+        channel = Channel(self.clock, 100 + len(self.channels), self.latency,
                         self.scripts.pop(0) if self.scripts else None)
-        self.runners.append(runner)
-        return runner
+        self.channels.append(channel)
+        return channel
 
 
 def session(engine: Engine, pool: Pool, index: int = 0) -> Session:
@@ -109,7 +109,7 @@ def one_statement(**kw) -> Pool:
 
 def answer(s: Session, clock: Clock, window) -> None:
     """Move the clock to the session's pending answer and step it."""
-    clock.now = s.runner.due
+    clock.now = s.channel.due
     s.readable(clock(), window)
 
 
@@ -121,7 +121,7 @@ def test_a_transaction_is_timed_from_its_begin_to_its_last_answer():
     window = [START, START, START + 1_000 * MS]
     s.open_window(window[1])
     s.begin(clock(), window)
-    assert s.state == RUNNING and engine.runners[0].sent == [(0, START)]
+    assert s.state == RUNNING and engine.channels[0].sent == [(0, START)]
     for _ in range(4):  # BEGIN, a, b, COMMIT
         answer(s, clock, window)
     stats = s.settle_stats()
@@ -129,7 +129,7 @@ def test_a_transaction_is_timed_from_its_begin_to_its_last_answer():
     assert stats.txn.mean_ms() == 8.0
     assert {name: stats.statement(name).mean_ms() for name in s.names} == {"begin": 2.0, "a": 2.0, "b": 2.0,
                                                                            "commit": 2.0}
-    assert s.state == RUNNING and engine.runners[0].sent[-1] == (0, START + 8 * MS)  # the next one has begun
+    assert s.state == RUNNING and engine.channels[0].sent[-1] == (0, START + 8 * MS)  # the next one has begun
 
 
 def test_warm_up_transactions_are_not_counted_and_the_window_end_stops_the_session():
@@ -156,7 +156,7 @@ def test_think_time_parks_the_session_until_it_is_due():
     assert s.state == THINKING and s.wake_at == START + 11 * MS
     clock.now = s.wake_at
     s.begin(clock(), window)
-    assert s.state == RUNNING and engine.runners[0].sent[-1] == (0, START + 11 * MS)
+    assert s.state == RUNNING and engine.channels[0].sent[-1] == (0, START + 11 * MS)
 
 
 def test_a_serialization_failure_is_rolled_back_and_retried_within_max_tries():
@@ -169,9 +169,9 @@ def test_a_serialization_failure_is_rolled_back_and_retried_within_max_tries():
     s.begin(clock(), window)
     answer(s, clock, window)  # BEGIN
     answer(s, clock, window)  # the UPDATE fails inside the transaction
-    assert s.state == ROLLING_BACK and engine.runners[0].sent[-1] == ("rollback", START + 2 * MS)
+    assert s.state == ROLLING_BACK and engine.channels[0].sent[-1] == ("rollback", START + 2 * MS)
     answer(s, clock, window)  # ROLLBACK answered: the second try begins
-    assert s.state == RUNNING and engine.runners[0].sent[-1] == (0, START + 3 * MS)
+    assert s.state == RUNNING and engine.channels[0].sent[-1] == (0, START + 3 * MS)
     answer(s, clock, window)  # BEGIN
     answer(s, clock, window)  # UPDATE
     answer(s, clock, window)  # COMMIT
@@ -203,7 +203,7 @@ def test_a_refused_reconnect_backs_off_and_remembers_since_when():
     s.begin(clock(), window)
     engine.refuse = True
     answer(s, clock, window)  # the connection is lost: counted, then a pause before connecting again
-    assert s.state == THINKING and s.wake_at == START + 101 * MS and engine.runners[0].closed
+    assert s.state == THINKING and s.wake_at == START + 101 * MS and engine.channels[0].closed
     clock.now = s.wake_at
     s.begin(clock(), window)  # connecting again is refused
     assert s.state == THINKING and s.refused_since == START + 101 * MS and "too many clients" in s.refusal
@@ -213,7 +213,7 @@ def test_a_refused_reconnect_backs_off_and_remembers_since_when():
 
 # -- the worker loop -----------------------------------------------------------------------------
 class Poller:
-    """epoll over the stand-in runners: reports those with an answer due, moving the clock to the first."""
+    """epoll over the stand-in channels: reports those with an answer due, moving the clock to the first."""
 
     def __init__(self, clock: Clock, engine: Engine):
         self.clock, self.engine = clock, engine
@@ -228,7 +228,7 @@ class Poller:
         self.fds.discard(fd)
 
     def poll(self, timeout: float):
-        live = [r for r in self.engine.runners if r.fd in self.fds and r.due is not None]
+        live = [r for r in self.engine.channels if r.fd in self.fds and r.due is not None]
         due = min((r.due for r in live), default=None)
         limit = self.clock() + int(timeout * 1e9)
         if due is None or due > limit:

@@ -1,9 +1,9 @@
-"""A statement runner for drivers that only block (pyodbc), fitted to the worker's event loop.
+"""A statement channel for drivers that only block (pyodbc), fitted to the worker's event loop.
 
 The worker process steps its sessions from one epoll loop over sockets. A blocking driver has no
 socket to wait on, so each session gets a thread that runs its statements one at a time and, when
 one ends, writes a byte to a pipe: the pipe's read end is the session's file descriptor in the
-loop, and the calls release the GIL while the server works. The runner keeps the same
+loop, and the calls release the GIL while the server works. The channel keeps the same
 interface as the PostgreSQL one: send(i, values), receive(), in_transaction(), broken(),
 send_rollback(), cancel(), close().
 """
@@ -51,7 +51,7 @@ def placeholders(sql: str, names, marker: str) -> tuple[str, tuple[str, ...]]:
     return _PARAM_REF.sub(repl, sql), tuple(order)
 
 
-class BlockingStatementRunner:
+class BlockingChannel:
     def __init__(self, conn, statements: list[tuple[str, str]], params, dialect: Dialect):
         self.conn = conn
         self.dialect = dialect
@@ -92,7 +92,7 @@ class BlockingStatementRunner:
                     cursor.execute(text)
                 else:
                     cursor.execute(text, args)
-                while True:  # read every result of the batch, as the PostgreSQL runner does
+                while True:  # read every result of the batch, as the PostgreSQL channel does
                     if cursor.description is not None:
                         cursor.fetchall()
                     if not cursor.nextset():

@@ -131,8 +131,8 @@ def session_id(conn: psycopg.Connection) -> int:
     return conn.info.backend_pid
 
 
-def statement_runner(conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
-    return StatementRunner(conn, statements, params, protocol)
+def statement_channel(conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
+    return StatementChannel(conn, statements, params, protocol)
 
 
 _PARAM_REF = re.compile(r"(?<![:\w]):([A-Za-z_][A-Za-z0-9_]*)\b")
@@ -162,7 +162,7 @@ def _text(value) -> bytes | None:
     return str(value).encode()
 
 
-class StatementRunner:
+class StatementChannel:
     """Sends a pool's statements on one connection without blocking, as pgbench does.
 
     It talks to libpq directly (psycopg's `pgconn`): `send(i, values)` puts statement i on the

@@ -2,7 +2,7 @@
 
 An engine is a module with: connect(conninfo, application_name=...), first_line(exc),
 run_script(conn, sql, origin), query_rows(conn, sql, what), server_info(conn, names),
-statement_runner(conn, statements, params, protocol), BEGIN and COMMIT (the words an atomic pool
+statement_channel(conn, statements, params, protocol), BEGIN and COMMIT (the words an atomic pool
 wraps its statements in), and init(conn, sql) for a pool's per-session statements.
 """
 

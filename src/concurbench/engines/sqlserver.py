@@ -1,5 +1,5 @@
 """The SQL Server engine as the runner uses it: pyodbc connections, scripts, rows, server facts, and a
-statement runner for the worker pools. Driver detection, connection strings, GO splitting and error
+statement channel for the worker pools. Driver detection, connection strings, GO splitting and error
 classes are in `mssql`; database and server configuration in `mssql_config`.
 
 Every connection is in autocommit mode: a pool's `atomic: true` sends BEGIN TRANSACTION and COMMIT
@@ -14,7 +14,7 @@ import re
 from ..errors import EngineError
 from . import mssql
 from . import mssql_config as mc
-from .blocking import BlockingStatementRunner, Dialect
+from .blocking import BlockingChannel, Dialect
 from .classes import CONNECTION, plain
 
 BEGIN, COMMIT = "BEGIN TRANSACTION", "COMMIT TRANSACTION"
@@ -147,10 +147,10 @@ def server_facts(conn) -> dict:
     return facts
 
 
-def statement_runner(conn, statements: list[tuple[str, str]], params, protocol: str) -> BlockingStatementRunner:
+def statement_channel(conn, statements: list[tuple[str, str]], params, protocol: str) -> BlockingChannel:
     """A pool session's runner: statements run on a thread of their own (pyodbc blocks), row counts off."""
     _drain(conn.execute("SET NOCOUNT ON"))
-    return BlockingStatementRunner(conn, statements, params, DIALECT)
+    return BlockingChannel(conn, statements, params, DIALECT)
 
 
 def is_connection_error(exc: BaseException) -> bool:

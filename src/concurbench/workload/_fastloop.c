@@ -344,7 +344,7 @@ static const char *inline_text(Sess *s, Plan *p) {
     return s->scratch;
 }
 
-/* Put the session's step on the wire (StatementRunner.send); a refused send is a failure. */
+/* Put the session's step on the wire (StatementChannel.send); a refused send is a failure. */
 static int send_step(Loop *L, Sess *s, int64_t now) {
     int i = s->step, ok;
     Plan *p = &s->plans[i];

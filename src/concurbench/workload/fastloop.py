@@ -8,7 +8,7 @@ counting a failure, reconnecting, and handing over latencies in batches.
 
 The extension is optional: without a C compiler `pip install` skips it and the pure loop runs.
 It calls the libpq psycopg itself is linked with (found through psycopg's compiled pq module), so
-a PGconn is never given to another libpq build. PoolRunner's `loop` chooses: "auto" (compiled
+a PGconn is never given to another libpq build. LoadGenerator's `loop` chooses: "auto" (compiled
 when it can run), "compiled" (an error when it cannot) or "python".
 """
 
@@ -98,15 +98,15 @@ class _Glue:
 
     def spec(self) -> tuple:
         s = self.session
-        runner = s.runner
+        channel = s.channel
         names = [name for name, _ in s.pool.params]
         plans = []
-        for key, text, order in runner.plans:
+        for key, text, order in channel.plans:
             refs = tuple(names.index(name) for name in order)
             pieces = inline_pieces(text, refs) if s.pool.protocol == "simple" and order else None
             plans.append((key, text, refs, pieces))
         limit = -1 if s.limit is None else s.limit
-        return (self, runner.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
+        return (self, channel.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
                 s.think, limit, s.pool.max_tries)
 
     # -- called from C ----------------------------------------------------------------
@@ -129,7 +129,7 @@ class _Glue:
 
     def drop(self) -> None:
         self.session.close()
-        self.session.runner = None
+        self.session.channel = None
 
     def reconnect(self):
         s = self.session
@@ -138,7 +138,7 @@ class _Glue:
             if s.refused_since and now - s.refused_since >= REFUSED_FOR_NS:
                 self.window[2] = min(self.window[2], now)  # as pool._loop does: the load stops for every worker
             return None
-        return s.runner.pgconn.pgconn_ptr, s.fd
+        return s.channel.pgconn.pgconn_ptr, s.fd
 
     def done(self, counted: int, finished: int) -> None:
         self.session.counted, self.session.finished = counted, finished
@@ -152,10 +152,10 @@ class _Glue:
         s.t0, s.s0, s.wake_at = t0, s0, wake_at
         if failure is not None:
             s.failure = failure
-        runner = s.runner
-        if runner is not None and connected:
-            runner._pending = runner._error = None
-            runner.prepared.update(runner.plans[i][0] for i in prepared)
+        channel = s.channel
+        if channel is not None and connected:
+            channel._pending = channel._error = None
+            channel.prepared.update(channel.plans[i][0] for i in prepared)
 
 
 def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:

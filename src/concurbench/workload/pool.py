@@ -158,7 +158,7 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
     _await_start(window, sessions, clock, sleep)
     poller = poller or select.epoll()  # a test passes its own, with its own clock
     by_fd: dict[int, Session] = {}
-    polled: dict[int, object] = {}  # slot -> the runner whose fd is registered
+    polled: dict[int, object] = {}  # slot -> the channel whose fd is registered
     sleeping: list[tuple[int, int, Session]] = []  # (wake time, slot, session) for think times
     remaining = len(sessions)
 
@@ -172,10 +172,10 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
             remaining -= 1
         elif state == THINKING:
             heapq.heappush(sleeping, (session.wake_at, session.slot, session))
-        elif polled.get(session.slot) is not session.runner:  # first statement, or a new connection
-            # keyed by the runner, not the fd: a new connection may get the closed one's fd number,
+        elif polled.get(session.slot) is not session.channel:  # first statement, or a new connection
+            # keyed by the channel, not the fd: a new connection may get the closed one's fd number,
             # and closing an fd drops it from the epoll set
-            polled[session.slot] = session.runner
+            polled[session.slot] = session.channel
             by_fd[session.fd] = session
             with contextlib.suppress(OSError):
                 poller.unregister(session.fd)
@@ -205,7 +205,7 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
                 session = by_fd.get(fd)
                 if session is not None and session.state in busy:
                     session.readable(clock(), window)
-                    if session.state != RUNNING or polled.get(session.slot) is not session.runner:
+                    if session.state != RUNNING or polled.get(session.slot) is not session.channel:
                         settle(session)
             while sleeping and sleeping[0][0] <= clock():
                 session = heapq.heappop(sleeping)[2]
@@ -237,7 +237,7 @@ def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:
     return [b for b in buckets if b]
 
 
-class PoolRunner:
+class LoadGenerator:
     """Runs a set of pools (clients already resolved) once, for a duration or a transaction count."""
 
     def __init__(self, conninfo: str, pools: list[Pool], *, warmup: float, duration: float, seed: int = 1,

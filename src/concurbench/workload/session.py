@@ -77,7 +77,7 @@ class Session:
         self.stats.sessions += 1
         self._settled = 0  # transactions already added to stats.transactions
         self.conn = None
-        self.runner = None
+        self.channel = None
         self.state = IDLE
         self.fd = -1
         self.counted = 0  # successful transactions in the window
@@ -102,13 +102,13 @@ class Session:
         self.conn = engine.connect(self.conninfo, application_name=application_name(self.pool.name))
         for sql in self.pool.init:
             engine.init(self.conn, sql)
-        self.runner = engine.statement_runner(self.conn, self.statements, [n for n, _ in self.pool.params],
+        self.channel = engine.statement_channel(self.conn, self.statements, [n for n, _ in self.pool.params],
                                               self.pool.protocol)
-        self.fd = self.runner.fileno()
+        self.fd = self.channel.fileno()
 
     def close(self) -> None:
-        if self.runner is not None:
-            self.runner.close()
+        if self.channel is not None:
+            self.channel.close()
         if self.conn is not None:
             try:
                 self.conn.close()
@@ -123,7 +123,7 @@ class Session:
             self.refused_since = 0
             return True
         except Exception as exc:  # noqa: BLE001 - counted as a connection error; tried again next transaction
-            self.runner = None
+            self.channel = None
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[-1].strip()
             reason = reason.rsplit("FATAL:", 1)[-1].strip() or reason  # the server's own words, when it spoke
             self._reconnect_failure = f"connection: cannot reconnect: {re.sub(r'[0-9]+', 'N', reason)[:160]}"
@@ -156,19 +156,19 @@ class Session:
         self._start_attempt(now, window)
 
     def _start_attempt(self, now: int, window) -> None:
-        if self.runner is None and not self._reconnect():
+        if self.channel is None and not self._reconnect():
             self._finish(now, window, (CONNECTION, self._reconnect_failure))
             return
         self._timings.clear()
         self.step = 0
         self.s0 = now
         self.state = RUNNING
-        self.runner.send(0, self.params)
+        self.channel.send(0, self.params)
 
     def readable(self, now: int, window) -> None:
         """The socket has data: advance as far as the answers allow."""
-        runner = self.runner
-        outcome = runner.receive()
+        channel = self.channel
+        outcome = channel.receive()
         if outcome is None:
             return
         if outcome is not SUCCESS or self.state != RUNNING:
@@ -180,7 +180,7 @@ class Session:
         if step < self.n_statements:
             self.step = step
             self.s0 = now
-            runner.send(step, self.params)
+            channel.send(step, self.params)
             return
         # The transaction is complete; record it, then start the next one right here.
         if self.measure_from <= now <= window[2]:
@@ -208,7 +208,7 @@ class Session:
             self.params = params = None
             self.s0 = now
         timings.clear()
-        runner.send(0, params)
+        channel.send(0, params)
 
     def _slow_path(self, outcome, now: int, window) -> None:
         """A failure, or the answer to a ROLLBACK."""
@@ -218,10 +218,10 @@ class Session:
         self.failure = outcome
         if outcome[0] == CONNECTION:
             self.close()
-            self.runner = None
-        elif self.runner.in_transaction():
+            self.channel = None
+        elif self.channel.in_transaction():
             self.state = ROLLING_BACK
-            self.runner.send_rollback()
+            self.channel.send_rollback()
             return
         self._after_rollback(now, window)
 

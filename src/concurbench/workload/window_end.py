@@ -35,22 +35,22 @@ class _Ending:
     cancels: int = 0
 
     def cancel(self, now: float) -> None:
-        self.session.runner.cancel()
+        self.session.channel.cancel()
         self.cancelled_at = now
         self.cancels += 1
 
     def step(self, now: float) -> bool:
         """Advance without blocking; True once no statement is in flight and no transaction is open."""
-        runner = self.session.runner
+        channel = self.session.channel
         if self.busy:
-            if runner.receive() is None:
+            if channel.receive() is None:
                 if self.cancelled_at is not None and now - self.cancelled_at >= RECANCEL_S:
                     self.cancel(now)
                 return False
             self.busy = False
-        if runner.broken() or not runner.in_transaction():
+        if channel.broken() or not channel.in_transaction():
             return True
-        runner.send_rollback()
+        channel.send_rollback()
         self.busy, self.cancelled_at = True, None
         return False
 
@@ -68,7 +68,7 @@ def end_sessions(sessions: list[Session], bound_s: float = END_BOUND_S, clock=ti
     ending: list[_Ending] = []
     try:
         for session in sessions:
-            if session.runner is None or session.conn is None:
+            if session.channel is None or session.conn is None:
                 continue
             item = _Ending(session, session.busy())
             if item.busy:

@@ -1,4 +1,4 @@
-"""The thread-per-session statement runner that SQL Server's pyodbc sessions use, driven by the real
+"""The thread-per-session statement channel that SQL Server's pyodbc sessions use, driven by the real
 worker loop against a real PostgreSQL through psycopg's blocking calls.
 
 pyodbc and a SQL Server cannot run here; psycopg's blocking cursor is a DB-API driver like pyodbc,
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from concurbench.engines import postgres as pg
-from concurbench.engines.blocking import BlockingStatementRunner, Dialect, placeholders
+from concurbench.engines.blocking import BlockingChannel, Dialect, placeholders
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.pool import _loop
@@ -27,8 +27,8 @@ DIALECT = Dialect(marker="%s", begin="BEGIN", commit="COMMIT", rollback="ROLLBAC
 
 BLOCKING_PG = SimpleNamespace(
     BEGIN="BEGIN", COMMIT="COMMIT", connect=pg.connect, init=pg.init,
-    statement_runner=lambda conn, statements, params, protocol: BlockingStatementRunner(conn, statements, params,
-                                                                                        DIALECT))
+    statement_channel=lambda conn, statements, params, protocol: BlockingChannel(conn, statements, params,
+                                                                                 DIALECT))
 
 
 def run_sessions(conninfo, pool: Pool, seconds: float, warmup: float = 0.0, engine=BLOCKING_PG, counters=None):
@@ -107,7 +107,7 @@ def test_a_running_statement_is_cancelled_when_the_window_ends(server, admin):
 
 @pytest.mark.parametrize("engine", [BLOCKING_PG, pg], ids=["blocking", "libpq"])
 def test_sessions_reconnect_after_their_backends_are_killed(server, admin, engine):
-    """Both runners: a killed connection is a connection error, the session reconnects and goes on
+    """Both channels: a killed connection is a connection error, the session reconnects and goes on
     (the new socket may get the old one's fd number; the loop must watch it again all the same)."""
     pool = Pool("sleepers", 2, (Statement("nap", "SELECT pg_sleep(0.005)"),))
     counters = [0, 0]
@@ -161,8 +161,8 @@ def _pyodbc_pg_engine():
         BEGIN="BEGIN", COMMIT="COMMIT",
         connect=lambda conninfo, application_name="": pyodbc.connect(conninfo, autocommit=True),
         init=lambda conn, sql: conn.execute(sql),
-        statement_runner=lambda conn, statements, params, protocol: BlockingStatementRunner(conn, statements,
-                                                                                            params, dialect))
+        statement_channel=lambda conn, statements, params, protocol: BlockingChannel(conn, statements,
+                                                                                     params, dialect))
 
 
 def test_pyodbc_sessions_through_odbc_run_commit_fail_and_cancel(server, admin, counters_table):
