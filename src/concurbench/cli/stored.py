@@ -15,6 +15,7 @@ from ..errors import ConcurbenchError, ConfigError
 from ..report.html import NO_MATPLOTLIB, html_page
 from ..report.render import markdown, terminal
 from ..report.tables import build_report
+from ..results import frame
 from ..results.model import Run
 from ..results.store import csv_text, load_run
 from .console import err, out
@@ -100,22 +101,13 @@ def results(directories: tuple[Path, ...], fmt: str) -> None:
     if fmt == "table":
         _list_runs(found, directories or (Path("results"),), out)
         return
-    import pandas as pd  # pandas (and the frame module) only when frames are asked for
-
-    from ..results.frame import COLUMNS
-
-    frames = []
+    runs = []
     for path in found:
         try:
-            run = load_run(path)
+            runs.append((path, load_run(path)))
         except ConfigError as exc:
             err.print(f"[yellow]skipped:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
-            continue
-        frame = run.frame()
-        frame.insert(0, "scenario", run.scenario.name)
-        frame.insert(0, "run", str(path))
-        frames.append(frame)
-    rows = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "scenario", *COLUMNS])
+    rows = frame.of_runs(runs)
     if fmt == "csv":
         click.echo(rows.to_csv(index=False), nl=False)
     else:  # through pandas' JSON for its nulls (NaN, <NA>), then plain json for readable paths

@@ -1,5 +1,8 @@
 """pandas views of a Run, for analysis after the run (`Run.frame()`, `Run.samples(name)`).
 
+pandas is imported where a frame is made, not with this module: the model imports it, and worker
+processes and the command line load the model without needing pandas (about a second's start-up).
+
 The tidy frame has one row per server x variant x point x pool x repeat x metric, the metric named as
 reports, summary.csv and claims name it; `value` is a float (NaN where the run has no figure) and
 `unavailable` the reason when the server could not give the metric. Error texts are left out.
@@ -7,10 +10,15 @@ reports, summary.csv and claims name it; `value` is a float (NaN where the run h
 
 from __future__ import annotations
 
-import pandas as pd
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from .model import Run, Unavailable
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .model import Run
 
 KEYS = ["server", "variant", "group", "point", "pool", "measured", "clients", "repeat", "status"]
 COLUMNS = KEYS + ["metric", "value", "unavailable"]
@@ -18,6 +26,8 @@ SAMPLE_KEYS = ["server", "variant", "group", "point", "repeat", "status"]
 
 
 def tidy(run: Run) -> pd.DataFrame:
+    import pandas as pd
+
     rows = []
     for r in run.variant_runs:
         for name, pool in r.pools.items():
@@ -25,12 +35,14 @@ def tidy(run: Run) -> pd.DataFrame:
             for metric, value in r.flat_metrics(name).items():
                 if metric.startswith("error_messages."):
                     continue
-                gone = value.reason if isinstance(value, Unavailable) else None
+                gone = getattr(value, "reason", None)  # an Unavailable figure says why
                 rows.append((*key, metric, _float(value), gone))
     return _typed(pd.DataFrame.from_records(rows, columns=COLUMNS))
 
 
 def samples(run: Run, name: str) -> pd.DataFrame:
+    import pandas as pd
+
     rows = [{"server": r.server, "variant": r.variant, "group": r.group, "point": r.point, "repeat": r.repeat,
              "status": r.status, **row} for r in run.variant_runs for row in r.samples.get(name) or []]
     if not rows:
@@ -38,6 +50,19 @@ def samples(run: Run, name: str) -> pd.DataFrame:
         raise ConfigError(f"{run.path or 'the run'}: no samples of a sampler named {name} "
                           f"({'the run has ' + ', '.join(names) if names else 'the run has no periodic samples'})")
     return _typed(pd.DataFrame.from_records(rows))
+
+
+def of_runs(runs: list[tuple[Path, Run]]) -> pd.DataFrame:
+    """The tidy frames of many runs in one, each row led by its run directory and scenario name."""
+    import pandas as pd
+
+    frames = []
+    for path, run in runs:
+        frame = tidy(run)
+        frame.insert(0, "scenario", run.scenario.name)
+        frame.insert(0, "run", str(path))
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run", "scenario", *COLUMNS])
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

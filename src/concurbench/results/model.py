@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from . import frame as frames
 from .shards import Plan
 
 if TYPE_CHECKING:
@@ -448,15 +449,11 @@ class Run:
 
     def frame(self):
         """One tidy row per server x variant x point x pool x repeat x metric (a pandas DataFrame)."""
-        from .frame import tidy  # pandas only when a frame is asked for: worker processes import this module
-
-        return tidy(self)
+        return frames.tidy(self)
 
     def samples(self, name: str):
         """The periodic samples of one sampler, every variant run's, as a pandas DataFrame."""
-        from .frame import samples  # as in frame()
-
-        return samples(self, name)
+        return frames.samples(self, name)
 
     def manifest_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "harness": dict(self.harness), "status": self.status,
