@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.1) -> bool:
-    """Whether `predicate()` became true within `timeout` seconds (asked every `interval` seconds)."""
+def wait_until(predicate, timeout: float, interval: float = 0.05):
+    """Poll `predicate` until it returns something true, or the deadline; returns its last value."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
         time.sleep(interval)
-    return bool(predicate())

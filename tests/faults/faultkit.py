@@ -23,7 +23,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import psutil
@@ -31,18 +30,9 @@ import psycopg
 import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def wait_until(predicate, timeout: float, interval: float = 0.05):
-    """Poll `predicate` until it returns something true, or the deadline; returns its last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
 
 
 class Run:
