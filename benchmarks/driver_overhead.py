@@ -24,12 +24,20 @@ run with a few sessions) and whether every session ended cleanly.
     python benchmarks/driver_overhead.py [--seconds 5] [--rounds 3] [--clients 1,8,32,128]
         [--workloads select1,tpcb] [--protocols simple,prepared] [--loops auto] [--scale 10]
         [--sessions 1000] [--csv FILE]
+    python benchmarks/driver_overhead.py --from-csv FILE   # the summary of an earlier run
+
+Each `ratio` line gives the geometric mean of the rounds' ratios with its 95% interval (Student t
+on the logarithms of the paired rounds) and, where the goal applies, whether it is met (the whole
+interval inside the goal), missed (the whole interval outside) or undecided (more rounds needed):
+at least 0.9x pgbench's throughput at 8 and 32 clients, and at one client each statement's mean
+within 0.9x-1.1x of `pgbench -r`'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import re
 import resource
@@ -44,6 +52,7 @@ from pathlib import Path
 import psutil
 import psycopg
 
+from concurbench import stats
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres, wheel_install
 from concurbench.scenarios import load_scenario
@@ -80,6 +89,49 @@ class Measure:
     cpu_us: float  # load generator CPU (user + system) per transaction, microseconds
     statements_ms: dict[str, float] = field(default_factory=dict)  # mean latency per statement
     note: str = ""
+
+
+# -- the goal ----------------------------------------------------------------------
+THROUGHPUT_GOAL = (0.9, math.inf)  # concurbench's tps at least 0.9x pgbench's ...
+GOAL_CLIENTS = (8, 32)  # ... at these client counts
+STATEMENT_GOAL = (0.9, 1.1)  # one client: each statement's mean within 10% of pgbench -r's
+
+
+def ratio_interval(ratios: list[float]) -> tuple[float, float | None, float | None]:
+    """The geometric mean of per-round ratios and its 95% interval (Student t on their logarithms).
+
+    Rounds are paired (both sides ran back to back), so each round's ratio is one observation and
+    drift that hits both sides cancels; the logarithm makes 0.8x and 1.25x equally far from 1.
+    """
+    est = stats.estimate([math.log(r) for r in ratios])
+    if est.low is None:
+        return math.exp(est.mean), None, None
+    return math.exp(est.mean), math.exp(est.low), math.exp(est.high)
+
+
+def goal_verdict(low: float | None, high: float | None, goal: tuple[float, float]) -> str:
+    """met: the whole interval inside the goal; missed: the whole interval outside; else undecided."""
+    lo, hi = goal
+    if low is None:
+        return "undecided (one round)"
+    if lo <= low and high <= hi:
+        return "met"
+    if high < lo or low > hi:
+        return "missed"
+    return "undecided"
+
+
+def ratio_summary(ratios: list[float], goal: tuple[float, float] | None) -> str:
+    mean, low, high = ratio_interval(ratios)
+    text = f"{mean:.2f}"
+    if low is not None:
+        text += f" (95% interval {low:.2f}-{high:.2f} over {len(ratios)} rounds"
+    else:
+        text += " (1 round"
+    if goal is not None:
+        bounds = f">= {goal[0]:g}" if goal[1] == math.inf else f"{goal[0]:g}-{goal[1]:g}"
+        text += f"; goal {bounds}: {goal_verdict(low, high, goal)}"
+    return text + f"; rounds {', '.join(f'{r:.2f}' for r in ratios)})"
 
 
 # -- pgbench -----------------------------------------------------------------------
@@ -224,35 +276,70 @@ def compare(server, pgbench: Path, args, writer) -> list[str]:
                             writer.writerow([workload, round_no + 1, protocol, clients, side, m.note,
                                              round(m.tps, 1), round(m.cpu_us, 2), round(ratio, 4),
                                              " ".join(f"{n}={v:.5f}" for n, v in m.statements_ms.items())])
-        print(f"\n-- {workload}: per-statement means (ms, median over rounds)")
-        for (protocol, clients), rounds in results.items():
-            for side in rounds[0][1]:
-                names = list(rounds[0][1][side].statements_ms)
-                cells = []
-                for name in names:
-                    ours = statistics.median(r[1][side].statements_ms.get(name, float("nan")) for r in rounds)
-                    theirs = statistics.median(r[0].statements_ms.get(name, float("nan")) for r in rounds)
-                    cells.append(f"{name} {ours:.4f}" + ("" if side == "pgbench" else f" ({ours / theirs:.2f}x)"))
-                print(f"{protocol:>8} {clients:>4} clients {side:>22}: {', '.join(cells)}")
-        for (protocol, clients), rounds in results.items():
-            for name in loop_names:
-                side = f"concurbench/{name}"
-                ratios = [r[1][side].tps / r[0].tps for r in rounds]
-                cpu_ours = statistics.median(r[1][side].cpu_us for r in rounds)
-                cpu_theirs = statistics.median(r[0].cpu_us for r in rounds)
-                which = "" if len(loop_names) == 1 else f" [{name}]"
-                summary.append(f"ratio {workload} {protocol} {clients} clients{which}: "
-                               f"{statistics.median(ratios):.2f}  (rounds {', '.join(f'{r:.2f}' for r in ratios)}; "
-                               f"CPU/txn {cpu_ours:.1f} us vs pgbench {cpu_theirs:.1f} us)")
-                if clients == 1:
-                    for stmt in rounds[0][0].statements_ms:
-                        ours = statistics.median(r[1][side].statements_ms.get(stmt, float("nan")) for r in rounds)
-                        theirs = statistics.median(r[0].statements_ms[stmt] for r in rounds)
-                        summary.append(f"statement mean {workload} {protocol} 1 client {stmt}{which}: "
-                                       f"{ours * 1000:.1f} us vs pgbench {theirs * 1000:.1f} us "
-                                       f"({ours / theirs:.2f}x)")
+        summary += summarize(workload, results, loop_names)
     if script:
         os.unlink(script)
+    return summary
+
+
+def summarize(workload: str, results: dict[tuple, list[tuple[Measure, dict[str, Measure]]]],
+              loop_names: list[str]) -> list[str]:
+    """Print the per-statement medians of one workload; return its summary lines (ratios with intervals)."""
+    summary: list[str] = []
+    print(f"\n-- {workload}: per-statement means (ms, median over rounds)")
+    for (protocol, clients), rounds in results.items():
+        for side in rounds[0][1]:
+            names = list(rounds[0][1][side].statements_ms)
+            cells = []
+            for name in names:
+                ours = statistics.median(r[1][side].statements_ms.get(name, float("nan")) for r in rounds)
+                theirs = statistics.median(r[0].statements_ms.get(name, float("nan")) for r in rounds)
+                cells.append(f"{name} {ours:.4f}" + ("" if side == "pgbench" else f" ({ours / theirs:.2f}x)"))
+            print(f"{protocol:>8} {clients:>4} clients {side:>22}: {', '.join(cells)}")
+    for (protocol, clients), rounds in results.items():
+        for name in loop_names:
+            side = f"concurbench/{name}"
+            ratios = [r[1][side].tps / r[0].tps for r in rounds]
+            cpu_ours = statistics.median(r[1][side].cpu_us for r in rounds)
+            cpu_theirs = statistics.median(r[0].cpu_us for r in rounds)
+            which = "" if len(loop_names) == 1 else f" [{name}]"
+            summary.append(f"ratio {workload} {protocol} {clients} clients{which}: "
+                           f"{ratio_summary(ratios, THROUGHPUT_GOAL if clients in GOAL_CLIENTS else None)}; "
+                           f"CPU/txn {cpu_ours:.1f} us vs pgbench {cpu_theirs:.1f} us")
+            if clients == 1:
+                for stmt in rounds[0][0].statements_ms:
+                    ours = statistics.median(r[1][side].statements_ms.get(stmt, float("nan")) for r in rounds)
+                    theirs = statistics.median(r[0].statements_ms[stmt] for r in rounds)
+                    per_round = [r[1][side].statements_ms[stmt] / r[0].statements_ms[stmt] for r in rounds
+                                 if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)]
+                    summary.append(f"statement mean {workload} {protocol} 1 client {stmt}{which}: "
+                                   f"{ours * 1000:.1f} us vs pgbench {theirs * 1000:.1f} us (medians); "
+                                   f"ratio {ratio_summary(per_round, STATEMENT_GOAL)}")
+    return summary
+
+
+def from_csv(path: str) -> list[str]:
+    """The summary of an earlier run, from the file its --csv wrote (nothing is measured)."""
+    by_workload: dict[str, dict[tuple, dict[int, tuple[Measure | None, dict[str, Measure]]]]] = {}
+    loops: list[str] = []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            means = dict(item.split("=") for item in row["statement_means_ms"].split())
+            m = Measure(float(row["tps"]), float(row["cpu_us_per_txn"]), {k: float(v) for k, v in means.items()},
+                        row["loop"])
+            cell = by_workload.setdefault(row["workload"], {}).setdefault((row["protocol"], int(row["clients"])), {})
+            base, measured = cell.get(int(row["round"]), (None, {}))
+            measured[row["side"]] = m
+            if row["side"] == "pgbench":
+                base = m
+            elif row["side"].split("/", 1)[1] not in loops:
+                loops.append(row["side"].split("/", 1)[1])
+            cell[int(row["round"])] = (base, measured)
+    summary: list[str] = []
+    for workload, cells in by_workload.items():
+        results = {key: [rounds[n] for n in sorted(rounds) if rounds[n][0] is not None]
+                   for key, rounds in cells.items()}
+        summary += summarize(workload, results, loops)
     return summary
 
 
@@ -330,7 +417,11 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=10, help="pgbench -i scale of the tpcb workload")
     parser.add_argument("--sessions", type=int, default=0, help="also run the N-session scenario (0: skip)")
     parser.add_argument("--csv", help="write every measurement to this CSV file")
+    parser.add_argument("--from-csv", help="print the summary of an earlier run's --csv file; measure nothing")
     args = parser.parse_args()
+    if args.from_csv:
+        print("\n".join(from_csv(args.from_csv)))
+        return
     for name in args.loops.split(","):
         if name not in fastloop.LOOPS:
             raise SystemExit(f"unknown loop {name}: one of {', '.join(fastloop.LOOPS)}")

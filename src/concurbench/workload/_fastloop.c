@@ -65,6 +65,9 @@ enum { PROTO_PREPARED = 0, PROTO_EXTENDED = 1, PROTO_SIMPLE = 2 };
 #define DRAIN_ALL 65536
 #define RECONNECT_BACKOFF_NS 100000000LL
 #define PARENT_CHECK_NS 200000000LL
+/* A session publishes its count (for the parent's progress line) at most this often: the workers'
+   counters share cache lines, and a write per transaction would bounce them between the cores. */
+#define PUBLISH_NS 20000000LL
 
 typedef struct {
     const char *key;   /* prepared statement name */
@@ -89,7 +92,7 @@ typedef struct Sess {
     int slot, protocol, n_statements, n_params, max_tries;
     Plan *plans;
     int state, step, attempt, retries, pending_prepare;
-    int64_t t0, s0, wake_at, think, limit, counted, finished;
+    int64_t t0, s0, wake_at, think, limit, counted, finished, publish_at;
     int64_t retried; /* retries of counted transactions not yet handed to Python */
     int reported;    /* done: told Python */
     unsigned char *prepared;
@@ -576,7 +579,10 @@ static int readable(Loop *L, Sess *s, int64_t now) {
         if (buf_push(&s->txn, now - s->t0) < 0 || buf_push(&s->ends, now) < 0) return -1;
         for (int i = 0; i < s->n_statements; i++)
             if (buf_push(&s->stmts[i], s->timings[i]) < 0) return -1;
-        L->counters[s->slot] = s->counted;
+        if (now >= s->publish_at) {
+            L->counters[s->slot] = s->counted;
+            s->publish_at = now + PUBLISH_NS;
+        }
         s->retried += s->retries;
         if (s->txn.used >= L->drain_at && drain(s) < 0) return -1;
     }
@@ -596,6 +602,7 @@ static int settle(Loop *L, Sess *s) {
         if (s->reported) return 0;
         s->reported = 1;
         unwatch(L, s);
+        L->counters[s->slot] = s->counted;
         L->finished[s->slot] = clock_ns();
         L->status[s->slot] = (int8_t)SLOT_DONE;
         L->remaining--;
