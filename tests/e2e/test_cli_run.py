@@ -12,9 +12,9 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 
+from processes import tagged
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,16 +48,7 @@ def read_until(proc: subprocess.Popen, pattern: re.Pattern, timeout: float) -> t
 
 def harness_processes() -> set[int]:
     """Live (not zombie) processes started by this module's runs: CLI, workers, servers."""
-    found = set()
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if proc.environ().get("CONCURBENCH_TEST_TAG") == TAG:
-                found.add(proc.pid)
-        except psutil.Error:
-            continue
-    return found
+    return tagged(TAG)
 
 
 def test_quick_run_prints_tables_and_writes_the_run_directory(tmp_path):

@@ -10,8 +10,9 @@ import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import psutil
 import pytest
+
+from processes import tagged
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "postgres" / "temp-table-churn.yaml"
@@ -32,14 +33,8 @@ def concurbench(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
 
 
 def harness_processes() -> set[int]:
-    found = set()
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and proc.environ().get("CONCURBENCH_TEST_TAG") == TAG:
-                found.add(proc.pid)
-        except psutil.Error:
-            continue
-    return found
+    """Live (not zombie) processes started by this module's runs: CLI, workers, servers."""
+    return tagged(TAG)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ import psutil
 import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
-from faultkit import ROOT, Run, Server, tagged, wait_until
+from faultkit import ROOT, Run, Server, wait_until
+from processes import tagged
 
 
 @pytest.fixture(scope="module")

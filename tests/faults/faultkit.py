@@ -122,18 +122,6 @@ def dsn(server: "Server") -> list[str]:
     return ["--target", "dsn", "--dsn", server.conninfo]
 
 
-def tagged(tag: str) -> set[int]:
-    """Live processes carrying this test's tag."""
-    found = set()
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and proc.environ().get("CONCURBENCH_TEST_TAG") == tag:
-                found.add(proc.pid)
-        except psutil.Error:
-            continue
-    return found
-
-
 class Server:
     """The server the dsn runs go to, and what the tests look at on it."""
 
