@@ -8,6 +8,7 @@ epoll loop, transactions, error outcomes and rollbacks, cancelling at the end of
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from types import SimpleNamespace
@@ -76,18 +77,29 @@ def test_fixed_count_of_atomic_transactions_commits_each_once(server, admin, cou
     assert admin.execute("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'").fetchone()[0] == 0
 
 
-def test_errors_are_classified_and_rolled_back(server, admin, counters_table):
-    """A row held by another session and a 50 ms lock_timeout: every transaction fails as lock_not_available."""
-    holder = pg.connect(server[1].conninfo)
+@contextlib.contextmanager
+def row_held(conninfo: str):
+    """Another session holds row k = 1 of blocking_counts (an open transaction) until the block ends."""
+    holder = pg.connect(conninfo)
     try:
         holder.execute("BEGIN")
         holder.execute("UPDATE blocking_counts SET n = n WHERE k = 1")
-        pool = Pool("blocked", 2, (Statement("bump", "UPDATE blocking_counts SET n = n + 1 WHERE k = 1"),),
-                    atomic=True, transactions=3, init=("SET lock_timeout = '50ms'",))
-        stats = run_sessions(server[1].conninfo, pool, seconds=30)
+        yield
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def blocked_pool(transactions: int) -> Pool:
+    """Two sessions bumping the held row with a 50 ms lock_timeout: every transaction fails."""
+    return Pool("blocked", 2, (Statement("bump", "UPDATE blocking_counts SET n = n + 1 WHERE k = 1"),),
+                atomic=True, transactions=transactions, init=("SET lock_timeout = '50ms'",))
+
+
+def test_errors_are_classified_and_rolled_back(server, admin, counters_table):
+    """A row held by another session and a 50 ms lock_timeout: every transaction fails as lock_not_available."""
+    with row_held(server[1].conninfo):
+        stats = run_sessions(server[1].conninfo, blocked_pool(3), seconds=30)
     assert stats.transactions == 0 and stats.failed == 6
     assert stats.errors["lock_not_available"] == 6
     assert any(key.startswith("55P03") for key in stats.error_messages)
@@ -179,16 +191,8 @@ def test_pyodbc_sessions_through_odbc_run_commit_fail_and_cancel(server, admin, 
     assert stats.transactions == 120 and stats.failed == 0
     assert admin.execute("SELECT sum(n) FROM blocking_counts").fetchone()[0] == 120
 
-    holder = pg.connect(server[1].conninfo)
-    try:
-        holder.execute("BEGIN")
-        holder.execute("UPDATE blocking_counts SET n = n WHERE k = 1")
-        blocked = Pool("blocked", 2, (Statement("bump", "UPDATE blocking_counts SET n = n + 1 WHERE k = 1"),),
-                       atomic=True, transactions=2, init=("SET lock_timeout = '50ms'",))
-        failed = run_sessions(conn_str, blocked, seconds=30, engine=engine)
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
+    with row_held(server[1].conninfo):
+        failed = run_sessions(conn_str, blocked_pool(2), seconds=30, engine=engine)
     assert failed.failed == 4 and failed.errors["lock_not_available"] == 4
 
     started = time.monotonic()
