@@ -54,6 +54,15 @@ def estimate_s(variant: Variant, point: int | None) -> float:
     return variant.warmup + window + RUN_OVERHEAD_S + clients * CONNECT_S_PER_CLIENT + steps * SQL_STEP_S
 
 
+def in_round(items, repeat: int) -> list:
+    """The order of a round: as given in odd rounds, reversed in even ones (A B, B A, A B, ...), so that the
+    runs a claim pairs by round take the first and the second place equally often: a position effect
+    (a cache the previous run warmed, a vacuum it left behind) then adds to the spread between rounds
+    rather than to the difference of the pair."""
+    items = list(items)
+    return items if repeat % 2 else items[::-1]
+
+
 def plan_runs(variants: Iterable[Variant], servers: int = 1, repeats: Iterable[int] = (1,), *,
               together: bool = False, share: Collection[tuple] | None = None) -> list[PlannedRun]:
     """The variant runs in the order Runner.run takes them: with `together` (repeats or --check over a version
@@ -62,8 +71,9 @@ def plan_runs(variants: Iterable[Variant], servers: int = 1, repeats: Iterable[i
     use start."""
     variants, repeats = list(variants), list(repeats)
     batches = [list(range(servers))] if together else [[i] for i in range(servers)]
-    order = [(server, repeat, variant, point) for batch in batches for repeat in repeats for variant in variants
-             for server in batch for point in variant.sweep]
+    order = [(server, repeat, variant, point) for batch in batches for repeat in repeats
+             for variant in in_round(variants, repeat) for server in in_round(batch, repeat)
+             for point in in_round(variant.sweep, repeat)]
     if share is not None:
         order = [(server, repeat, v, point) for server, repeat, v, point in order
                  if (server, repeat, v.name, point) in share]
@@ -74,8 +84,9 @@ def round_runs(variants: Iterable[Variant], servers: list[tuple[int, str]], want
                repeat: int) -> list[PlannedRun]:
     """One more round of `--check`: the points open claims read (`wanted`: (variant, point) -> the server
     versions to run it on), in the order Runner._decide runs them, on servers already up."""
-    order = [(position, repeat, variant, point) for variant in variants for position, version in servers
-             for point in variant.sweep if version in wanted.get((variant.name, point), ())]
+    order = [(position, repeat, variant, point) for variant in in_round(variants, repeat)
+             for position, version in in_round(servers, repeat) for point in in_round(variant.sweep, repeat)
+             if version in wanted.get((variant.name, point), ())]
     return _estimated(order, started={position for position, _ in servers})
 
 

@@ -30,7 +30,7 @@ from .engines.admin import AdminSession
 from .engines.registry import get_engine
 from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
-from .plan import PlannedRun, plan_runs, round_runs, without
+from .plan import PlannedRun, in_round, plan_runs, round_runs, without
 from .report.metrics import pool_metrics
 from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
@@ -294,10 +294,10 @@ class Runner:
     def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
         for server in servers:
             self._start(server)
-        # repeats interleave (A B A B, not A A B B) so that drift hits every variant alike
+        # repeats interleave (A B B A, not A A B B) so that drift hits every variant alike (plan.in_round)
         for repeat in range(1, self.repeat + 1):
-            for variant in variants:
-                for server in servers:
+            for variant in in_round(variants, repeat):
+                for server in in_round(servers, repeat):
                     self._variant_on(server, variant, repeat, results)
         if self.sequential is not None:
             self._decide(servers, variants, results)
@@ -361,9 +361,9 @@ class Runner:
             repeat += 1
             self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
             self._announce()  # the progress display learns of the round before it starts
-            for variant in variants:
+            for variant in in_round(variants, repeat):
                 points = {point for (name, point) in wanted if name == variant.name}
-                for server in servers:
+                for server in in_round(servers, repeat):
                     mine = {p for p in points if server.version in wanted[(variant.name, p)]}
                     if mine:
                         self._variant_on(server, variant, repeat, results, points=mine)
@@ -390,7 +390,7 @@ class Runner:
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
-        for point in variant.sweep:
+        for point in in_round(variant.sweep, repeat):
             if points is not None and point not in points:
                 continue
             self.progress({"event": "repeat", "repeat": repeat, "of": max(self.repeat, repeat),

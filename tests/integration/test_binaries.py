@@ -68,7 +68,7 @@ def test_matrix_run_puts_16_and_18_side_by_side(tmp_path):
     report = (run_dir / "report.md").read_text()
     assert f"Servers: PostgreSQL {short[0]}, {short[1]} (binaries), side by side" in report
     for version in short:
-        assert f"| {version} | for_update | lockers | 32 |" in report
+        assert f"| {version} | for_update | lockers | 90 |" in report
         assert f"| {version} | for_share_many | sharers |" in report
     summary = json.loads((run_dir / "summary.json").read_text())
     assert {(r["variant"], r["server"]) for r in summary["results"]} == {
@@ -87,7 +87,8 @@ def test_repeats_on_a_matrix_interleave_servers_and_compare_them(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     short = [s["version_short"] for s in json.loads((run_dir / "manifest.json").read_text())["servers"]]
     order = [(r["repeat"], r["variant"], r["server"]) for r in summary["results"]]
-    assert order == [(rep, v, s) for rep in (1, 2) for v in ("bystander_alone", "for_share_1") for s in short]
+    forwards = [(1, v, s) for v in ("bystander_alone", "for_share_1") for s in short]
+    assert order == forwards + [(2, v, s) for _, v, s in reversed(forwards)]  # the second round runs backwards
     assert "± " in (run_dir / "report.md").read_text()
     compared = subprocess.run(
         [sys.executable, "-m", "concurbench.cli.main", "compare", str(run_dir), "--servers", "16,18",

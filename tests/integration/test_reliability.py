@@ -141,7 +141,7 @@ def test_each_check_round_is_announced_before_it_runs(server, running_server, tm
     plans = [e for e in events if e["event"] == "plan"]
     assert len(plans) >= 2 and all(p["check"] for p in plans)
     assert [(r["variant"], r["repeat"]) for r in plans[0]["runs"]] == [("a", 1), ("b", 1), ("c", 1)]
-    assert [(r["variant"], r["repeat"]) for r in plans[1]["runs"]][3:] == [("a", 2), ("b", 2)]
+    assert [(r["variant"], r["repeat"]) for r in plans[1]["runs"]][3:] == [("b", 2), ("a", 2)]  # backwards
     ran = [(r.variant, r.repeat) for r in outcome.results]
     assert [(r["variant"], r["repeat"]) for r in plans[-1]["runs"]] == ran and ("c", 2) not in ran
     for previous, plan in zip(plans, plans[1:]):  # sent once the runs planned before had run, before the round

@@ -48,6 +48,9 @@ def test_plan_follows_the_runners_order(tmp_path):
     assert [(r.repeat, r.variant, r.server, r.point) for r in together][:6] == [
         (1, "a", 0, 1), (1, "a", 0, 4), (1, "a", 1, 1), (1, "a", 1, 4), (1, "b", 0, None), (1, "b", 1, None)]
     assert len(together) == 12
+    # the second round runs backwards (A B, then B A): each variant comes first in every other round
+    assert [(r.repeat, r.variant, r.server, r.point) for r in together][6:] == [
+        (2, "b", 1, None), (2, "b", 0, None), (2, "a", 1, 4), (2, "a", 1, 1), (2, "a", 0, 4), (2, "a", 0, 1)]
 
 
 def test_estimates_come_from_durations_and_counts(tmp_path):
@@ -89,6 +92,8 @@ def test_a_check_round_is_planned_as_the_runner_runs_it_on_servers_already_up(tm
     assert [(r.variant, r.point, r.server, r.repeat) for r in runs] == [
         ("a", 4, 0, 3), ("a", 4, 1, 3), ("b", None, 1, 3)]
     assert [r.estimate_s for r in runs] == [round(estimate_s(a, 4), 2)] * 2 + [round(estimate_s(b, None), 2)]
+    backwards = round_runs([a, b], [(0, "16.4"), (1, "17.2")], wanted, repeat=4)
+    assert [(r.variant, r.point, r.server) for r in backwards] == [("b", None, 1), ("a", 4, 1), ("a", 4, 0)]
 
 
 class Clock:

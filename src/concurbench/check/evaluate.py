@@ -1,20 +1,22 @@
 """Judge a scenario's `expect` claims on the runs measured so far: pass, fail, inconclusive, not evaluated.
 
 Every claim on every server is one member of a family. Each member with data enough is tested
-(check/sides.py builds its two estimates; stats.test_sides compares them), the family's p-values are
-Holm-corrected together, and the level of one look is the error rate split over the looks a
-sequential check may take (`level`). A verdict once given stands: a check that runs more repeats
-only asks about the claims still open.
+(check/sides.py gives each side's runs; stats.test_runs pairs them by round where it can), the
+family's p-values are Holm-corrected together at the level of this look (`Look`: the share of the
+error rate a sequential check spends at it). A verdict once given stands: a check that runs more
+repeats only asks about the claims still open. Each tested claim shows the interval its verdict
+used, at the level Holm and the look gave it, and an open one how many runs a side would decide it.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .. import stats
 from ..results.model import ClaimEstimate, ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
-from .sides import NEVER_SEEN, NotEvaluated, NotFound, SideData, paired, side_data
+from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, side_data
 
 NOT_EVALUATED = "not evaluated"
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
@@ -33,27 +35,52 @@ def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
     return failed, undecided
 
 
+@dataclass(frozen=True)
+class Look:
+    """One look at the claims: its number, of a check that looks after `first`, first + 1, ... `last` runs
+    a side (one look when first >= last)."""
+
+    index: int = 1
+    first: int = 1
+    last: int = 1
+
+    @property
+    def of(self) -> int:
+        return max(1, self.last - self.first + 1)
+
+    def level_for(self, family: int) -> float:
+        """This look's level for a claim with 1/family of the error rate; a look beyond the plan spends nothing."""
+        levels = stats.look_levels(self.first, self.last, stats.ALPHA / family)
+        return levels[self.index - 1] if self.index <= len(levels) else 0.0
+
+    def describe(self) -> str:
+        return "one look" if self.of == 1 else f"look {self.index} of {self.of}, spending over looks"
+
+
+ONE_LOOK = Look()
+
+
 class _Member:
     """One claim on one server while the family is judged."""
 
     def __init__(self, claim: Claim, server):
         self.claim = claim
         self.server = server
-        self.left: SideData | stats.Estimate | None = None
-        self.right: SideData | stats.Estimate | None = None
+        self.left: SideData | float | None = None  # a number of the claim is a float
+        self.right: SideData | float | None = None
         self.test: stats.Test | None = None
         self.reason = ""
         self.verdict: ClaimVerdict | None = None  # set when the member is settled without a test
 
 
 def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, str] | None = None,
-             quick: bool = False, level: float = stats.ALPHA, looks: int = 1,
+             quick: bool = False, look: Look = ONE_LOOK,
              decided: dict[tuple, ClaimVerdict] | None = None) -> list[ClaimVerdict]:
     """Verdicts for every claim on every server of `runs` (all repeats, not folded).
 
     `skipped` names variants that were not run (left out with --variant, unsupported, interrupted)
-    with the reason; `decided` holds verdicts of earlier looks that stand; `level` is this look's share
-    of the error rate and `looks` how many looks it was split over (said in the reasons).
+    with the reason; `decided` holds verdicts of earlier looks that stand; `look` is this look, with
+    its share of the error rate (said in the reasons).
     """
     skipped = dict(skipped or {})
     decided = dict(decided or {})
@@ -76,14 +103,15 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
                 continue
             _prepare(member, mine, skipped, quick)
     testable = [m for m in members if m.verdict is None and m.test is not None and not m.reason]
-    adjusted = stats.holm([m.test.two_sided for m in testable])
+    steps = stats.step_down([m.test.two_sided for m in testable], look.level_for)
     family = len(testable)
-    for member, p in zip(testable, adjusted):
-        member.verdict = _verdict(member, stats.decide(member.claim.op, member.test, p, level), p, level, family,
-                                  looks)
+    for member, (ok, level) in zip(testable, steps):
+        p = member.test.two_sided
+        verdict = stats.decide(member.claim.op, member.test, p if ok else None, level or 0.0)
+        member.verdict = _verdict(member, verdict, p, level, look, family)
     for member in members:
         if member.verdict is None:
-            member.verdict = _verdict(member, stats.INCONCLUSIVE, None, level, family, looks)
+            member.verdict = _verdict(member, stats.INCONCLUSIVE, None, None, look, family)
     return [m.verdict for m in members]
 
 
@@ -117,33 +145,19 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, str], q
     if claim.op not in ("==", "!=") and len(sides) == 2 and all(s.zero for s in sides):
         member.reason = f"{NEVER_SEEN} in every run: nothing was seen to compare"
         return
-    member.test = _test(claim, member.left, member.right)
+    member.test = stats.test_runs(_runs(member.left, claim.left.factor), _runs(member.right, claim.right.factor))
     if member.test.p_greater is None:
         member.reason = "no uncertainty could be estimated for a side"
 
 
-def _side(side, runs: list[VariantRun]):
+def _side(side, runs: list[VariantRun]) -> SideData | float:
     if side.ref is None:
-        return stats.exact(side.factor)
+        return float(side.factor)  # a number of the claim (the factor is the number)
     return side_data(side.ref, runs)
 
 
-def _test(claim: Claim, left, right) -> stats.Test:
-    """Left against right; sides read from the same variant runs are compared run by run."""
-    if isinstance(left, SideData) and isinstance(right, SideData) and left.key == right.key:
-        diffs = paired(left, right, claim.left.factor, claim.right.factor)
-        if diffs is not None:
-            test = stats.difference_test(diffs, stats.exact(0.0))
-            positive = all(v > 0 for v in left.values + right.values)
-            return stats.Test(test.diff, test.se, test.df, "log" if positive else "linear", test.p_greater,
-                              test.p_less)
-    return stats.test_sides(_scaled(left, claim.left.factor), _scaled(right, claim.right.factor))
-
-
-def _scaled(side, factor: float) -> stats.Estimate:
-    if isinstance(side, stats.Estimate):
-        return side  # a number of the claim (the factor is the number)
-    return side.estimate.scaled(factor)
+def _runs(side: SideData | float, factor: float) -> stats.Runs | float:
+    return side if isinstance(side, float) else side.runs.scaled(factor)
 
 
 def _settled(member: _Member, reason: str) -> ClaimVerdict:
@@ -151,59 +165,93 @@ def _settled(member: _Member, reason: str) -> ClaimVerdict:
     return ClaimVerdict(claim.text, NOT_EVALUATED, claim.description, member.server, reason=reason)
 
 
-def _verdict(member: _Member, verdict: str, p: float | None, level: float, family: int, looks: int) -> ClaimVerdict:
+def _verdict(member: _Member, verdict: str, p: float | None, level: float | None, look: Look,
+             family: int) -> ClaimVerdict:
+    """The verdict with its sides, the 95% interval of left against right, and the same at the level the
+    claim was tested at: that interval leaves out the claim's boundary exactly when the verdict decides."""
     claim = member.claim
+    test = member.test
     left = _shown(member.left, claim.left.factor)
     right = _shown(member.right, claim.right.factor)
-    ratio = _ratio(member.test)
     if member.reason:
         reason = member.reason
-    elif member.test is not None and math.isinf(member.test.diff) and verdict != stats.INCONCLUSIVE:
+    elif test is not None and math.isinf(test.diff) and verdict != stats.INCONCLUSIVE:
         word = "holds" if verdict == stats.PASS else "does not hold"
-        reason = f"{word}: every run measured more than 0 on one side and exactly 0 on the other" + _runs(member)
-    elif member.test is not None and member.test.se == 0 and verdict != stats.INCONCLUSIVE:
+        reason = f"{word}: every run measured more than 0 on one side and exactly 0 on the other" + _runs_a_side(member)
+    elif test is not None and test.se == 0 and verdict != stats.INCONCLUSIVE:
         word = "holds" if verdict == stats.PASS else "does not hold"
-        reason = f"{word} exactly: every run measured the same" + _runs(member)
+        reason = f"{word} exactly: every run measured the same" + _runs_a_side(member)
     elif verdict == stats.INCONCLUSIVE:
-        reason = "the difference is within the noise" + _runs(member) + _odds(p, level, family, looks)
+        reason = ("the difference is within the noise" + _how(member) + _odds(p, level, look, family)
+                  + _more(member, family))
     else:
         word = "holds" if verdict == stats.PASS else "the opposite holds"
-        reason = f"{word} at 95%" + _runs(member) + _odds(p, level, family, looks)
+        reason = f"{word} at 95%" + _how(member) + _odds(p, level, look, family)
+    # an exact comparison (every run the same, or a side of zeros) has no interval worth showing
+    shown = level if level and p is not None and not member.reason and test.se and not math.isinf(test.diff) else None
     return ClaimVerdict(claim.text, verdict, claim.description, member.server, left, right, reason,
-                        ratio=ratio, p_value=p)
+                        ratio=_interval(test, stats.ALPHA) if test and test.scale == "log" else None, p_value=p,
+                        level=shown, interval=None if shown is None else _interval(test, shown))
 
 
 def _shown(side, factor: float) -> ClaimEstimate | None:
     """A side as the report shows it: factor times the figure, with its 95% interval where one exists."""
     if side is None:
         return None
-    if isinstance(side, stats.Estimate):
-        return ClaimEstimate(side.mean, n=None, method="number")
-    est = side.estimate
-    if est is None:
+    if isinstance(side, float):
+        return ClaimEstimate(side, n=None, method="number")
+    return side.shown(factor)
+
+
+def _interval(test: stats.Test | None, alpha: float) -> ClaimEstimate | None:
+    """Left over right (log-scale tests) or left minus right (linear ones) with its interval at 1 - alpha."""
+    if test is None or test.se is None or math.isinf(test.diff):
         return None
-    est = est.scaled(factor)
-    return ClaimEstimate(est.mean, est.low, est.high, est.n, est.method)
+    low, high = test.interval(alpha)
+    if test.scale == "log":
+        return ClaimEstimate(math.exp(test.diff), math.exp(low), math.exp(high), method="left / right",
+                             confidence=1 - alpha)
+    return ClaimEstimate(test.diff, low, high, method="left - right", confidence=1 - alpha)
 
 
-def _ratio(test: stats.Test | None) -> ClaimEstimate | None:
-    """Left over right with its 95% interval (from the log-scale test)."""
-    if test is None or test.scale != "log" or test.se is None or math.isinf(test.diff):
-        return None
-    half = 0.0 if test.se == 0 else stats.t_quantile(1 - stats.ALPHA / 2, test.df) * test.se
-    return ClaimEstimate(math.exp(test.diff), math.exp(test.diff - half), math.exp(test.diff + half),
-                         method="left / right")
-
-
-def _runs(member: _Member) -> str:
+def _runs_a_side(member: _Member) -> str:
     counts = sorted({len(s.values) for s in (member.left, member.right) if isinstance(s, SideData)})
     if not counts:
         return ""
     return f" ({'-'.join(map(str, counts))} runs a side)"
 
 
-def _odds(p: float | None, level: float, family: int, looks: int) -> str:
-    if p is None:
+def _how(member: _Member) -> str:
+    """How the test was made: runs a side, and paired by round or not (and why not)."""
+    test = member.test
+    parts = [_runs_a_side(member).strip(" ()")] if _runs_a_side(member) else []
+    if test.paired:
+        parts.append("paired by round")
+    elif test.note:
+        parts.append(test.note)
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _odds(p: float | None, level: float | None, look: Look, family: int) -> str:
+    if p is None or level is None:
         return ""
-    spread = f" over {looks} looks" if looks > 1 else ""
-    return f"; adjusted p = {p:.2g} against {level:.3g} (Holm over {family} claim{'s' if family != 1 else ''}{spread})"
+    return (f"; p = {p:.2g} against {level:.2g} (its share of 5%: Holm over {family} "
+            f"claim{'s' if family != 1 else ''}, {look.describe()})")
+
+
+def _more(member: _Member, family: int) -> str:
+    """How many runs a side would decide an open claim, if the difference and the spread stay as measured."""
+    test = member.test
+    if test is None or test.se is None or not test.rounds or test.diff == 0:
+        return ""
+
+    def alpha_at(n: int) -> float:  # the last look of `--check --max-repeats n`, with 1/family of the error rate
+        return stats.look_levels(MIN_RUNS, n, stats.ALPHA / max(1, family))[-1]
+
+    n = stats.runs_to_decide(test, alpha_at)
+    if n is None:
+        return (f"; more than {stats.MAX_RUNS_ESTIMATED} runs a side would be needed: the difference measured is "
+                f"small beside the spread between runs")
+    return (f"; about {n} runs a side ({n - test.rounds} more) would decide it if the difference stays as measured "
+            f"(--max-repeats {n})")
+

@@ -4,9 +4,11 @@
 name: one run says nothing of the next). It then looks at the claims; while some are inconclusive
 and more runs could settle them, it runs one more round of only the variant points those claims
 read, interleaved across variants and servers, and looks again, up to `--max-repeats` runs and the
-time budget. The 5% error rate is split evenly over the looks the check may take (Bonferroni over
-looks), and Holm's correction spreads each look's share over the claims, so the chance of any wrong
-verdict in the whole check stays at most 5%. A verdict given at one look stands.
+time budget. Rounds run forwards and backwards in turn (plan.in_round), so that the sides of a claim
+can be paired round by round. The 5% error rate is spent over the looks the check may take
+(stats.look_levels: little at the first looks, most at the last), and Holm's correction spreads each
+look's share over the claims, so the chance of any wrong verdict in the whole check stays at most
+5%. A verdict given at one look stands.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..results.model import ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
 from ..scenario.model import Scenario
 from ..util import parse_duration
-from .evaluate import evaluate
+from .evaluate import Look, evaluate
 from .sides import MIN_RUNS, NEVER_SEEN, THIN
 
 DEFAULT_MAX_REPEATS = 5
@@ -51,19 +53,21 @@ class Sequential:
     def __post_init__(self):
         self.started = self.clock()
 
-    @property
-    def looks(self) -> int:
-        return max(1, self.policy.max_repeats - max(self.first, MIN_RUNS) + 1)
+    def look(self, index: int) -> Look:
+        """The look with this number: after max(--repeat, 2) runs a side, then after each round, up to
+        --max-repeats; one beyond those planned spends nothing (it decides nothing new)."""
+        first = max(self.first, MIN_RUNS)
+        return Look(index, first, max(self.policy.max_repeats, first))
 
     @property
-    def level(self) -> float:
-        return stats.look_level(self.looks)
+    def looks(self) -> int:
+        return self.look(1).of
 
     def judge(self, runs: list[VariantRun]) -> list[ClaimVerdict]:
         """One look at the claims: new verdicts join those that stand."""
         self.looks_taken += 1
         verdicts = evaluate(list(self.scenario.expect), runs, skipped=self.skipped, quick=self.scenario.quick,
-                            level=self.level, looks=self.looks, decided=self.decided)
+                            look=self.look(self.looks_taken), decided=self.decided)
         for v in verdicts:
             if v.verdict in (stats.PASS, stats.FAIL):
                 self.decided.setdefault((v.claim, v.server), v)

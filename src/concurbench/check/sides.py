@@ -2,10 +2,13 @@
 
 Two kinds of figure:
   - window figures (`tps`, `latency.mean_ms`, `statements.NAME.mean_ms`, `waits.WAIT`) are rates and
-    means over the measurement window. Each run gives one with a within-run standard error, from
-    the pools' 100 ms series (or the wait samples); repeats are combined (stats.combine);
+    means over the measurement window. Each run gives one, and its window's own estimate from the
+    pools' 100 ms series (or the wait samples), marked steady or not;
   - run figures (everything else: elapsed time of a fixed count, percentiles, sampler deltas,
-    probes) are one number per run: their uncertainty comes from repeats only.
+    probes) are one number per run.
+Either way the runs are the unit of replication: a side is its runs (`stats.Runs`), each with the
+round it ran in, so that two sides of the same rounds can be paired. A window's own estimate is what
+a report shows for a single run (marked where the window was not steady).
 
 A verdict needs at least two runs of every variant it names: a window's own noise says nothing of
 how much the next run differs (another moment on a busy machine, another server start). A side
@@ -19,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import stats
-from ..results.model import Unavailable, VariantRun
+from ..results.model import ClaimEstimate, Unavailable, VariantRun
 from ..scenario.claims import Ref
 from ..util import suggest
 
@@ -40,20 +43,45 @@ class NotFound(LookupError):
 
 @dataclass
 class SideData:
-    """What one reference measured: per-run values in repeat order, and the combined estimate."""
+    """What one reference measured: per-run values in repeat (round) order, and each run's window estimate."""
 
     ref: Ref
-    key: tuple  # (variant, point): runs with the same key can be paired repeat by repeat
+    key: tuple  # (variant, point)
     repeats: list[int]
     values: list[float]
-    estimate: stats.Estimate | None  # None: too few runs or observations
     window: bool  # a window figure (within-run estimates exist)
-    reason: str = ""  # why there is no estimate
+    reason: str = ""  # why it cannot be judged
     within: list[stats.Estimate | None] = field(default_factory=list)
 
     @property
     def zero(self) -> bool:
         return bool(self.values) and all(v == 0 for v in self.values)
+
+    @property
+    def runs(self) -> stats.Runs:
+        return stats.Runs(tuple(self.values), tuple(self.repeats), tuple(self.within) if self.window else ())
+
+    def shown(self, factor: float = 1.0) -> ClaimEstimate | None:
+        """The side as a report shows it, with its 95% interval: one run's window estimate (none where the
+        window was not steady: its spread describes the design, not the noise of the mean), or the mean
+        of the runs; a side positive in every run takes its interval from the log scale, where its test
+        was made (so it never reaches below zero)."""
+        if not self.values:
+            return None
+        runs = self.runs.scaled(factor)
+        mean = sum(runs.values) / len(runs.values)
+        if len(runs.values) == 1:
+            (only,) = runs.per_run()
+            if only is None or not only.steady:
+                why = "single run" if only is None else f"single run; window not steady: {only.shift}"
+                return ClaimEstimate(mean, n=1, method=why)
+            return ClaimEstimate(mean, only.low, only.high, only.n, only.method)
+        if runs.positive:
+            est = runs.estimate(log=True)
+            half = est.half
+            return ClaimEstimate(mean, math.exp(est.mean - half), math.exp(est.mean + half), est.n, "repeats, log scale")
+        est = runs.estimate()
+        return ClaimEstimate(mean, est.low, est.high, est.n, est.method)
 
 
 def is_window_metric(metric: str) -> bool:
@@ -114,27 +142,13 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
                 thin.append(f"{run.label} saw {events} {'sampled sessions' if ref.metric.startswith('waits.') else 'transactions'}"
                             f" (a window figure needs {MIN_EVENTS})")
     key = (complete[0].variant, complete[0].point)
-    data = SideData(ref, key, repeats, values, None, window, within=within)
+    data = SideData(ref, key, repeats, values, window, within=within)
     if thin:
         data.reason = f"{THIN}: " + "; ".join(thin)
     elif len(values) < MIN_RUNS:
         data.reason = (f"{ref.variant} ran {len(values)} time{'s' if len(values) != 1 else ''}: a verdict needs "
                        f"{MIN_RUNS} runs of each side (--check repeats as needed, or --repeat {MIN_RUNS})")
-    if window and within and all(w is not None for w in within):
-        data.estimate = _scaled_to(stats.combine(within), values)
-    elif len(values) >= 1:
-        data.estimate = stats.estimate(values)
     return data
-
-
-def _scaled_to(est: stats.Estimate, values: list[float]) -> stats.Estimate:
-    """The combined within-run estimate centred on the reported figures' mean (the series' full
-    buckets and the reported figure can differ by the last partial interval)."""
-    mean = sum(values) / len(values)
-    if est.mean == 0 or mean == 0:
-        return est
-    return stats.Estimate(mean, est.n, est.sd, est.se * mean / est.mean if est.se is not None else None,
-                          est.df, est.method, tuple(values) if len(values) > 1 else ())
 
 
 def _percentile(metric: str) -> bool:
@@ -190,21 +204,3 @@ def _rescale(est: stats.Estimate, factor: float) -> stats.Estimate:
 def _padded(values, length: int) -> list[float]:
     values = list(values)[:length]
     return values + [0] * (length - len(values))
-
-
-def paired(left: SideData, right: SideData, left_factor: float, right_factor: float) -> stats.Estimate | None:
-    """Both sides read the same variant runs: the per-run difference (log ratio when positive), repeat by repeat.
-
-    Figures of one run move together (catalog rows deleted and transactions; calls counted and
-    transactions): judged run by run, what the claim says is not drowned by how much runs differ.
-    """
-    common = [r for r in left.repeats if r in right.repeats]
-    if len(common) < MIN_RUNS:
-        return None
-    lv = {r: v * left_factor for r, v in zip(left.repeats, left.values)}
-    rv = {r: v * right_factor for r, v in zip(right.repeats, right.values)}
-    if all(lv[r] > 0 and rv[r] > 0 for r in common):
-        diffs = [math.log(lv[r]) - math.log(rv[r]) for r in common]
-    else:
-        diffs = [lv[r] - rv[r] for r in common]
-    return stats.estimate(diffs)

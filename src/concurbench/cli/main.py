@@ -91,7 +91,7 @@ def cli() -> None:
               help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
 @click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run every variant N times, interleaved (A B A B); reports give means with 95% intervals.")
+              help="Run every variant N times, interleaved (A B, then B A); reports give means with 95% intervals.")
 @click.option("--shard", "shard_text", default=None, metavar="I/N",
               help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
               "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")

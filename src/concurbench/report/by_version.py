@@ -1,11 +1,15 @@
 """Claims by server version: one table per scenario, a row per claim, a column per server version.
 
-Each cell is the verdict with the measured ratio (left over right) and its 95% interval, or the left
-side's value where the comparison was not a ratio; the reasons of cells that are not PASS follow
-the table as notes, so a reader sees what changes between versions and why.
+Each cell is the verdict with the measured ratio (left over right) and the interval the verdict used
+(at the claim's share of the error rate, so a decided cell's interval leaves out 1), the difference
+where the comparison was not a ratio, or the left side's value where nothing was compared; the
+reasons of cells that are not PASS follow the table as notes, so a reader sees what changes between
+versions and why.
 """
 
 from __future__ import annotations
+
+import re
 
 from ..results.model import ClaimVerdict, Run
 from .tables import Report, Table, figure
@@ -19,13 +23,14 @@ def cell(v: ClaimVerdict | None) -> str:
     if v is None:
         return "–"
     word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not evaluated": "n/a"}[v.verdict]
-    shown = v.ratio if v.ratio is not None else v.left
+    shown = next((e for e in (v.interval, v.ratio, v.left) if e is not None), None)
     if shown is None or v.verdict == "not evaluated":
         return word
-    unit = "×" if v.ratio is not None else ""
+    unit = "×" if shown is v.ratio or shown.method == "left / right" else ""
+    prefix = "difference " if shown.method == "left - right" else ""
     if shown.low is None or shown.high is None:
-        return f"{word} {figure(shown.value)}{unit}"
-    return f"{word} {figure(shown.value)}{unit} [{figure(shown.low)}, {figure(shown.high)}]"
+        return f"{word} {prefix}{figure(shown.value)}{unit}"
+    return f"{word} {prefix}{figure(shown.value)}{unit} [{figure(shown.low)}, {figure(shown.high)}]"
 
 
 def claims_by_version(runs: list[Run], *, title: str = "Claims by server version", lines: list[str] = ()) -> Report:
@@ -51,11 +56,14 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
             table.notes.append(f"run directory: {run.path}")
         tables.append(table)
     legend = ("Cells: the verdict, then the claim's left side over its right side (factors included, so above 1 "
-              "means `>` holds) with its 95% interval, marked ×; where the two were not compared as a ratio, the "
-              "left side's value. n/a: not evaluated on that version; the reasons follow each table.")
+              "means `>` holds), marked ×, with the interval its verdict used: at the claim's share of the 5% error "
+              "rate (Holm over the claims, spending over the looks), so it leaves out 1 exactly when the verdict "
+              "decides; where the two were not compared as a ratio, their difference. n/a: not evaluated on that "
+              "version; the reasons follow each table.")
     return Report(title, [*lines, legend], tables)
 
 
 def _without_figures(reason: str) -> str:
-    """A reason with the p-values left out, so versions that failed to decide for the same cause share one note."""
-    return reason.split("; adjusted p = ")[0]
+    """A reason with its p-value and level left out, so versions that failed to decide for the same cause share
+    one note."""
+    return re.sub(r"; p = [^;]*?\((?:[^()]|\([^()]*\))*\)", "", reason)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 
 from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
@@ -263,6 +265,24 @@ def _side(side: ClaimEstimate | None) -> str:
     return f"{figure(side.value)} [{figure(side.low)}, {figure(side.high)}]"
 
 
+def _verdict_interval(interval: ClaimEstimate | None) -> str:
+    """The interval a verdict was tested with, and its confidence (the claim's share of the error rate)."""
+    if interval is None or interval.low is None or interval.high is None:
+        return fmt(None)
+    value = "" if interval.method == "left / right" else f"{figure(interval.value)} "
+    confidence = f" at {_percent(interval.confidence)}" if interval.confidence is not None else ""
+    return f"{value}[{figure(interval.low)}, {figure(interval.high)}]{confidence}"
+
+
+def _percent(share: float) -> str:
+    """A confidence with two significant digits of what it leaves out: 90%, 97.5%, 99.4%, 99.97%."""
+    out = (1 - share) * 100
+    if out <= 0:
+        return "100%"
+    digits = max(0, 1 - math.floor(math.log10(out)))
+    return f"{share * 100:.{digits}f}".rstrip("0").rstrip(".") + "%"
+
+
 def figure(value) -> str:
     """A measured figure with as many digits as it deserves: 1,234 / 685 / 49.6 / 2.84 / 0.0123."""
     if value is None:
@@ -280,18 +300,20 @@ def figure(value) -> str:
 
 def _claims(claims: list[ClaimVerdict]) -> Table:
     multi = len({c.server for c in claims}) > 1
-    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Left / right"]
+    table = Table("Claims (expect)", ["Result", "Claim", "Left", "Right", "Left / right", "Verdict's interval"]
                   + (["Server"] if multi else []) + ["Why"])
     for c in claims:
-        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio)]
-                          + ([c.server or ""] if multi else []) + [c.reason or c.description])
+        table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio),
+                           _verdict_interval(c.interval)] + ([c.server or ""] if multi else []) + [c.reason or c.description])
     counts = {v: sum(1 for c in claims if c.verdict == v) for v in VERDICT_CELLS}
     table.notes.append(f"{counts['pass']} of {len(claims)} claims hold"
                        + (f"; {counts['fail']} failed" if counts["fail"] else "")
                        + (f"; {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
                        + (f"; {counts['not evaluated']} not evaluated" if counts["not evaluated"] else ""))
-    table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets; a verdict needs the "
-                       "data to support it at 95%, corrected for the number of claims and looks (docs/claims.md).")
+    table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets. The verdict's interval "
+                       "is left over right (or left minus right) at the claim's share of the 5% error rate, corrected "
+                       "for the number of claims and looks: it leaves out the claim's boundary (1, or 0) exactly when "
+                       "the verdict decides (docs/claims.md).")
     return _drop_empty_columns(table, keep=2)
 
 

@@ -211,9 +211,13 @@ class ClaimEstimate:
     high: float | None = None
     n: int | None = None
     method: str | None = None
+    confidence: float | None = None  # of the interval; None: 95%
 
     def as_dict(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "n": self.n, "method": self.method}
+        out = {"value": self.value, "low": self.low, "high": self.high, "n": self.n, "method": self.method}
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
+        return out
 
     @classmethod
     def from_dict(cls, data, where: str) -> "ClaimEstimate | None":
@@ -225,7 +229,8 @@ class ClaimEstimate:
         _need(data, ("value",), where)
         if not _number(data["value"]):
             raise FormatProblem(f"{where}.value", f"expected a number, found {data['value']!r}")
-        return cls(data["value"], data.get("low"), data.get("high"), data.get("n"), data.get("method"))
+        return cls(data["value"], data.get("low"), data.get("high"), data.get("n"), data.get("method"),
+                   data.get("confidence"))
 
 
 @dataclass(frozen=True)
@@ -240,7 +245,9 @@ class ClaimVerdict:
     right: ClaimEstimate | None = None
     reason: str = ""
     ratio: ClaimEstimate | None = None  # left / right with its 95% interval, where the test was on the log scale
-    p_value: float | None = None  # the test's p-value after the corrections (Holm, looks)
+    p_value: float | None = None  # the test's two-sided p-value
+    level: float | None = None  # the level it was tested at: its share of 5% (Holm over claims, spending over looks)
+    interval: ClaimEstimate | None = None  # left / right (or left - right) at the level the verdict was tested at
 
     @property
     def passed(self) -> bool | None:
@@ -251,7 +258,8 @@ class ClaimVerdict:
         return {"claim": self.claim, "description": self.description, "server": self.server,
                 "verdict": self.verdict, "left": self.left.as_dict() if self.left else None,
                 "right": self.right.as_dict() if self.right else None, "reason": self.reason,
-                "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value}
+                "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
+                "interval": self.interval.as_dict() if self.interval else None}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -262,7 +270,8 @@ class ClaimVerdict:
         return cls(data["claim"], data["verdict"], data.get("description") or "", data.get("server"),
                    ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
                    ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
-                   ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"))
+                   ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
+                   data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"))
 
 
 class _Flat:
