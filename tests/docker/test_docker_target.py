@@ -64,9 +64,9 @@ def test_row_lock_quick_run_in_a_container(tmp_path, leftovers):
     assert "starting the docker server" in result.stderr and "server PostgreSQL 18." in result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     runs = {(r["variant"], r["point"]) for r in summary["results"]}
-    assert runs == {("advisory", 4), ("advisory", 32)}
+    assert runs == {("advisory", 4), ("advisory", 90)}
     assert all(r["pools"]["lockers"]["metrics"]["transactions"] > 0 for r in summary["results"])
-    assert "| advisory | lockers | 32 |" in (run_dir / "report.md").read_text()
+    assert "| advisory | lockers | 90 |" in (run_dir / "report.md").read_text()
     assert manifest["servers"][0]["image"] == POSTGRES_IMAGE and manifest["servers"][0]["cpu_limit"] == "none"
     print(f"docker quick run: {time.monotonic() - started:.1f} s")
 

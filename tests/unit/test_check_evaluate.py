@@ -120,6 +120,19 @@ def test_an_open_claim_says_how_many_runs_would_decide_it():
     assert more and int(more.group(1)) == int(more.group(2)) + 3 and 4 <= int(more.group(1)) <= 30, v.reason
 
 
+def test_an_early_look_at_a_tiny_level_shows_an_unbounded_interval_and_does_not_overflow():
+    """Two runs a side that disagree, among many claims, at the first look: one degree of freedom at a level of
+    a few in 100,000 gives a t quantile in the tens of thousands, whose ratio no float holds."""
+    from concurbench.check.evaluate import Look
+    from concurbench.report.tables import _verdict_interval
+
+    runs = [run("a", 1, tps=1000), run("a", 2, tps=30000), run("b", 1, tps=3000), run("b", 2, tps=1000)]
+    verdicts = judge(["a: tps > b: tps"] * 30, runs, look=Look(1, 2, 5))
+    v = verdicts[0]
+    assert v.verdict == "inconclusive" and v.interval.high is None and v.interval.low >= 0
+    assert _verdict_interval(v.interval).startswith("[") and ", ∞] at 99.99" in _verdict_interval(v.interval)
+
+
 def test_one_run_decides_nothing_but_shows_its_window_interval():
     runs = [run("fast", 1, tps=3000), run("slow", 1, tps=1000)]
     (v,) = judge(["fast: tps > slow: tps"], runs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .. import stats
 from ..results.model import ClaimEstimate, ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
-from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, side_data
+from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 NOT_EVALUATED = "not evaluated"
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
@@ -209,7 +209,7 @@ def _interval(test: stats.Test | None, alpha: float) -> ClaimEstimate | None:
         return None
     low, high = test.interval(alpha)
     if test.scale == "log":
-        return ClaimEstimate(math.exp(test.diff), math.exp(low), math.exp(high), method="left / right",
+        return ClaimEstimate(math.exp(test.diff), math.exp(low), bounded_exp(high), method="left / right",
                              confidence=1 - alpha)
     return ClaimEstimate(test.diff, low, high, method="left - right", confidence=1 - alpha)
 

@@ -46,7 +46,6 @@ class SideData:
     """What one reference measured: per-run values in repeat (round) order, and each run's window estimate."""
 
     ref: Ref
-    key: tuple  # (variant, point)
     repeats: list[int]
     values: list[float]
     window: bool  # a window figure (within-run estimates exist)
@@ -79,9 +78,16 @@ class SideData:
         if runs.positive:
             est = runs.estimate(log=True)
             half = est.half
-            return ClaimEstimate(mean, math.exp(est.mean - half), math.exp(est.mean + half), est.n, "repeats, log scale")
+            return ClaimEstimate(mean, math.exp(est.mean - half), bounded_exp(est.mean + half), est.n,
+                                 "repeats, log scale")
         est = runs.estimate()
         return ClaimEstimate(mean, est.low, est.high, est.n, est.method)
+
+
+def bounded_exp(x: float) -> float | None:
+    """exp(x) for the upper bound of an interval on the log scale; None where it has no finite bound (a
+    look at a tiny level with one degree of freedom can reach past what a float holds)."""
+    return math.exp(x) if x < 700 else None
 
 
 def is_window_metric(metric: str) -> bool:
@@ -141,8 +147,7 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
             if events < MIN_EVENTS:
                 thin.append(f"{run.label} saw {events} {'sampled sessions' if ref.metric.startswith('waits.') else 'transactions'}"
                             f" (a window figure needs {MIN_EVENTS})")
-    key = (complete[0].variant, complete[0].point)
-    data = SideData(ref, key, repeats, values, window, within=within)
+    data = SideData(ref, repeats, values, window, within=within)
     if thin:
         data.reason = f"{THIN}: " + "; ".join(thin)
     elif len(values) < MIN_RUNS:

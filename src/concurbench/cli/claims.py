@@ -66,11 +66,11 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str,
             if error is not None:
                 failed = True
                 err.print(f"[red]error:[/red] {model.name}: {error.message}", highlight=False, soft_wrap=True)
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     host = runs[0].host if runs else {}
-    lines = [f"Made {started} on {host.get('hostname') or platform.node()} ({host.get('cpu_count')} CPUs, "
-             f"{platform.machine()}), target {runs[0].target if runs else target}"
-             + (", quick forms" if any(r.scenario.quick for r in runs) else ""),
+    cpu = ", ".join(str(x) for x in (host.get("cpu_model"), f"{host.get('cpu_count')} CPUs", host.get("machine")) if x)
+    lines = [f"Made {_span(runs)} on {host.get('hostname') or platform.node()} ({cpu}), target "
+             f"{runs[0].target if runs else target}" + (", quick forms" if any(r.scenario.quick for r in runs) else
+                                                         ", full forms"),
              "Command: concurbench claims " + " ".join(sys.argv[2:])]
     report = claims_by_version(runs, lines=lines)
     text = markdown(report).rstrip("\n") + "\n"
@@ -82,6 +82,16 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str,
         sys.exit(EXIT_RUN_FAILED)
     if code:
         sys.exit(code)
+
+
+def _span(runs) -> str:
+    """When the runs were made, and how long they took from the first start to the last end."""
+    times = [datetime.fromisoformat(t) for r in runs for t in (r.started, r.ended) if t]
+    if not times:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    first, last = min(times), max(times)
+    minutes = round((last - first).total_seconds() / 60)
+    return f"{first.strftime('%Y-%m-%d %H:%M')} to {last.strftime('%H:%M UTC')} ({minutes // 60} h {minutes % 60:02d} min)"
 
 
 def _run(model, versions: list[str], target: str, out_dir: Path, policy: CheckPolicy):

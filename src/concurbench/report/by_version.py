@@ -28,9 +28,10 @@ def cell(v: ClaimVerdict | None) -> str:
         return word
     unit = "×" if shown is v.ratio or shown.method == "left / right" else ""
     prefix = "difference " if shown.method == "left - right" else ""
-    if shown.low is None or shown.high is None:
+    if shown.low is None:
         return f"{word} {prefix}{figure(shown.value)}{unit}"
-    return f"{word} {prefix}{figure(shown.value)}{unit} [{figure(shown.low)}, {figure(shown.high)}]"
+    high = "∞" if shown.high is None else figure(shown.high)
+    return f"{word} {prefix}{figure(shown.value)}{unit} [{figure(shown.low)}, {high}]"
 
 
 def claims_by_version(runs: list[Run], *, title: str = "Claims by server version", lines: list[str] = ()) -> Report:

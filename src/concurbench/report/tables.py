@@ -267,11 +267,12 @@ def _side(side: ClaimEstimate | None) -> str:
 
 def _verdict_interval(interval: ClaimEstimate | None) -> str:
     """The interval a verdict was tested with, and its confidence (the claim's share of the error rate)."""
-    if interval is None or interval.low is None or interval.high is None:
+    if interval is None or interval.low is None:
         return fmt(None)
     value = "" if interval.method == "left / right" else f"{figure(interval.value)} "
     confidence = f" at {_percent(interval.confidence)}" if interval.confidence is not None else ""
-    return f"{value}[{figure(interval.low)}, {figure(interval.high)}]{confidence}"
+    high = "∞" if interval.high is None else figure(interval.high)
+    return f"{value}[{figure(interval.low)}, {high}]{confidence}"
 
 
 def _percent(share: float) -> str:
@@ -289,6 +290,8 @@ def figure(value) -> str:
         return "–"
     value = float(value)
     magnitude = abs(value)
+    if magnitude >= 1e9 or 0 < magnitude < 1e-4:
+        return f"{value:.3g}"
     if magnitude >= 100 or value == 0:
         return f"{value:,.0f}"
     if magnitude >= 10:

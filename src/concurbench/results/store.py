@@ -49,11 +49,26 @@ MANIFEST, SUMMARY, SUMMARY_CSV, SAMPLES = "manifest.json", "summary.json", "summ
 def host_info() -> dict:
     info = {"hostname": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine(),
             "cpu_count": os.cpu_count(), "python": sys.version.split()[0]}
+    model = cpu_model()
+    if model:
+        info["cpu_model"] = model
     try:
         info["memory_bytes"] = psutil.virtual_memory().total
     except Exception:  # noqa: BLE001 - optional detail
         pass
     return info
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name as /proc/cpuinfo gives it (speed figures move between machines); None elsewhere."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or None
+    except OSError:
+        return None
+    return None
 
 
 def now_iso() -> str:
