@@ -32,7 +32,9 @@ GO
 -- 'accounts:<aid>' owned by the caller's transaction (released at COMMIT or ROLLBACK), waiting as
 -- long as the session's LOCK_TIMEOUT allows. sp_getapplock reports failure through its return
 -- code (-1 timeout, -2 cancelled, -3 deadlock victim, -999 bad call) rather than an error, so a
--- failure is raised here, or the caller would go on to update without the lock.
+-- failure is raised here, or the caller would go on to update without the lock. Keep the message's
+-- form: the engine reads `sp_getapplock ... returned <code>` of error 50000 and counts -3 as a
+-- deadlock and -1 as a lock timeout, like errors 1205 and 1222 of a row lock.
 CREATE OR ALTER PROCEDURE dbo.lock_account
     @aid int
 AS

@@ -439,7 +439,9 @@ class Runner:
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self._admin(server)
-            server.config.after_restart(server.conn)  # what only a fresh server allows (empty tempdb files)
+            # what only a fresh server allows (removing tempdb files); what it could not do is a warning
+            for problem in server.config.after_restart(server.conn):
+                self.progress({"event": "warning", "message": problem})
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
@@ -472,7 +474,9 @@ class Runner:
             self.eng.run_script(conn, step.sql, step.origin)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
-        background_sessions = [make_background(b, conninfo, self.eng) for b in variant.background]
+        remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
+        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
+                               for b in variant.background]
         if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
             self.eng.flush_statistics(conn, version_num)
         driver = SamplerDriver(build_samplers(variant.samplers),
@@ -513,7 +517,8 @@ class Runner:
         except ConcurbenchError as exc:
             status, after = "failed", [exc.message]
         messages = [*outcome.messages, *conn.take_notes(),
-                    *(f"background {b.get('name')}: {b['error']}" for b in background if b.get("error")), *after]
+                    *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
+                    *after]
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
             status=status, workers={"started": outcome.workers, "reported": outcome.reported},

@@ -12,7 +12,8 @@ Microsoft's documentation says SQL Server would:
   is not there) and fails with 2555 when the file holds pages that cannot be moved; `ALTER DATABASE
   tempdb REMOVE FILE` fails with 5042 while the file is not empty;
 - a restart re-creates tempdb's files empty and makes a pending MEMORY_OPTIMIZED TEMPDB_METADATA
-  change take effect;
+  change take effect; startup itself may put pages in them (`busy_after_restart`), which EMPTYFILE
+  moves out only on a later attempt (one attempt fewer each time: `TempdbFile.busy`);
 - procedures are created in the current database.
 
 Any other statement is an AssertionError, so a test notices SQL it did not expect.
@@ -44,6 +45,7 @@ class StandInSqlError(Exception):
 class TempdbFile:
     name: str
     holds_pages: bool = False  # pages EMPTYFILE cannot move (system objects, version store)
+    busy: int = 0  # EMPTYFILE attempts that still fail with 2555 (pages in use that move out later)
 
 
 @dataclass
@@ -59,6 +61,7 @@ class StandInSqlServer:
         "recovery": "FULL", "adr": 0}})
     objects: dict[str, set[str]] = field(default_factory=dict)
     restarts: int = 0
+    busy_after_restart: int = 0  # each tempdb file's `busy` right after a restart
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
 
     @classmethod
@@ -75,6 +78,7 @@ class StandInSqlServer:
             self.memory_optimized, self.pending_memory_optimized = self.pending_memory_optimized, None
         for f in self.tempdb_files:
             f.holds_pages = False
+            f.busy = self.busy_after_restart
 
     def ran_in(self, database: str) -> list[str]:
         return [sql for db, sql in self.log if db == database]
@@ -195,7 +199,8 @@ class StandInConnection:
         m = re.fullmatch(r"DBCC SHRINKFILE \(N'(\w+)', EMPTYFILE\) WITH NO_INFOMSGS", sql)
         if m:
             file = self._tempdb_file(m.group(1), self.database)
-            if file.holds_pages:
+            if file.busy or file.holds_pages:
+                file.busy = max(0, file.busy - 1)
                 raise StandInSqlError(2555, f"Cannot move all contents of file \"{file.name}\" to other places to "
                                             f"complete the emptyfile operation.")
             return StandInCursor()

@@ -76,8 +76,10 @@ def test_images_from_version_or_option():
 def test_mssql_environment_and_defaults():
     config = mssql_config()
     env = config["environment"]
-    assert env == {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": "Pw-1234567890abcd", "MSSQL_PID": "Developer"}
+    assert env == {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": "Pw-1234567890abcd", "MSSQL_PID": "Developer",
+                   "MSSQL_MEMORY_LIMIT_MB": "3276"}  # 80% of the container's 4 GB
     assert config["mem_limit"] == "4g"
+    assert "nano_cpus" not in config  # the host's CPUs unknown here
     assert config["ports"] == {"1433/tcp": ("127.0.0.1", 51433)}
     assert "command" not in config  # the image's own
     assert config["mounts"][0]["Target"] == "/var/opt/mssql"

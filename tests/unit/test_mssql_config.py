@@ -3,8 +3,11 @@ stand-in connection records the statements and answers the few reads with canned
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import sqlglot
+from test_tsql_parses import check_tsql
 
 from concurbench.engines import mssql_config as mc
 from concurbench.engines import sqlserver
@@ -221,3 +224,73 @@ def test_configurator_turns_off_the_flags_of_the_previous_variant():
     config.apply(conn, {}, {})
     assert "DBCC TRACEOFF(7006, -1)" in conn.executed
     assert config.changes == []
+
+
+# -- show advanced options (issue 22) -----------------------------------------------------------------------
+class ConfigurationsStandIn(StandInSqlServer):
+    """Stand-in for SQL Server's sp_configure: an advanced option can be changed only while `show
+    advanced options` is 1 (otherwise error 15123, "does not exist, or it may be an advanced option");
+    RECONFIGURE makes the value the one in use."""
+
+    ADVANCED_OPTIONS = {"max degree of parallelism", "cost threshold for parallelism"}
+
+    def __init__(self, values: dict):
+        super().__init__({"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+                          "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": []})
+        self.values = dict(values)
+
+    def execute(self, sql, *params):
+        self.executed.append(sql)
+        if sql.startswith("SELECT CAST(value_in_use AS bigint) FROM sys.configurations"):
+            return StandInCursor([(self.values[params[0]],)] if params[0] in self.values else [])
+        m = re.fullmatch(r"EXEC sp_configure N'([^']+)', (\d+)", sql)
+        if m:
+            if m.group(1) in self.ADVANCED_OPTIONS and not self.values["show advanced options"]:
+                raise RuntimeError(f"(15123) The configuration option '{m.group(1)}' does not exist, or it may be "
+                                   f"an advanced option.")
+            self.values[m.group(1)] = int(m.group(2))
+            return StandInCursor(None)
+        if sql == "RECONFIGURE":
+            return StandInCursor(None)
+        return super().execute(sql, *params)
+
+
+def test_show_advanced_options_is_put_back_on_a_server_concurbench_does_not_own():
+    """Stand-in for SQL Server with `show advanced options` off. The old code turned it on for every
+    sp_configure change and undid only the option, leaving it on."""
+    conn = ConfigurationsStandIn({"show advanced options": 0, "max degree of parallelism": 0})
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config.apply(conn, {"max degree of parallelism": 1}, {})
+    assert conn.values == {"show advanced options": 1, "max degree of parallelism": 1}
+    assert config.restore(conn) == []
+    assert conn.values == {"show advanced options": 0, "max degree of parallelism": 0}
+
+
+def test_show_advanced_options_already_on_is_left_alone():
+    conn = ConfigurationsStandIn({"show advanced options": 1, "max degree of parallelism": 0})
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config.apply(conn, {"max degree of parallelism": 1}, {})
+    assert [c.what for c in config.changes] == ["sp_configure max degree of parallelism: 0 -> 1"]
+    assert config.restore(conn) == [] and conn.values["show advanced options"] == 1
+
+
+def test_two_variants_changing_options_put_everything_back_in_reverse():
+    conn = ConfigurationsStandIn({"show advanced options": 0, "max degree of parallelism": 0,
+                                  "cost threshold for parallelism": 5})
+    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config.apply(conn, {"max degree of parallelism": 1}, {})
+    config.apply(conn, {"max degree of parallelism": 2, "cost threshold for parallelism": 50}, {})
+    assert conn.values == {"show advanced options": 1, "max degree of parallelism": 2,
+                           "cost threshold for parallelism": 50}
+    assert config.restore(conn) == []
+    assert conn.values == {"show advanced options": 0, "max degree of parallelism": 0,
+                           "cost threshold for parallelism": 5}
+
+
+def test_sp_configure_statements_parse_strictly_as_tsql():
+    plan = mc.plan_server({"show advanced options": 0, "max degree of parallelism": 0},
+                          {"max degree of parallelism": 1}, owned=False)
+    statements = [sql for change in plan.changes for sql in change.apply + change.undo]
+    assert statements[:2] == ["EXEC sp_configure N'show advanced options', 1", "RECONFIGURE"]
+    for sql in statements:
+        check_tsql(sql, "sp_configure")

@@ -12,7 +12,8 @@ from mssql_standin import CannedDmvs, StepClock
 
 from concurbench.samplers.mssql import LockWaits, PerfCounters, Requests, TempdbAllocation, TempdbLatches, VersionStore
 from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT,
-                                              PERF_LARGE_RAW_BASE, PERF_LARGE_RAW_FRACTION, one_second_max, pool_of)
+                                              PERF_LARGE_RAW_BASE, PERF_LARGE_RAW_FRACTION, counter_rates, one_second_max,
+                                              pool_of)
 from concurbench.samplers.mssql_requests import blocking, resource_kind, wait_key
 from concurbench.samplers.mssql_waits import SessionWaits, WaitStats
 from concurbench.results.model import PoolResult, VariantRun
@@ -116,6 +117,23 @@ def test_tempdb_allocation_counters_and_the_cache_ratio():
     assert out["temp_tables_created_total"] == 300 and out["temp_tables_for_destruction_max"] == 40
     assert out["worktables_created_total"] == 20 and out["worktables_from_cache_pct_last"] == 90.0
     assert "Worktables From Cache Base" in TempdbAllocation.query()
+
+
+def test_the_worktable_cache_share_is_of_the_interval_not_since_the_server_started():
+    """Stand-in for SQL Server: Worktables From Cache Ratio and its base count every worktable since the
+    server started (900 of 1,000 from the cache before the run); in the interval 10 of 100 are. The old
+    code divided the raw counters and reported 83% for an interval whose share was 10%."""
+    def rows(hits, lookups):
+        return [("SQLServer:Access Methods", "Worktables From Cache Ratio", "", hits, PERF_LARGE_RAW_FRACTION),
+                ("SQLServer:Access Methods", "Worktables From Cache Base", "", lookups, PERF_LARGE_RAW_BASE)]
+    sampler = TempdbAllocation()
+    samples = readings(sampler, TempdbAllocation.query(), [rows(900, 1000), rows(910, 1100), rows(910, 1100)],
+                       [0.0, 1.0, 2.0])
+    assert [s.get("worktables_from_cache_pct") for s in samples] == [10.0, None]  # no worktable: no share
+    before, after = ([dict(zip(COUNTER_COLUMNS, r)) for r in rows(*x)] for x in ((900, 1000), (910, 1100)))
+    [plain] = counter_rates(before, after, 1.0).values()  # a fraction of a snapshot counter: the last reading
+    [windowed] = counter_rates(before, after, 1.0, ["Worktables From Cache Ratio"]).values()
+    assert plain == pytest.approx(82.727, abs=1e-3) and windowed == 10.0
 
 
 # -- requests and blocking chains ----------------------------------------------------------------------

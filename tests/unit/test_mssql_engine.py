@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -249,3 +251,28 @@ def test_server_info_query_names():
     for prop in ("ProductVersion", "ProductLevel", "ProductUpdateLevel", "Edition", "EngineEdition"):
         assert f"SERVERPROPERTY('{prop}')" in q
     assert "@@VERSION" in q
+
+
+# -- sp_getapplock failures (issue 22) ---------------------------------------------------------------------
+def applock_error(code: int) -> FakePyodbcError:
+    """The error dbo.lock_account raises for an sp_getapplock return code, its message formatted from the
+    RAISERROR in sql/mssql/row-lock-setup.sql as SQL Server would (%s the resource, %d the code)."""
+    setup = (Path(__file__).resolve().parents[2] / "sql" / "mssql" / "row-lock-setup.sql").read_text(encoding="utf-8")
+    fmt = re.search(r"RAISERROR \(N'([^']+)', 16, 1, @resource, @status\)", setup).group(1)
+    text = fmt.replace("%s", "accounts:42").replace("%d", str(code))
+    return FakePyodbcError("42000", f"[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]{text} (50000) "
+                                    f"(SQLExecDirectW)")
+
+
+@pytest.mark.parametrize("code, expected", [(-3, DEADLOCK), (-1, LOCK_NOT_AVAILABLE), (-2, OTHER), (-999, OTHER)])
+def test_an_applock_deadlock_victim_counts_as_a_deadlock(code, expected):
+    """No SQL Server here: a pyodbc-shaped error 50000 as dbo.lock_account raises it. The old code
+    counted a deadlock victim (-3) and a lock timeout (-1) as OTHER, unlike errors 1205 and 1222."""
+    assert classify(applock_error(code)) == expected
+
+
+def test_only_the_procedures_own_error_is_read_for_a_return_code():
+    other = FakePyodbcError("42000", "[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]the report "
+                                     "returned -3 rows (50000) (SQLExecDirectW)")
+    assert classify(other) == OTHER
+    assert classify_error(50001, "42000", "sp_getapplock on accounts:1 returned -3") == OTHER

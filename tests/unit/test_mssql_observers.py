@@ -15,8 +15,10 @@ import pytest
 
 from concurbench.errors import ConfigError, EngineError
 from concurbench.background.mssql import (SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS, SqlTrace, XEventSession)
+from concurbench.background.xevents import ring_counts
 
 sqlglot = pytest.importorskip("sqlglot")
+from test_tsql_parses import check_tsql  # noqa: E402 - after the skip: it imports sqlglot
 
 LINUX_VERSION = ("Microsoft SQL Server 2022 (RTM-CU15) (KB5041321) - 16.0.4145.4 (X64) \n\tDeveloper Edition "
                  "(64-bit) on Linux (Ubuntu 22.04.4 LTS) <X64>")
@@ -85,6 +87,7 @@ class StandInSqlServer:
         self.connections = 0
         self.ring = (17, 17, 0)
         self.file_events = 9
+        self.oldest_file = None  # the oldest .xel file still on disk, as fn_xe_file_target_read_file names it
 
     def connect(self, conninfo, application_name=None):
         self.connections += 1
@@ -112,10 +115,13 @@ class StandInSqlServer:
             return StandInCursor([(f'<EventFileTarget truncated="0"><Buffers logged="0" dropped="0"/>'
                                    f'<File name="{self.data_dir}{params[0]}_0_134343910972710000.xel"/>'
                                    f'</EventFileTarget>',)])
-        if "RingBufferTarget" in sql:
-            return StandInCursor([self.ring] if params[0] in self.running else [])
+        if "t.target_name = N'ring_buffer'" in sql:
+            processed, in_buffer, dropped = self.ring
+            head = (f'<RingBufferTarget truncated="0" processingTime="0" totalEventsProcessed="{processed}" '
+                    f'eventCount="{in_buffer}" droppedCount="{dropped}" memoryUsed="4096"><event name="x"')
+            return StandInCursor([(head,)] if params[0] in self.running else [])
         if "fn_xe_file_target_read_file" in sql:
-            return StandInCursor([(self.file_events,)])
+            return StandInCursor([(self.file_events, self.oldest_file)])
         m = re.match(r"CREATE EVENT SESSION \[(\w+)\] ON SERVER", sql)
         if m:
             if m.group(1) in self.defined:
@@ -285,7 +291,7 @@ def test_xevents_no_event_loss_only_when_asked():
     plain = xevents(server).create_sql()
     strict = xevents(server, no_event_loss=True, max_memory_kb=8192).create_sql()
     sized = xevents(server, target="event_file", file="/x/y.xel", max_file_size_mb=50).create_sql()
-    assert "SET filename = N'/x/y.xel', max_file_size = 50)" in sized
+    assert "SET filename = N'/x/y.xel', max_file_size = 50, max_rollover_files = 5)" in sized
     assert "NO_EVENT_LOSS" not in plain and "EVENT_RETENTION_MODE = ALLOW_SINGLE_EVENT_LOSS" in plain
     assert "EVENT_RETENTION_MODE = NO_EVENT_LOSS" in strict and "MAX_MEMORY = 8192 KB" in strict
 
@@ -298,7 +304,8 @@ def test_xevents_event_file_default_path_count_and_pattern():
     obs.start()
     assert obs.file == "/var/opt/mssql/data/concurbench_plans.xel"
     create = server.statements("CREATE EVENT SESSION")[0]
-    assert "ADD TARGET package0.event_file (SET filename = N'/var/opt/mssql/data/concurbench_plans.xel')" in create
+    assert ("ADD TARGET package0.event_file (SET filename = N'/var/opt/mssql/data/concurbench_plans.xel', "
+            "max_file_size = 100, max_rollover_files = 5)") in create
     assert "ADD EVENT sqlserver.sql_batch_completed" in create
     obs.measurement_ended(1)
     assert obs.describe()["events"] == 9
@@ -327,7 +334,7 @@ def test_xevents_windows_data_path_and_quoted_file():
 def test_xevents_counting_failure_is_recorded_and_close_still_drops():
     """Stand-in for SQL Server whose target_data read fails at the end of the measurement."""
     server = StandInSqlServer()
-    server.fail[r"RingBufferTarget"] = StandInError("(6355) conversion failed")
+    server.fail[r"N'ring_buffer'"] = StandInError("(6355) conversion failed")
     obs = xevents(server)
     obs.start()
     obs.measurement_ended(1)
@@ -359,7 +366,8 @@ def test_xevents_ddl_matches_the_documented_grammar():
         assert re.fullmatch(
             r"CREATE EVENT SESSION \[concurbench_\w+\] ON SERVER"
             r" ADD EVENT \w+\.\w+(, ADD EVENT \w+\.\w+)*"
-            r" ADD TARGET package0\.(ring_buffer|event_file \(SET filename = N'(?:[^']|'')*'(, max_file_size = \d+)?\))"
+            r" ADD TARGET package0\.(ring_buffer|event_file \(SET filename = N'(?:[^']|'')*',"
+            r" max_file_size = \d+, max_rollover_files = \d+\))"
             r" WITH \((MAX_MEMORY = \d+ KB, )?EVENT_RETENTION_MODE = (NO_EVENT_LOSS|ALLOW_SINGLE_EVENT_LOSS),"
             r" STARTUP_STATE = OFF\)", create)
         for state in ("START", "STOP"):
@@ -380,7 +388,7 @@ def test_xevents_two_events_are_separated_by_a_comma():
 
 def test_xevents_queries_parse_as_tsql():
     for sql in (XEventSession.DEFINED, XEventSession.RUNNING, XEventSession.SESSION_STATS, XEventSession.TARGET_DATA,
-                XEventSession.RING_COUNTS, XEventSession.FILE_COUNT, XEventSession.DATA_DIR):
+                XEventSession.RING_HEAD, XEventSession.FILE_COUNT, XEventSession.DATA_DIR):
         tree = sqlglot.parse_one(sql, read="tsql")
         assert isinstance(tree, sqlglot.exp.Select), sql
 
@@ -507,3 +515,116 @@ def test_trace_statements_parse_as_tsql():
         trees = sqlglot.parse(batch, read="tsql")
         assert trees and not any(isinstance(t, sqlglot.exp.Command) for t in trees), batch
         assert isinstance(trees[-1], sqlglot.exp.Select), batch
+
+
+# -- files on the server's disk (issue 22) ----------------------------------------------------------------
+class FileRemover:
+    """Stand-in for the docker target's `remove_files` (a `rm` inside the container); can refuse."""
+
+    def __init__(self, refuse: str | None = None):
+        self.removed: list[list[str]] = []
+        self.refuse = refuse
+
+    def __call__(self, patterns):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+        self.removed.append(list(patterns))
+
+
+def test_event_file_is_bounded_and_removed_at_the_end_on_a_server_concurbench_owns():
+    """Stand-in for SQL Server in a container concurbench runs. The old event_file target had no
+    max_file_size (a file grew until the disk was full) and its .xel files stayed."""
+    server, remover = StandInSqlServer(), FileRemover()
+    obs = XEventSession(ObserverSpec("plans", "xevents", {"target": "event_file"}), "conninfo",
+                        connect=server.connect, remove_files=remover)
+    obs.start()
+    assert "max_file_size = 100, max_rollover_files = 5)" in server.statements("CREATE EVENT SESSION")[0]
+    obs.measurement_ended(1)
+    obs.close()
+    assert server.defined == set()
+    assert remover.removed == [["/var/opt/mssql/data/concurbench_plans_0_*.xel"]]
+    described = obs.describe()
+    assert described["files_removed"] is True and "note" not in described
+    assert described["max_file_size_mb"] == 100 and described["max_rollover_files"] == 5
+
+
+def test_files_on_a_server_concurbench_does_not_own_are_listed_for_the_user():
+    """Stand-in for SQL Server reached through the dsn target (no way to remove its files)."""
+    server = StandInSqlServer()
+    obs = xevents(server, target="event_file", max_file_size_mb=20, max_rollover_files=2)
+    obs.start()
+    assert "max_file_size = 20, max_rollover_files = 2)" in server.statements("CREATE EVENT SESSION")[0]
+    obs.close()
+    described = obs.describe()
+    assert described["files_removed"] is False
+    assert "/var/opt/mssql/data/concurbench_plans_0_*.xel" in described["note"] and "delete" in described["note"]
+
+
+def test_a_file_removal_that_fails_is_recorded_and_the_files_listed():
+    server = StandInSqlServer()
+    obs = trace(server)
+    obs.remove_files = FileRemover(refuse="no such container")
+    obs.start()
+    obs.close()  # never raises
+    described = obs.describe()
+    assert "removing files: no such container" in described["error"]
+    assert described["note"].startswith("left /var/opt/mssql/data/concurbench-plans-20231114T221320250Z*.trc")
+
+
+def test_ring_buffer_only_sends_no_files_to_remove():
+    server, remover = StandInSqlServer(), FileRemover()
+    obs = XEventSession(ObserverSpec("plans", "xevents", {}), "conninfo", connect=server.connect, remove_files=remover)
+    obs.start()
+    obs.close()
+    assert remover.removed == [] and "files_removed" not in obs.describe()
+
+
+def test_sql_trace_keeps_five_files_by_default_and_removes_them_on_a_server_concurbench_owns():
+    """Stand-in for SQL Server. The old trace had no @filecount: rollover files without a limit, left
+    on the server's disk on purpose."""
+    server, remover = StandInSqlServer(), FileRemover()
+    obs = SqlTrace(ObserverSpec("plans", "sql_trace", {}), "conninfo", connect=server.connect,
+                   clock=lambda: 1_700_000_000.25, remove_files=remover)
+    obs.start()
+    assert re.search(r"@maxfilesize, NULL, 5; SELECT", server.statements("sp_trace_create")[0])
+    obs.measurement_ended(1)
+    obs.close()
+    assert server.traces == {}
+    assert remover.removed == [["/var/opt/mssql/data/concurbench-plans-20231114T221320250Z*.trc"]]
+    assert obs.describe()["max_files"] == 5 and obs.describe()["files_removed"] is True
+
+
+def test_ring_buffer_counts_are_read_from_the_start_of_target_data_without_an_xml_cast():
+    """A large ring buffer's target_data can fail to convert to xml (the old query cast it); its counts
+    are the first element's attributes, which the first characters hold even when the rest is cut."""
+    assert "AS xml" not in XEventSession.RING_HEAD and "LEFT(t.target_data" in XEventSession.RING_HEAD
+    cut = ('<RingBufferTarget truncated="1" processingTime="3" totalEventsProcessed="120345" eventCount="812" '
+           'droppedCount="7" memoryUsed="4190000"><event name="query_post_execution_showplan" package="sqlserver" '
+           'timestamp="2024-')
+    assert ring_counts(cut) == {"events": 120345, "events_in_buffer": 812, "ring_dropped": 7}
+    assert ring_counts(None) == {} and ring_counts("<RingBuffer") == {}
+    server = StandInSqlServer()
+    server.ring = (120345, 812, 7)
+    obs = xevents(server)
+    obs.start()
+    obs.measurement_ended(1)
+    assert obs.describe()["events"] == 120345 and obs.describe()["ring_dropped"] == 7
+    obs.close()
+
+
+def test_event_file_count_is_a_lower_bound_once_the_first_file_rolled_over():
+    server = StandInSqlServer()
+    server.oldest_file = "/var/opt/mssql/data/concurbench_plans_0_134343910999990000.xel"
+    obs = xevents(server, target="event_file")
+    obs.start()
+    obs.measurement_ended(1)
+    obs.close()
+    assert "a lower bound" in obs.describe()["events_note"]
+
+
+def test_new_observer_statements_parse_strictly_as_tsql():
+    obs = trace(StandInSqlServer())
+    obs.path = "/var/opt/mssql/data/concurbench-plans-20231114T221320250Z"
+    for where, sql in (("RING_HEAD", XEventSession.RING_HEAD), ("FILE_COUNT", XEventSession.FILE_COUNT),
+                       ("sp_trace_create", obs.create_sql())):
+        check_tsql(sql.replace("?", "N'x'"), where)

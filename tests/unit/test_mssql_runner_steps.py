@@ -13,6 +13,7 @@ import pytest
 from mssql_standin import StandInProvisioner, StandInSqlServer
 
 from concurbench.engines import mssql, sqlserver
+from concurbench.engines import mssql_config as mc
 from concurbench.errors import EngineError, ProvisionError
 from concurbench.runner import Runner, _Server
 from concurbench.scenarios import load_scenario
@@ -32,10 +33,25 @@ def standin(monkeypatch):
     return make
 
 
-def start(server: StandInSqlServer, tmp_path, name: str = "docker", allow: bool = False):
+@pytest.fixture()
+def pauses(monkeypatch):
+    """The configurator's pauses between attempts, recorded instead of slept."""
+    slept: list[float] = []
+    make = sqlserver.configurator
+
+    def configurator(provisioner, conninfo):
+        config = make(provisioner, conninfo)
+        config.sleep = slept.append
+        return config
+
+    monkeypatch.setattr(sqlserver, "configurator", configurator)
+    return slept
+
+
+def start(server: StandInSqlServer, tmp_path, name: str = "docker", allow: bool = False, progress=None):
     scenario = load_scenario(TEMPDB_SCENARIO, quick=True)
     provisioner = StandInProvisioner(server, name=name, allow=allow)
-    runner = Runner(scenario, provisioner, out_dir=tmp_path, target=name)
+    runner = Runner(scenario, provisioner, out_dir=tmp_path, target=name, **({"progress": progress} if progress else {}))
     state = _Server(provisioner)
     runner._start(state)
     return runner, state, provisioner
@@ -94,24 +110,31 @@ def test_a_server_concurbench_does_not_own_keeps_its_tempdb_files(standin, tmp_p
     assert not [sql for _, sql in server.log if sql.startswith(("ALTER", "DBCC SHRINKFILE", "EXEC"))]
 
 
-@pytest.mark.parametrize("holding_pages", [False, True], ids=["empty", "holding-pages"])
-def test_files_added_to_an_unowned_server_are_emptied_in_tempdb_and_removed_at_the_end(standin, tmp_path,
-                                                                                       holding_pages):
-    """Stand-in for SQL Server (dsn target, changes allowed) with one tempdb file and a scenario that
-    wants two: the file is added, and at the end emptied inside sp_executesql (the connection stays in
-    its database) and removed; when it holds pages, the problem is reported with what to do by hand."""
-    server = standin(1)
+def with_a_second_tempdb_file(server: StandInSqlServer, tmp_path) -> _Server:
+    """The dsn target (changes allowed) on `server` after the runner added a second tempdb file."""
     provisioner = StandInProvisioner(server, name="dsn", allow=True)
     runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="dsn")
     state = _Server(provisioner)
     state.conn = server.connect(provisioner.start().conninfo)
     state.config = runner.eng.configurator(provisioner, provisioner.start().conninfo)
     runner._configure(state, {"tempdb_files": "2"}, {})
+    return state
+
+
+@pytest.mark.parametrize("holding_pages", [False, True], ids=["empty", "holding-pages"])
+def test_files_added_to_an_unowned_server_are_emptied_in_tempdb_and_removed_at_the_end(standin, tmp_path, pauses,
+                                                                                       holding_pages):
+    """Stand-in for SQL Server (dsn target, changes allowed) with one tempdb file and a scenario that
+    wants two: the file is added, and at the end emptied inside sp_executesql (the connection stays in
+    its database) and removed; when it holds pages, the problem is reported with what to do by hand."""
+    server = standin(1)
+    state = with_a_second_tempdb_file(server, tmp_path)
     assert [f.name for f in server.tempdb_files] == ["tempdev", "concurbench_temp2"]
     server.tempdb_files[1].holds_pages = holding_pages
     problems = state.config.restore(state.conn)
     assert state.conn.database == "concurbench"
     if holding_pages:
+        assert pauses == [mc.RETRY_PAUSE_S] * (mc.REMOVE_ATTEMPTS - 1)  # tried again before giving up
         assert len(problems) == 1 and "(2555)" in problems[0]
         assert "ALTER DATABASE tempdb REMOVE FILE [concurbench_temp2]" in problems[0]
     else:
@@ -128,3 +151,41 @@ def test_a_failing_batch_is_an_error_named_as_setup_or_teardown(standin, what):
     script = "USE tempdb\nGO\nDBCC SHRINKFILE (N'nope', EMPTYFILE) WITH NO_INFOMSGS\nGO\n"
     with pytest.raises(EngineError, match=rf"^{what} failed \(t\.sql, batch at line 3\): .*8985"):
         sqlserver.run_script(conn, script, "t.sql", what=what)
+
+
+# -- tempdb files that do not go at the first attempt (issue 22) ---------------------------------------------
+def test_tempdb_files_startup_put_pages_in_are_removed_at_a_later_attempt(standin, tmp_path, pauses):
+    """Stand-in for SQL Server whose startup put pages in every tempdb file, moved out a moment later. The
+    old code tried EMPTYFILE and REMOVE FILE once, and the first 2555 stopped the run."""
+    server = standin(8)
+    server.busy_after_restart = 1
+    runner, state, provisioner = start(server, tmp_path)
+    assert [f.name for f in server.tempdb_files] == ["tempdev"] and server.restarts == 1
+    assert pauses == [mc.RETRY_PAUSE_S] * 7  # one pause per file, then its second attempt worked
+    assert server.objects.get("concurbench") == {"dbo.temp_churn_dynamic", "dbo.temp_churn_static"}
+
+
+def test_tempdb_files_that_cannot_be_removed_are_reported_and_the_run_goes_on(standin, tmp_path, pauses):
+    """Stand-in for SQL Server whose tempdb files stay busy: each file is tried REMOVE_ATTEMPTS times, then
+    reported as a warning with what to do; the setup still runs (the old code stopped at the first)."""
+    server = standin(3)
+    server.busy_after_restart = 99
+    events: list[dict] = []
+    runner, state, provisioner = start(server, tmp_path, progress=events.append)
+    warnings = [e["message"] for e in events if e.get("event") == "warning"]
+    assert len(warnings) == 2 and len(server.tempdb_files) == 3
+    assert all(f"after {mc.REMOVE_ATTEMPTS} attempts" in w and "(2555)" in w for w in warnings)
+    assert "ALTER DATABASE tempdb REMOVE FILE [temp3]" in warnings[0]
+    assert len(pauses) == 2 * (mc.REMOVE_ATTEMPTS - 1)
+    assert server.objects.get("concurbench") == {"dbo.temp_churn_dynamic", "dbo.temp_churn_static"}
+
+
+def test_a_file_added_to_an_unowned_server_is_removed_once_the_workloads_pages_moved_out(standin, tmp_path,
+                                                                                         pauses):
+    """Stand-in for SQL Server (dsn target, changes allowed): the temp-table workload left pages in the
+    added file that EMPTYFILE moves out at the second attempt; the old undo gave up at the first."""
+    server = standin(1)
+    state = with_a_second_tempdb_file(server, tmp_path)
+    server.tempdb_files[1].busy = 1
+    assert state.config.restore(state.conn) == []
+    assert [f.name for f in server.tempdb_files] == ["tempdev"] and pauses == [mc.RETRY_PAUSE_S]

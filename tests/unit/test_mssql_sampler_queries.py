@@ -6,8 +6,13 @@ No SQL Server here: every row below is written by hand in the shape the DMV retu
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
+import sqlglot
 from mssql_standin import CannedDmvs, StepClock
+from ruamel.yaml import YAML
+from test_tsql_parses import SCENARIO_DIR
 
 from concurbench.errors import ConfigError, EngineError
 from concurbench.samplers.mssql import (MSSQL_SAMPLERS, IndexPhysicalStats, PerfCounters, SnapshotTransactions,
@@ -306,3 +311,59 @@ def test_quote_helpers():
             check_name(bad)
     with pytest.raises(ValueError):
         quote_ident("")
+
+
+# -- snapshot transactions of the run's database only (issue 22) ---------------------------------------------
+class SnapshotDmvs:
+    """Stand-in for SQL Server's DMVs: SQLite holds sys.dm_tran_active_snapshot_database_transactions
+    (one row per transaction, instance-wide, no database column) and sys.dm_exec_sessions (each
+    session's current database); the T-SQL is translated by sqlglot and run there, with DB_ID() and
+    @@SPID answered for the session running it."""
+
+    def __init__(self, spid: int, database_id: int):
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("ATTACH DATABASE ':memory:' AS sys")
+        self.db.execute("CREATE TABLE sys.dm_tran_active_snapshot_database_transactions (session_id int, "
+                        "elapsed_time_seconds int, max_version_chain_traversed int)")
+        self.db.execute("CREATE TABLE sys.dm_exec_sessions (session_id int, database_id int)")
+        self.db.create_function("DB_ID", 0, lambda: database_id)
+        self.db.create_function("SPID", 0, lambda: spid)
+
+    def session(self, session_id: int, database_id: int, *transactions: tuple[int, int]):
+        self.db.execute("INSERT INTO sys.dm_exec_sessions VALUES (?, ?)", (session_id, database_id))
+        for elapsed, chain in transactions:
+            self.db.execute("INSERT INTO sys.dm_tran_active_snapshot_database_transactions VALUES (?, ?, ?)",
+                            (session_id, elapsed, chain))
+
+    def execute(self, sql: str):
+        sqlite = sqlglot.transpile(sql, read="tsql", write="sqlite")[0].replace("@@SPID", "SPID()")
+        return self.db.execute(sqlite)
+
+
+def test_snapshot_transactions_count_only_the_run_databases_sessions_and_not_the_samplers():
+    """Stand-in for SQL Server (SQLite playing the DMVs): database 7 is the run's, database 9 another
+    user's on a shared server. The old query counted all five transactions."""
+    dmvs = SnapshotDmvs(spid=60, database_id=7)
+    dmvs.session(51, 7, (30, 4))  # the held transaction of the arm
+    dmvs.session(52, 7, (1, 1), (2, 2))  # a pool session (two rows: a MARS session)
+    dmvs.session(60, 7, (0, 0))  # the sampler's own statement, under RCSI
+    dmvs.session(70, 9, (900, 50))  # someone else's report in another database
+    row = dmvs.execute(SnapshotTransactions.QUERY).fetchone()
+    assert dict(zip(SnapshotTransactions.KEYS, row)) == {"active": 3, "sessions": 2, "max_elapsed_s": 30,
+                                                         "max_version_chain": 4}
+    empty = SnapshotDmvs(spid=60, database_id=7)
+    empty.session(70, 9, (900, 50))
+    assert empty.execute(SnapshotTransactions.QUERY).fetchone() == (0, 0, 0, 0)
+
+
+def test_the_rcsi_probe_counts_the_run_databases_held_transactions_only():
+    """The same stand-in for rcsi-ghost-churn's `snapshot_txns` probe (the held transaction must be gone
+    once the arm is over), which a transaction in another database used to fail."""
+    doc = YAML(typ="safe").load((SCENARIO_DIR / "rcsi-ghost-churn.yaml").read_text(encoding="utf-8"))
+    [probe] = [p["sql"] for p in doc["probes"] if p["name"] == "snapshot_txns"]
+    dmvs = SnapshotDmvs(spid=60, database_id=7)
+    dmvs.session(60, 7, (0, 0))
+    dmvs.session(70, 9, (900, 50))
+    assert dmvs.execute(probe).fetchone() == (0,)
+    dmvs.session(51, 7, (30, 4))
+    assert dmvs.execute(probe).fetchone() == (1,)

@@ -6,6 +6,10 @@ The observers themselves are in `xevents.py` (Extended Events) and `sqltrace.py`
 are started before the measurement, stopped once the measurement window is closed and the samplers
 have taken their last reading (`ends_after_samplers`), and stopped and dropped by `close()`, which
 never raises and also runs after a failed start or an interrupted run.
+
+The files they write on the server (.xel, .trc; bounded in size and number) are removed by `close()`
+when the provisioner can remove files on the server (`remove_files`: a container concurbench runs);
+on any other server they stay, and `describe()` lists them in `note` for the user to delete.
 """
 
 from __future__ import annotations
@@ -72,11 +76,13 @@ class ServerObserver:
     DATA_DIR = "SELECT CAST(SERVERPROPERTY('InstanceDefaultDataPath') AS nvarchar(4000)) AS data_dir"
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, remove_files: Callable[[list[str]], None] | None = None):
         self.spec = spec
         self.conninfo = conninfo
         self._connect = connect or connect_to_server
         self.clock = clock
+        self.remove_files = remove_files
+        self.files: dict = {}  # what became of the files written on the server, for describe()
         self.conn = None
         self.error: str | None = None
         self.closed = False
@@ -119,8 +125,29 @@ class ServerObserver:
                         failure = exc
                 if failure is not None:
                     self.error = "; ".join(filter(None, (self.error, f"cleanup: {first_line(failure)}")))
+                self._release_files()
             close_quietly(self.conn)
             self.conn = None
+
+    def _release_files(self) -> None:
+        """Remove the files this observer wrote (when the provisioner can), or list them for the user."""
+        patterns = self.written()
+        if not patterns:
+            return
+        self.files = {"files": patterns, "files_removed": False}
+        if self.remove_files is not None:
+            try:
+                self.remove_files(patterns)
+                self.files["files_removed"] = True
+                return
+            except Exception as exc:  # noqa: BLE001 - close must not raise
+                self.error = "; ".join(filter(None, (self.error, f"removing files: {first_line(exc)}")))
+        self.files["note"] = (f"left {', '.join(patterns)} on the server; delete these files when you no longer "
+                              f"need them")
+
+    def written(self) -> list[str]:
+        """Patterns (`*` as wildcard) of the files written on the server; none by default."""
+        return []
 
     def _reconnect(self) -> None:
         close_quietly(self.conn)

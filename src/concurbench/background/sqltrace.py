@@ -32,6 +32,7 @@ SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS = {
     "EventSequence": 51, "IsSystem": 60, "SessionLoginName": 64, "GroupID": 66,
 }
 TRACE_FILE_ROLLOVER = 2
+MAX_FILES = 5  # trace files kept per trace by default (@filecount)
 TRACE_CREATE_CODES = {1: "unknown error", 10: "invalid options", 12: "file not created", 13: "out of memory",
                       14: "invalid stop time", 15: "invalid parameters"}
 # SERVERPROPERTY('EngineEdition') values of Azure services without SQL Trace (SQL Database, Synapse,
@@ -45,13 +46,15 @@ class SqlTrace(ServerObserver):
 
     It traces the Showplan XML Statistics Profile event (146; `events: [146]`, the only event whose
     columns are listed here) with all of its data columns (or the `columns` named), with
-    TRACE_FILE_ROLLOVER and files of `max_file_size_mb` (default 100) MB, at most `max_files`.
+    TRACE_FILE_ROLLOVER and files of `max_file_size_mb` (default 100) MB, at most `max_files`
+    (default 5: sp_trace_create's @filecount, the server deletes the oldest file beyond it).
     `file` is the path prefix of the trace file without `.trc` (default `<server data
     directory>/concurbench-<name>`); a UTC timestamp is appended, since sp_trace_create will not
     overwrite an existing file and every variant run needs a file of its own. A leftover trace of
     the same prefix (a killed run) is stopped and closed first. When the measurement ends the
-    trace's event and dropped-event counts are read from sys.traces and the trace is stopped;
-    close() stops it if needed and deletes its definition (status 2). The .trc files stay.
+    trace's event and dropped-event counts are read from sys.traces (they count every event, whatever
+    files rolled over) and the trace is stopped; close() stops it if needed, deletes its definition
+    (status 2), and removes the .trc files or lists them (`ServerObserver._release_files`).
     """
 
     kind = "sql_trace"
@@ -60,15 +63,16 @@ class SqlTrace(ServerObserver):
     LEFTOVERS = "SELECT id, status FROM sys.traces WHERE path LIKE ?"
     STATUS = "SELECT status, event_count, dropped_event_count FROM sys.traces WHERE id = ? AND path LIKE ?"
 
-    def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time):
-        super().__init__(spec, conninfo, connect=connect, clock=clock)
+    def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
+                 remove_files: Callable[[list[str]], None] | None = None):
+        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files)
         opts = options_of(spec)
         self.prefix: str | None = opts.get("file")
         if self.prefix and self.prefix.lower().endswith(".trc"):
             self.prefix = self.prefix[:-4]  # the server appends .trc itself
         who = f"sql_trace {spec.name}"
         self.max_file_size_mb = positive_int(opts, "max_file_size_mb", who) or 100
-        self.max_files = positive_int(opts, "max_files", who, minimum=2)
+        self.max_files = positive_int(opts, "max_files", who, minimum=2) or MAX_FILES
         events = opts.get("events") or [SHOWPLAN_XML_STATISTICS_PROFILE]
         if list(events) != [SHOWPLAN_XML_STATISTICS_PROFILE]:
             raise ConfigError(f"{who}: events must be [{SHOWPLAN_XML_STATISTICS_PROFILE}] (Showplan XML Statistics "
@@ -87,10 +91,10 @@ class SqlTrace(ServerObserver):
 
     # SQL ----------------------------------------------------------------------------------------------
     def create_sql(self) -> str:
-        filecount = f", {int(self.max_files)}" if self.max_files else ""
         return ("SET NOCOUNT ON; DECLARE @rc INT, @traceid INT, @maxfilesize BIGINT = "
                 f"{int(self.max_file_size_mb)}; EXEC @rc = sys.sp_trace_create @traceid OUTPUT, {TRACE_FILE_ROLLOVER}, "
-                f"{quote_literal(self.path)}, @maxfilesize, NULL{filecount}; SELECT @rc AS rc, @traceid AS trace_id")
+                f"{quote_literal(self.path)}, @maxfilesize, NULL, {int(self.max_files)}; "
+                "SELECT @rc AS rc, @traceid AS trace_id")
 
     @staticmethod
     def setevent_sql(trace_id: int, event_id: int, column_id: int) -> str:
@@ -163,6 +167,10 @@ class SqlTrace(ServerObserver):
             except Exception as exc:  # noqa: BLE001 - close() still stops and deletes it
                 self.error = f"stopping: {first_line(exc)}"
 
+    def written(self) -> list[str]:
+        """`<path>.trc` and its rollover files `<path>_<n>.trc`."""
+        return [f"{self.path}*.trc"] if self.trace_id is not None else []
+
     def _teardown(self) -> None:
         if self.trace_id is None:
             return
@@ -178,8 +186,9 @@ class SqlTrace(ServerObserver):
         out = {"name": self.spec.name, "kind": self.kind, "trace_id": self.trace_id,
                "event": SHOWPLAN_XML_STATISTICS_PROFILE, "columns": list(self.columns),
                "file": f"{self.path}.trc" if self.path else None, "max_file_size_mb": self.max_file_size_mb,
-               "platform": self.platform}
+               "max_files": self.max_files, "platform": self.platform}
         out.update(self.counts)
+        out.update(self.files)
         if self.error:
             out["error"] = self.error
         return out

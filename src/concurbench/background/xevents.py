@@ -12,6 +12,11 @@ Sources (Microsoft Learn):
   dropped_buffer_count), sys.dm_xe_session_targets (target_data: `<RingBufferTarget ...
   totalEventsProcessed="n" eventCount="n" droppedCount="n">`, `<EventFileTarget><File name="..."/>`),
   sys.fn_xe_file_target_read_file. The event_file target names its files `<name>_0_<ticks>.xel`.
+- Event file target: `max_file_size` (MB; without it a file grows until the disk is full) and
+  `max_rollover_files` (how many files are kept; the oldest goes first).
+- sys.dm_xe_session_targets: target_data is nvarchar(max), and a large ring buffer's XML can come
+  back cut short, so it is not cast to xml: the counts are the attributes of its first element,
+  read from the first characters.
 """
 
 from __future__ import annotations
@@ -27,6 +32,20 @@ from .mssql_common import ServerObserver, first_line, join_path, options_of, pos
 
 _EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 _TAG = re.compile(r"<File\s+name=\"([^\"]+)\"")
+_RING = re.compile(r"<RingBufferTarget\b([^>]*)>")
+RING_ATTRIBUTES = {"totalEventsProcessed": "events", "eventCount": "events_in_buffer", "droppedCount": "ring_dropped"}
+MAX_FILE_SIZE_MB = 100  # event_file defaults: at most 5 files of 100 MB per session
+MAX_ROLLOVER_FILES = 5
+
+
+def ring_counts(head: str | None) -> dict:
+    """The counts of a ring_buffer target from the start of its target_data (`<RingBufferTarget
+    totalEventsProcessed="n" eventCount="n" droppedCount="n" ...>`); {} when it is not there."""
+    m = _RING.search(head or "")
+    if not m:
+        return {}
+    attributes = dict(re.findall(r"(\w+)=\"(\d+)\"", m.group(1)))
+    return {key: int(attributes[name]) for name, key in RING_ATTRIBUTES.items() if name in attributes}
 
 
 class XEventSession(ServerObserver):
@@ -35,13 +54,15 @@ class XEventSession(ServerObserver):
     Options: `target` (ring_buffer | event_file, default ring_buffer), `no_event_loss` (bool:
     EVENT_RETENTION_MODE = NO_EVENT_LOSS, else ALLOW_SINGLE_EVENT_LOSS), `events` (package.event
     names, default sqlserver.query_post_execution_showplan), `file` (event_file path, default
-    `<server data directory>/concurbench_<name>.xel`), `max_file_size_mb` (event_file: the
-    target's max_file_size, in MB), `max_memory_kb` (the session's MAX_MEMORY).
+    `<server data directory>/concurbench_<name>.xel`), `max_file_size_mb` and `max_rollover_files`
+    (event_file: at most that many files of that many MB, default 5 of 100), `max_memory_kb` (the
+    session's MAX_MEMORY).
 
     A leftover session of the same name (from a run that was killed) is stopped and dropped
     first. When the measurement ends the events captured are counted (ring_buffer: the target's
     totalEventsProcessed, read while the session runs; event_file: the files' events, counted
-    after the session is stopped, which flushes its buffers) and the session is stopped.
+    after the session is stopped, which flushes its buffers; a lower bound once the oldest file has
+    rolled over) and the session is stopped.
     """
 
     kind = "xevents"
@@ -53,17 +74,15 @@ class XEventSession(ServerObserver):
     TARGET_DATA = ("SELECT CAST(t.target_data AS nvarchar(max)) AS target_data FROM sys.dm_xe_session_targets AS t "
                    "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
                    "WHERE s.name = ? AND t.target_name = N'event_file'")
-    RING_COUNTS = ("SELECT x.d.value('(RingBufferTarget/@totalEventsProcessed)[1]', 'bigint') AS processed, "
-                   "x.d.value('(RingBufferTarget/@eventCount)[1]', 'bigint') AS in_buffer, "
-                   "x.d.value('(RingBufferTarget/@droppedCount)[1]', 'bigint') AS dropped "
-                   "FROM (SELECT CAST(t.target_data AS xml) AS d FROM sys.dm_xe_session_targets AS t "
-                   "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
-                   "WHERE s.name = ? AND t.target_name = N'ring_buffer') AS x")
-    FILE_COUNT = ("SELECT COUNT(*) AS n FROM sys.fn_xe_file_target_read_file(?, NULL, NULL, NULL) "
-                  "WHERE file_name >= ?")
+    RING_HEAD = ("SELECT LEFT(t.target_data, 2000) AS head FROM sys.dm_xe_session_targets AS t "
+                 "JOIN sys.dm_xe_sessions AS s ON s.address = t.event_session_address "
+                 "WHERE s.name = ? AND t.target_name = N'ring_buffer'")
+    FILE_COUNT = ("SELECT COUNT(*) AS n, MIN(file_name) AS oldest "
+                  "FROM sys.fn_xe_file_target_read_file(?, NULL, NULL, NULL) WHERE file_name >= ?")
 
-    def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time):
-        super().__init__(spec, conninfo, connect=connect, clock=clock)
+    def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
+                 remove_files: Callable[[list[str]], None] | None = None):
+        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files)
         opts = options_of(spec)
         self.session = f"concurbench_{spec.name}"
         self.target = str(opts.get("target", "ring_buffer"))
@@ -79,7 +98,8 @@ class XEventSession(ServerObserver):
                               f"(e.g. sqlserver.query_post_execution_showplan), got {bad}")
         self.events = list(events)
         self.max_memory_kb = positive_int(opts, "max_memory_kb", f"xevents {spec.name}")
-        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", f"xevents {spec.name}")
+        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", f"xevents {spec.name}") or MAX_FILE_SIZE_MB
+        self.max_rollover_files = positive_int(opts, "max_rollover_files", f"xevents {spec.name}") or MAX_ROLLOVER_FILES
         self.file: str | None = opts.get("file")
         self.first_file: str | None = None
         self.started = False
@@ -92,8 +112,8 @@ class XEventSession(ServerObserver):
         if self.target == "ring_buffer":
             target = "ADD TARGET package0.ring_buffer"
         else:
-            size = f", max_file_size = {int(self.max_file_size_mb)}" if self.max_file_size_mb else ""
-            target = f"ADD TARGET package0.event_file (SET filename = {quote_literal(self.file)}{size})"
+            target = (f"ADD TARGET package0.event_file (SET filename = {quote_literal(self.file)}, "
+                      f"max_file_size = {int(self.max_file_size_mb)}, max_rollover_files = {int(self.max_rollover_files)})")
         options = []
         if self.max_memory_kb:
             options.append(f"MAX_MEMORY = {int(self.max_memory_kb)} KB")
@@ -112,8 +132,14 @@ class XEventSession(ServerObserver):
 
     def file_pattern(self) -> str:
         """`/dir/concurbench_x.xel` -> `/dir/concurbench_x*.xel`: every file the target writes."""
-        base = self.file[:-4] if self.file.lower().endswith(".xel") else self.file
-        return base + "*.xel"
+        return self._base() + "*.xel"
+
+    def _base(self) -> str:
+        return self.file[:-4] if self.file.lower().endswith(".xel") else self.file
+
+    def written(self) -> list[str]:
+        """The event_file target's files, `<base>_0_<ticks>.xel`."""
+        return [self._base() + "_0_*.xel"] if self.target == "event_file" and self.started else []
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -147,18 +173,24 @@ class XEventSession(ServerObserver):
                 if row:
                     self.counts.update(dropped_events=row[0], dropped_buffers=row[1])
                 if self.target == "ring_buffer":
-                    row = self._query_one(self.RING_COUNTS, self.session)
-                    if row:
-                        self.counts.update(events=row[0], events_in_buffer=row[1], ring_dropped=row[2])
+                    row = self._query_one(self.RING_HEAD, self.session)
+                    self.counts.update(ring_counts(row[0] if row else None))
                 self.conn.execute(self.state_sql("STOP"))
                 self.stopped = True
                 if self.target == "event_file":
-                    row = self._query_one(self.FILE_COUNT, self.file_pattern(), self.first_file or "")
-                    self.counts["events"] = row[0] if row else None
-                    if self.first_file is None:  # could not tell this run's first file from earlier ones
-                        self.counts["events_note"] = f"counted over every file matching {self.file_pattern()}"
+                    self._count_files()
             except Exception as exc:  # noqa: BLE001 - counting is a nicety; close() still drops
                 self.error = f"counting events: {first_line(exc)}"
+
+    def _count_files(self) -> None:
+        row = self._query_one(self.FILE_COUNT, self.file_pattern(), self.first_file or "")
+        self.counts["events"] = row[0] if row else None
+        oldest = row[1] if row else None
+        if self.first_file is None:  # could not tell this run's first file from earlier ones
+            self.counts["events_note"] = f"counted over every file matching {self.file_pattern()}"
+        elif oldest is not None and oldest > self.first_file:
+            self.counts["events_note"] = (f"a lower bound: the oldest files rolled over (at most "
+                                          f"{self.max_rollover_files} files of {self.max_file_size_mb} MB are kept)")
 
     def _teardown(self) -> None:
         """Stop the session if it runs, drop it if it is defined."""
@@ -171,7 +203,10 @@ class XEventSession(ServerObserver):
         out = {"name": self.spec.name, "kind": self.kind, "session": self.session, "target": self.target,
                "event_names": list(self.events), "no_event_loss": self.no_event_loss,
                "max_memory_kb": self.max_memory_kb, "file": self.file if self.target == "event_file" else None}
+        if self.target == "event_file":
+            out.update(max_file_size_mb=self.max_file_size_mb, max_rollover_files=self.max_rollover_files)
         out.update(self.counts)
+        out.update(self.files)
         if self.error:
             out["error"] = self.error
         return out

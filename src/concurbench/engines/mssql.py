@@ -12,7 +12,11 @@ Sources (Microsoft Learn unless noted):
   TDS_Version (7.4 for SQL Server 2012 and later).
 - Database engine error pages: 1205 deadlock victim, 1222 lock request time out period exceeded,
   3960 snapshot isolation update conflict, 3961 snapshot isolation failed because of concurrent DDL,
-  3966 rolled back because the version store was shrunk, 41302 (In-Memory OLTP write/write conflict).
+  3966 rolled back because the version store was shrunk, 41302 (In-Memory OLTP write/write conflict);
+  4060 (the database a login asked for cannot be opened: it is still being recovered after a start) and
+  922 (the database is being recovered), both of a server that is starting, so connection errors.
+- sp_getapplock: it reports failure by its return code (-1 timed out, -2 cancelled, -3 chosen as
+  deadlock victim, -999 a bad call), not by an error.
 - SERVERPROPERTY: ProductVersion, ProductLevel, ProductUpdateLevel, Edition, EngineEdition.
 """
 
@@ -246,7 +250,8 @@ _NUMBER_CLASSES = {
     41301: SERIALIZATION,  # In-Memory OLTP commit dependency failure
     1222: LOCK_NOT_AVAILABLE,  # lock request time out period exceeded (SET LOCK_TIMEOUT)
 }
-# Network-level failures the drivers report as native errors (Windows socket codes and SNI errors).
+# Network-level failures the drivers report as native errors (Windows socket codes and SNI errors), and
+# the server's own answer while it is still starting: worth connecting again.
 CONNECTION_NUMBERS = frozenset({
     53,  # network path not found / could not open a connection
     233,  # no process is on the other end of the pipe (connection closed during or after login)
@@ -255,7 +260,14 @@ CONNECTION_NUMBERS = frozenset({
     10060,  # connection attempt timed out
     10061,  # connection refused
     11001,  # host not found
+    4060,  # the login's database cannot be opened (still being recovered right after a start)
+    922,  # the database is being recovered
 })
+# A procedure that turns a failed sp_getapplock into an error (sql/mssql/row-lock-setup.sql raises
+# `sp_getapplock on <resource> returned <code>` as user error 50000) is classed by that return code.
+USER_ERROR = 50000
+_APPLOCK = re.compile(r"\bsp_getapplock\b.*?\breturned (-\d+)", re.IGNORECASE | re.DOTALL)
+APPLOCK_CLASSES = {-3: DEADLOCK, -1: LOCK_NOT_AVAILABLE}
 
 
 def classify_error_number(number: int | None) -> str:
@@ -270,10 +282,15 @@ def classify_error_number(number: int | None) -> str:
 
 
 def classify_error(number: int | None, sqlstate: str | None, message: str = "") -> str:
-    """Number first; then the ODBC SQLSTATE: 08xxx (and a login timeout) are connection failures."""
+    """Number first (a failed sp_getapplock raised as user error 50000 by its return code); then the ODBC
+    SQLSTATE: 08xxx (and a login timeout) are connection failures."""
     by_number = classify_error_number(number)
     if by_number != OTHER:
         return by_number
+    if number == USER_ERROR:
+        m = _APPLOCK.search(message or "")
+        if m and int(m.group(1)) in APPLOCK_CLASSES:
+            return APPLOCK_CLASSES[int(m.group(1))]
     state = (sqlstate or "").upper()
     if state.startswith("08") or state == "HYT01":
         return CONNECTION

@@ -16,6 +16,13 @@ tempdb data files are removed only from a server the harness owns, right after a
 re-creates every tempdb file, empty, and empty files can be removed ("Shrink the tempdb database");
 while the server runs, EMPTYFILE and REMOVE FILE fail (errors 2555 and 5042) as soon as pages sit
 in the file. A server the harness does not own is never restarted, so there the removal is refused.
+Startup itself may already have put pages in a file, and a temp-table workload leaves some in the
+files the run added to a server it does not own: EMPTYFILE (after which no new data goes into the
+file) and REMOVE FILE are tried again after a pause, and a file that still cannot go is reported,
+not fatal.
+
+sp_configure options need `show advanced options`; when it was off, it is turned on as a change of
+its own and turned off again when the options are put back.
 
 Sources (Microsoft Learn): ALTER DATABASE SET options (READ_COMMITTED_SNAPSHOT, ALLOW_SNAPSHOT_ISOLATION,
 ACCELERATED_DATABASE_RECOVERY, DELAYED_DURABILITY, RECOVERY; WITH ROLLBACK IMMEDIATE to get the
@@ -29,6 +36,7 @@ sys.configurations; ALTER DATABASE ... ADD FILE / REMOVE FILE and DBCC SHRINKFIL
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ..errors import EngineError, ProvisionError
@@ -40,7 +48,10 @@ DURABILITY = ("disabled", "allowed", "forced")
 RECOVERY = ("simple", "full", "bulk_logged")
 # Server keys the runner handles; anything else under `server:` settings is an sp_configure name.
 SERVER_KEYS = ("trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files")
-CONTAINER_KEYS = ("memory_limit", "pid", "collation")  # only the docker provisioner reads these
+CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus")  # only the docker provisioner reads these
+ADVANCED = "show advanced options"
+REMOVE_ATTEMPTS = 3  # EMPTYFILE and REMOVE FILE of a tempdb file, with a pause between attempts
+RETRY_PAUSE_S = 2.0
 
 
 def quote_name(name: str) -> str:
@@ -101,6 +112,8 @@ class Change:
     undo: list[str]
     flag: int | None = None  # a global trace flag this change turned on
     hint: str = ""  # what to do by hand when the undo fails
+    attempts: int = 1  # how often `apply` is tried (after a pause) before it counts as failed
+    undo_attempts: int = 1  # the same for `undo`
 
 
 @dataclass
@@ -152,8 +165,7 @@ def read_server(conn, names) -> dict:
         out["tempdb_files"] = int(row[0])
     except Exception:  # noqa: BLE001
         pass
-    configure = [n for n in names if n not in SERVER_KEYS and n not in CONTAINER_KEYS]
-    for name in configure:
+    for name in configure_names(names):
         row = conn.execute("SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?",
                            name).fetchone()
         out[name] = None if row is None else int(row[0])
@@ -169,6 +181,7 @@ def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | N
     on globally and off again afterwards, and removing tempdb files is refused.
     """
     plan = Plan()
+    configure: list[tuple] = []
     for name, value in wanted.items():
         if name in CONTAINER_KEYS:
             continue
@@ -193,9 +206,21 @@ def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | N
             if old is None:
                 raise EngineError(f"sp_configure has no option named {name!r} on this server")
             if int(value) != int(old):
-                plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", _configure(name, value),
-                                           _configure(name, old)))
+                configure.append((name, old, value))
+    _plan_configure(plan, configure, current.get(ADVANCED))
     return plan
+
+
+def _plan_configure(plan: Plan, options: list[tuple], advanced) -> None:
+    """sp_configure changes; with `show advanced options` off, turning it on first is a change of its own,
+    undone last. When its state is unknown, each change turns it on itself (and leaves it on)."""
+    if options and advanced is not None and int(advanced) == 0 and ADVANCED not in [o[0] for o in options]:
+        plan.changes.append(Change(f"sp_configure {ADVANCED}: 0 -> 1", _set_option(ADVANCED, 1),
+                                   _set_option(ADVANCED, 0)))
+    for name, old, value in options:
+        statements = _configure if advanced is None else _set_option
+        plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", statements(name, value),
+                                   statements(name, old)))
 
 
 def flag_numbers(value) -> list[int]:
@@ -215,8 +240,16 @@ def _tempdb_metadata(on: bool) -> str:
 
 
 def _configure(name: str, value) -> list[str]:
-    return ["EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
-            f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
+    return _set_option(ADVANCED, 1) + _set_option(name, value)
+
+
+def _set_option(name: str, value) -> list[str]:
+    return [f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
+
+
+def configure_names(names) -> list[str]:
+    """The sp_configure options among server keys."""
+    return [n for n in names if n not in SERVER_KEYS and n not in CONTAINER_KEYS]
 
 
 def in_tempdb(sql: str) -> str:
@@ -243,7 +276,7 @@ def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: 
                                     f"FILENAME = {literal(path)}, SIZE = 8MB, FILEGROWTH = 64MB)"],
                                    _empty_and_remove(name),
                                    hint=f"once the server has restarted, run ALTER DATABASE tempdb REMOVE FILE "
-                                        f"{quote_name(name)}"))
+                                        f"{quote_name(name)}", undo_attempts=REMOVE_ATTEMPTS))
     if want >= have:
         return
     if not owned:
@@ -256,7 +289,10 @@ def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: 
     if len(names) < have:
         raise EngineError(f"tempdb has {have} data files but only {len(names)} could be named (tempdb.sys.database_files)")
     for name in reversed(names[want:have]):
-        plan.after_restart.append(Change(f"tempdb file {name} removed", _empty_and_remove(name), []))
+        plan.after_restart.append(Change(
+            f"tempdb file {name} removed", _empty_and_remove(name), [], attempts=REMOVE_ATTEMPTS,
+            hint=f"the run goes on with more tempdb data files than the scenario asks for (its probes record how "
+                 f"many); remove it after a restart with ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"))
     plan.restart = True
 
 
@@ -271,32 +307,57 @@ def tempdb_layout(conn) -> tuple[str, list[str]]:
 
 
 # -- applying and restoring --------------------------------------------------------------------------------
-def apply(conn, plan: Plan) -> list[Change]:
+def apply(conn, plan: Plan, sleep=time.sleep) -> list[Change]:
     """Run the plan; on a failure undo what was done and raise. Returns the changes made (for restore)."""
     done: list[Change] = []
     for change in plan.changes:
         try:
-            for sql in change.apply:
-                _run(conn, sql)
+            _run_all(conn, change.apply, change.attempts, sleep)
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
-            restore(conn, done)
+            restore(conn, done, sleep)
             raise EngineError(f"cannot change {change.what}: {first_line(exc)}", exc) from exc
         done.append(change)
     return done
 
 
-def restore(conn, changes: list[Change]) -> list[str]:
+def apply_or_report(conn, changes: list[Change], sleep=time.sleep) -> tuple[list[Change], list[str]]:
+    """Run each change on its own: (those made, the problems of those that could not be made)."""
+    done, problems = [], []
+    for change in changes:
+        try:
+            _run_all(conn, change.apply, change.attempts, sleep)
+        except Exception as exc:  # noqa: BLE001 - pyodbc errors
+            tries = f" after {change.attempts} attempts" if change.attempts > 1 else ""
+            hint = f"; {change.hint}" if change.hint else ""
+            problems.append(f"could not make the change '{change.what}'{tries}: {first_line(exc)}{hint}")
+            continue
+        done.append(change)
+    return done, problems
+
+
+def restore(conn, changes: list[Change], sleep=time.sleep) -> list[str]:
     """Undo the changes, last first; returns the problems met (restoring carries on past each)."""
     problems = []
     for change in reversed(changes):
-        for sql in change.undo:
-            try:
-                _run(conn, sql)
-            except Exception as exc:  # noqa: BLE001
-                hint = f" ({change.hint})" if change.hint else ""
-                problems.append(f"could not put back {change.what}: {first_line(exc)}{hint}")
-                break
+        try:
+            _run_all(conn, change.undo, change.undo_attempts, sleep)
+        except Exception as exc:  # noqa: BLE001
+            hint = f" ({change.hint})" if change.hint else ""
+            problems.append(f"could not put back {change.what}: {first_line(exc)}{hint}")
     return problems
+
+
+def _run_all(conn, statements: list[str], attempts: int, sleep) -> None:
+    """Run the statements in order; when one fails, start over after a pause, `attempts` times in all."""
+    for attempt in range(1, attempts + 1):
+        try:
+            for sql in statements:
+                _run(conn, sql)
+            return
+        except Exception:  # noqa: BLE001 - pyodbc errors; the last one is raised
+            if attempt == attempts:
+                raise
+            sleep(RETRY_PAUSE_S)
 
 
 def _run(conn, sql: str) -> None:

@@ -10,6 +10,7 @@ harmless when the server has already rolled it back (a deadlock victim, error 12
 from __future__ import annotations
 
 import re
+import time
 
 from ..errors import EngineError
 from . import mssql
@@ -164,14 +165,15 @@ class Configurator:
     on a server we do not own every change needs `allowed` (--allow-server-changes), a restart is
     refused, and every change is put back by `restore`. The runner restarts the server when `apply`
     says so (once), then calls `after_restart` for what only a fresh server allows (removing tempdb
-    files); settings the configurator applies itself never take a restart of their own
-    (`needs_restart`).
+    files, tried a few times, `sleep` between); settings the configurator applies itself never take a
+    restart of their own (`needs_restart`).
     """
 
-    def __init__(self, database: str, *, owned: bool, allowed: bool):
+    def __init__(self, database: str, *, owned: bool, allowed: bool, sleep=time.sleep):
         self.database = database
         self.owned = owned
         self.allowed = allowed
+        self.sleep = sleep
         self.changes: list = []
         self.pending: list = []  # changes waiting for the restart `apply` asked for
 
@@ -193,33 +195,43 @@ class Configurator:
             keep = set(mc.flag_numbers(wanted.get("trace_flags")))
             dropped = [c for c in self.changes if c.flag is not None and c.flag not in keep]
             self.changes = [c for c in self.changes if c not in dropped]
-            for problem in mc.restore(conn, dropped):
+            for problem in mc.restore(conn, dropped, self.sleep):
                 raise EngineError(problem)
-        current = mc.read_server(conn, list(wanted))
+        names = list(wanted) + ([mc.ADVANCED] if mc.configure_names(wanted) else [])
+        current = mc.read_server(conn, names)
         directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
         plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names)
         db_plan = mc.plan_database(mc.read_database(conn, self.database), database, self.database)
         if not self.owned:
             mc.refuse_unowned(mc.Plan(plan.changes + db_plan.changes, plan.restart), self.allowed,
                               "server or database options")
-        self.changes += mc.apply(conn, plan)
-        self.changes += mc.apply(conn, db_plan)
+        self.changes += mc.apply(conn, plan, self.sleep)
+        self.changes += mc.apply(conn, db_plan, self.sleep)
         self.pending = list(plan.after_restart)
         return plan.restart
 
-    def after_restart(self, conn) -> None:
-        """The changes `apply` left for a freshly restarted server (the files tempdb recreated empty)."""
+    def after_restart(self, conn) -> list[str]:
+        """The changes `apply` left for a freshly restarted server (the files tempdb recreated empty); what
+        could not be done is returned as warnings, and the run goes on."""
         pending, self.pending = self.pending, []
-        self.changes += mc.apply(conn, mc.Plan(pending))
+        done, problems = mc.apply_or_report(conn, pending, self.sleep)
+        self.changes += done
+        return problems
 
     def restore(self, conn) -> list[str]:
         if self.owned:  # the server goes away with its container
             return []
-        problems = mc.restore(conn, self.changes)
+        problems = mc.restore(conn, self.changes, self.sleep)
         self.changes = []
         return problems
 
 
 def configurator(provisioner, conninfo: str) -> Configurator:
-    return Configurator(database_of(conninfo) or "master", owned=getattr(provisioner, "name", "") != "dsn",
+    """The run's database is the one of the connection string (the dsn target writes it there); never
+    a default, so database options never land on master."""
+    database = database_of(conninfo)
+    if not database:
+        raise EngineError("the connection string names no database (Database=...), so concurbench cannot tell "
+                          "which database to set the scenario's options on; name one in the DSN")
+    return Configurator(database, owned=getattr(provisioner, "name", "") != "dsn",
                         allowed=bool(getattr(provisioner, "allow", False)))

@@ -1,9 +1,20 @@
 """Container configurations for the docker target, as plain data: images, labels, passwords, server
 arguments and the keyword arguments of `containers.run`. Nothing here talks to a Docker engine.
+
+SQL Server's container gets two limits besides its memory limit (`mem_limit`):
+- `MSSQL_MEMORY_LIMIT_MB`, the memory SQL Server may use, at 80% of the container's limit. SQL Server
+  takes 80% of the host's memory by default, and before 2022 CU20 it does not see a cgroup v2
+  limit, so without this it sizes itself to the host and the kernel kills it ("Performance best
+  practices: SQL Server memory on Linux": keep 10 to 20% of the container's memory as headroom, and
+  `MSSQL_MEMORY_LIMIT_MB` below the container's limit).
+- a CPU limit (`nano_cpus`, as `docker run --cpus`): `server: cpus:`, by default half of the Docker
+  host's CPUs, so the server and the load generator's clients do not share every CPU. SQL Server
+  still counts the host's CPUs (its schedulers), which the run records beside the limit.
 """
 
 from __future__ import annotations
 
+import re
 import secrets
 import string
 
@@ -23,7 +34,9 @@ MSSQL_YEARS = ("2019", "2022", "2025")
 MSSQL_DEFAULT = "2022"
 MSSQL_DATA = "/var/opt/mssql"
 MSSQL_COMMAND = "/opt/mssql/bin/sqlservr"
-MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation")
+MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation", "cpus")
+MSSQL_MEMORY_DEFAULT = "4g"
+MSSQL_MEMORY_SHARE = 0.8  # of the container's memory, for SQL Server (the rest is headroom)
 READY_TIMEOUT = {"postgres": 60.0, "mssql": 180.0}
 PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an ODBC string or a shell
 
@@ -59,6 +72,40 @@ def cpu_limit(host_config: dict | None) -> str:
     if config.get("CpusetCpus"):
         parts.append(f"cpuset {config['CpusetCpus']}")
     return ", ".join(parts) or "none"
+
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+
+
+def size_mb(text) -> int:
+    """A Docker memory size (`4g`, `4096m`, `2.5g`; units of 1,024) in MB."""
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ConfigError(f"memory_limit must be a size such as 4g or 4096m, got {text!r}")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()] // 1024 ** 2)
+
+
+def sql_memory_limit_mb(memory_limit) -> int:
+    """MSSQL_MEMORY_LIMIT_MB for a container of `memory_limit`: its share, leaving headroom."""
+    return int(size_mb(memory_limit) * MSSQL_MEMORY_SHARE)
+
+
+def cpus_for(settings: dict, host_cpus: int | None) -> float | None:
+    """The CPU limit of a SQL Server container: `cpus` of the scenario, else half the host's CPUs (at
+    least one); None when neither is known."""
+    value = settings.get("cpus")
+    if value is None:
+        return float(max(1, host_cpus // 2)) if host_cpus else None
+    try:
+        cpus = float(value)
+    except (TypeError, ValueError):
+        cpus = 0.0
+    if cpus <= 0:
+        raise ConfigError(f"cpus must be a number of CPUs above 0 (such as 2 or 1.5), got {value!r}")
+    if host_cpus and cpus > host_cpus:
+        raise ConfigError(f"cpus is {value}, and the Docker host has {host_cpus} CPUs; ask for {host_cpus} or fewer")
+    return cpus
 
 
 def generate_password(length: int = 24) -> str:
@@ -145,10 +192,13 @@ def postgres_container_config(*, image: str, name: str, settings: dict, password
 
 
 def mssql_container_config(*, image: str, name: str, settings: dict, password: str, port: int,
-                           labels: dict[str, str], host_network: bool = False) -> dict:
-    """The keyword arguments of `containers.run` for a SQL Server container."""
+                           labels: dict[str, str], host_network: bool = False, host_cpus: int | None = None) -> dict:
+    """The keyword arguments of `containers.run` for a SQL Server container (`host_cpus`: the Docker
+    host's CPUs, for the default CPU limit)."""
     config = _common_config(image, name, labels, MSSQL_DATA, host_network, 1433, port)
-    env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": str(settings.get("pid") or "Developer")}
+    memory = str(settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
+    env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": str(settings.get("pid") or "Developer"),
+           "MSSQL_MEMORY_LIMIT_MB": str(sql_memory_limit_mb(memory))}
     if settings.get("collation"):
         env["MSSQL_COLLATION"] = str(settings["collation"])
     if host_network:
@@ -156,5 +206,8 @@ def mssql_container_config(*, image: str, name: str, settings: dict, password: s
     flags = trace_flags(settings.get("trace_flags"))
     if flags:
         config["command"] = [MSSQL_COMMAND, *flags]
-    config.update(environment=env, mem_limit=str(settings.get("memory_limit") or "4g"))
+    config.update(environment=env, mem_limit=memory)
+    cpus = cpus_for(settings, host_cpus)
+    if cpus is not None:
+        config["nano_cpus"] = int(cpus * 1e9)
     return config

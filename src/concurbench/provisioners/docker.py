@@ -3,8 +3,9 @@
 
 PostgreSQL runs the official image (`postgres:{version}`, or `--image`) with the scenario's settings
 as `-c name=value` arguments; SQL Server runs `mcr.microsoft.com/mssql/server:{year}-latest` with
-its container-level settings (`memory_limit`, `trace_flags`, `pid`, `collation`) taken out of the
-scenario's settings; the rest are left for the engine to apply over a connection.
+its container-level settings (`memory_limit`, `cpus`, `trace_flags`, `pid`, `collation`) taken out of
+the scenario's settings; the rest are left for the engine to apply over a connection. SQL Server is
+ready when tempdb, model and the run's database are ONLINE (`docker_mssql.py`).
 
 Each container gets a generated password (kept in memory: `Connection.safe` and `describe()` never
 carry it), its data directory on an anonymous volume, and the labels `concurbench.run_id`,
@@ -34,11 +35,12 @@ from psycopg.conninfo import make_conninfo
 from ..engines import mssql
 from ..engines.mssql import connection_string
 from ..errors import ConfigError, EngineError, ProvisionError
-from . import docker_engine, registry
+from . import docker_engine, docker_mssql, registry
 from .base import Connection
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
-                         READY_TIMEOUT, container_labels, cpu_limit, generate_password, mssql_container_config,
-                         mssql_image, postgres_container_config, postgres_image)
+                         MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, container_labels, cpu_limit, generate_password,
+                         mssql_container_config, mssql_image, postgres_container_config, postgres_image,
+                         sql_memory_limit_mb)
 from .docker_engine import Progress, first_line, remove_volumes, volume_names
 from .local import free_port
 
@@ -101,6 +103,7 @@ class DockerServer:
         self._generation = 0
         self._odbc_driver: str | None = None
         self.cpu_limit: str | None = None  # read from the running container
+        self.host_cpus: int | None = None  # the Docker host's, for SQL Server's default CPU limit
 
     @property
     def server_settings(self) -> dict:
@@ -117,6 +120,7 @@ class DockerServer:
             self._odbc_driver = mssql_odbc_driver()  # before pulling gigabytes for nothing
         self._client = self._client or docker_engine.connect()
         try:
+            self.host_cpus = self._client.info().get("NCPU") if self.engine == "mssql" else None
             image = docker_engine.ensure_image(self._client, self.image, self.progress)
             self.image_id = image.id
             if self.engine == "postgres":
@@ -135,7 +139,7 @@ class DockerServer:
 
     def _config(self) -> dict:
         build = postgres_container_config if self.engine == "postgres" else mssql_container_config
-        extra = {"data_dir": self.data_dir} if self.engine == "postgres" else {}
+        extra = {"data_dir": self.data_dir} if self.engine == "postgres" else {"host_cpus": self.host_cpus}
         return build(image=self.image, name=self.container_name, settings=self.settings, password=self._password,
                      port=self.port, labels=self.labels, host_network=self.host_network, **extra)
 
@@ -184,10 +188,7 @@ class DockerServer:
             with psycopg.connect(self._conninfo("postgres"), connect_timeout=max(1, min(5, int(seconds_left)))) as conn:
                 conn.execute("SELECT 1")
         else:
-            import pyodbc
-
-            with pyodbc.connect(self._odbc("master"), timeout=max(1, min(5, int(seconds_left)))) as conn:
-                conn.cursor().execute("SELECT 1")
+            docker_mssql.probe(self._odbc("master"), max(1, min(5, int(seconds_left))))
 
     def _conninfo(self, dbname: str) -> str:
         return make_conninfo(host="127.0.0.1", port=self.port, user="postgres", password=self._password, dbname=dbname)
@@ -204,10 +205,7 @@ class DockerServer:
                     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
                         conn.execute(f'CREATE DATABASE "{DATABASE}"')
             else:
-                import pyodbc
-
-                with pyodbc.connect(self._odbc("master"), autocommit=True, timeout=10) as conn:
-                    conn.cursor().execute(f"IF DB_ID('{DATABASE}') IS NULL CREATE DATABASE [{DATABASE}]")
+                docker_mssql.create_database(self._odbc("master"))
         except Exception as exc:  # noqa: BLE001 - psycopg or pyodbc errors alike
             raise ProvisionError(f"cannot prepare database {DATABASE} in {self.container_name}: {first_line(exc)}",
                                  exc) from None
@@ -219,8 +217,9 @@ class DockerServer:
         if self.engine == "postgres":
             return Connection(self._conninfo(DATABASE), f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}",
                               extra)
+        memory = sql_memory_limit_mb(self.settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
         return Connection(self._odbc(DATABASE), f"mssql://sa@127.0.0.1:{self.port}/{DATABASE}",
-                          {**extra, "driver": self._odbc_driver})
+                          {**extra, "driver": self._odbc_driver, "sql_memory_limit_mb": memory})
 
     def restart(self, settings: dict | None = None) -> Connection:
         """Recreate the container with these settings (replacing the previous ones) over the same volumes."""
@@ -277,6 +276,14 @@ class DockerServer:
             raise ProvisionError(f"cannot remove the container {self.container_name}: {first_line(exc)}; "
                                  f"remove it with: docker rm -f -v {self.container_name}", exc) from None
         self._volumes.clear()
+
+    def remove_files(self, patterns: list[str]) -> None:
+        """Remove files an observer wrote inside the running container (`*` as a wildcard)."""
+        container = self._client.containers.get(self.container_name)
+        code, output = container.exec_run(docker_mssql.remove_command(patterns))
+        if code:
+            detail = (output or b"").decode("utf-8", "replace").strip() or f"exit {code}"
+            raise ProvisionError(f"cannot remove {', '.join(patterns)} in {self.container_name}: {detail.splitlines()[0]}")
 
     def logs(self, lines: int = 40) -> str:
         try:

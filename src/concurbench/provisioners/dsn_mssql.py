@@ -7,6 +7,11 @@ Without a `Driver` the best installed one is chosen (Driver 18, 17, then FreeTDS
 comes from the string or from `--password-env`; it stays in memory, and what is shown or stored
 is the string without it. Database and server options of the scenario are applied by the engine
 only with `--allow-server-changes` and are put back when the run ends (see engines/sqlserver.py).
+
+The run happens in one database: the DSN's `Database`, or, without one, the login's default
+database as the session reports it (DB_NAME()), which is then written into the connection string so
+that every session of the run lands there. A system database (master, tempdb, model, msdb) is
+refused: the setup would create its tables there, and READ_COMMITTED_SNAPSHOT cannot be set on it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from ..errors import ConfigError, ProvisionError
 from .base import Connection
 
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
+SYSTEM_DATABASES = ("master", "tempdb", "model", "msdb")
 
 
 def from_url(url: str, password: str | None, driver: str) -> str:
@@ -62,10 +68,34 @@ class ExistingSqlServer:
 
     def start(self) -> Connection:
         try:
-            sqlserver.connect(self.conninfo, application_name="concurbench:check").close()
+            conn = sqlserver.connect(self.conninfo, application_name="concurbench:check")
         except Exception as exc:  # noqa: BLE001 - EngineError or a driver error
             raise ProvisionError(f"cannot connect to {self.safe}: {getattr(exc, 'message', exc)}") from None
+        try:
+            database = sqlserver.database_of(self.conninfo) or self._session_database(conn)
+        finally:
+            conn.close()
+        if database.lower() in SYSTEM_DATABASES:
+            raise ProvisionError(
+                f"the run would happen in {database}, a system database ({self.safe}): concurbench creates the "
+                f"scenario's tables and sets its database options (READ_COMMITTED_SNAPSHOT, ...) in the database the "
+                f"DSN names. Create a database for it (CREATE DATABASE concurbench) and name it in the DSN: "
+                f"Database=concurbench in an ODBC string, or mssql://user@host:1433/concurbench")
+        if sqlserver.database_of(self.conninfo) is None:
+            self.conninfo = with_option(self.conninfo, "Database", database)
+            self.safe = mssql.safe_connection_string(self.conninfo)
         return Connection(self.conninfo, self.safe)
+
+    def _session_database(self, conn) -> str:
+        """The login's default database, where a connection without `Database` lands."""
+        try:
+            name = sqlserver.scalar(conn, "SELECT DB_NAME() AS database_name")
+        except Exception as exc:  # noqa: BLE001 - pyodbc errors
+            raise ProvisionError(f"cannot read the session's database on {self.safe}: {mssql.first_line(exc)}") from None
+        if not name:
+            raise ProvisionError(f"{self.safe} names no database and the session reports none: add Database=... to "
+                                 f"the DSN")
+        return str(name)
 
     def restart(self, settings: dict | None = None) -> Connection:
         """No restart: trace flags and sp_configure options of a variant are set over a connection by the

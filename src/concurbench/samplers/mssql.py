@@ -157,7 +157,11 @@ class IndexPhysicalStats(Sampler):
 # -- snapshot transactions ---------------------------------------------------------------------------
 class SnapshotTransactions(Sampler):
     """Transactions holding or generating row versions (sys.dm_tran_active_snapshot_database_transactions):
-    how many, in how many sessions, the oldest's age and the longest version chain walked."""
+    how many, in how many sessions, the oldest's age and the longest version chain walked.
+
+    The view lists the whole instance's transactions and has no database column, so it is joined to
+    sys.dm_exec_sessions, whose database_id is each session's current database: only the sessions in
+    the sampler's own database (the run's) count, and not the sampler's own statement."""
 
     name = "snapshot_transactions"
     engine = "mssql"
@@ -166,10 +170,12 @@ class SnapshotTransactions(Sampler):
     description = ("active snapshot (row-versioning) transactions: count, sessions, oldest age (s), "
                    "longest version chain traversed")
     default_interval = 0.5
-    QUERY = ("SELECT COUNT(*) AS active, COUNT(DISTINCT session_id) AS sessions, "
-             "ISNULL(MAX(elapsed_time_seconds), 0) AS max_elapsed_s, "
-             "ISNULL(MAX(max_version_chain_traversed), 0) AS max_version_chain "
-             "FROM sys.dm_tran_active_snapshot_database_transactions")
+    QUERY = ("SELECT COUNT(*) AS active, COUNT(DISTINCT t.session_id) AS sessions, "
+             "ISNULL(MAX(t.elapsed_time_seconds), 0) AS max_elapsed_s, "
+             "ISNULL(MAX(t.max_version_chain_traversed), 0) AS max_version_chain "
+             "FROM sys.dm_tran_active_snapshot_database_transactions AS t "
+             "JOIN sys.dm_exec_sessions AS s ON s.session_id = t.session_id "
+             "WHERE s.database_id = DB_ID() AND t.session_id <> @@SPID")
     KEYS = ("active", "sessions", "max_elapsed_s", "max_version_chain")
 
     def read(self, conn):

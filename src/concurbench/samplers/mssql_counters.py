@@ -43,6 +43,7 @@ class CounterSampler(Sampler):
     default_interval = 1.0
     COUNTERS: tuple[tuple[str, str, str, str], ...] = ()
     BASES: tuple[str, ...] = ()  # base counters a ratio among COUNTERS is divided by
+    WINDOW_RATIOS: tuple[str, ...] = ()  # ratios whose value and base count since start: taken over each interval
 
     def __init__(self, spec=None, *, clock: Callable[[], float] = time.perf_counter):
         super().__init__(spec)
@@ -88,7 +89,7 @@ class CounterSampler(Sampler):
         if previous is None or now <= previous[0]:
             return []
         values = {}
-        for key, value in counter_rates(previous[1], rows, now - previous[0]).items():
+        for key, value in counter_rates(previous[1], rows, now - previous[0], self.WINDOW_RATIOS).items():
             column = self.columns(key)
             if column is not None:
                 values[column] = round(value, 3) if isinstance(value, float) else value
@@ -204,7 +205,8 @@ class VersionStore(CounterSampler):
 
 class TempdbAllocation(CounterSampler):
     """tempdb's allocation counters: temp tables created and waiting to be destroyed, worktables and
-    workfiles created, and the share of worktables served from the cache."""
+    workfiles created, and the share of worktables served from the cache in each interval (its
+    counters count since the server started, so the share is of their growth)."""
 
     name = "tempdb_allocation"
     description = ("Temp Tables Creation Rate, Temp Tables For Destruction, Worktables Created/sec, Workfiles "
@@ -217,3 +219,4 @@ class TempdbAllocation(CounterSampler):
         ("worktables_from_cache_pct", "Access Methods", "Worktables From Cache Ratio", ""),
     )
     BASES = ("Worktables From Cache Base",)
+    WINDOW_RATIOS = ("Worktables From Cache Ratio",)

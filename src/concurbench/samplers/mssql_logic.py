@@ -13,7 +13,10 @@ Sources:
   is the last observed value; 272696320 and 272696576 are per-second averages over the interval
   (difference / seconds); PERF_LARGE_RAW_FRACTION (537003264) over its PERF_LARGE_RAW_BASE
   (1073939712) is 100 * value / base; PERF_AVERAGE_BULK (1073874176) over its base is
-  (value1 - value0) / (base1 - base0) (Windows counter-type reference).
+  (value1 - value0) / (base1 - base0) (Windows counter-type reference). The page calls 537003264 a
+  snapshot value, but some of these fractions are counts since the server started (Worktables From
+  Cache Ratio over Worktables From Cache Base grow with every worktable): a sampler names those in
+  `window_ratios`, and their ratio is taken over the interval's growth instead.
 - sys.dm_os_wait_stats: cumulative since start (or since DBCC SQLPERF CLEAR); deltas need no clear.
 """
 
@@ -115,18 +118,22 @@ def _base_names(counter: str) -> list[str]:
     return names
 
 
-def counter_rates(before: list[dict], after: list[dict], seconds: float) -> dict[str, float | None]:
+def counter_rates(before: list[dict], after: list[dict], seconds: float,
+                  window_ratios: Iterable[str] = ()) -> dict[str, float | None]:
     """Counter values over an interval, keyed like `Locks/Lock Requests/sec/_Total`.
 
     Per-second counters: (after - before) / seconds. Raw counts: the after value. Fractions:
-    100 * value / base on the after reading. Averages: delta value / delta base. A zero base gives
-    None. Rows present in one reading only are skipped where a delta is needed.
+    100 * value / base on the after reading, or, for the counters named in `window_ratios` (whose
+    value and base count since the server started), 100 * delta value / delta base. Averages: delta
+    value / delta base. A zero base (or no growth of it) gives None. Rows present in one reading only
+    are skipped where a delta is needed.
     """
     if seconds <= 0:
         raise ValueError("seconds must be positive")
     old = {_key(r): r for r in before}
     new = {_key(r): r for r in after}
     bases = {(k[0], k[1].lower(), k[2]): r for k, r in new.items() if int(r["cntr_type"]) == PERF_LARGE_RAW_BASE}
+    windowed = {name.lower() for name in window_ratios}
     out: dict[str, float | None] = {}
     for key, row in new.items():
         kind = int(row["cntr_type"])
@@ -142,14 +149,15 @@ def counter_rates(before: list[dict], after: list[dict], seconds: float) -> dict
                         None)
             if base is None:
                 continue
-            if kind == PERF_LARGE_RAW_FRACTION:
+            if kind == PERF_LARGE_RAW_FRACTION and key[1].lower() not in windowed:
                 out[name] = 100.0 * value / base["cntr_value"] if base["cntr_value"] else None
-            else:
-                base_key = _key(base)
-                if key not in old or base_key not in old:
-                    continue
-                d_base = base["cntr_value"] - old[base_key]["cntr_value"]
-                out[name] = (value - old[key]["cntr_value"]) / d_base if d_base else None
+                continue
+            base_key = _key(base)
+            if key not in old or base_key not in old:
+                continue
+            d_base = base["cntr_value"] - old[base_key]["cntr_value"]
+            ratio = (value - old[key]["cntr_value"]) / d_base if d_base > 0 else None
+            out[name] = ratio if ratio is None or kind == PERF_AVERAGE_BULK else 100.0 * ratio
     return out
 
 

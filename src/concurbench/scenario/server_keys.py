@@ -15,14 +15,15 @@ from .yamlpos import as_int, describe, join
 # server: keys by engine (besides `settings`); variants may not set `versions` or `images`
 SERVER_KEYS = {"postgres": ["settings", "versions", "images"],
                "mssql": ["settings", "versions", "images", "trace_flags", "memory_optimized_tempdb_metadata",
-                         "tempdb_files", "memory_limit", "pid", "collation"]}
+                         "tempdb_files", "memory_limit", "pid", "collation", "cpus"]}
 SCENARIO_ONLY = ("versions", "images")
 # a version as --server-version names it (`2019`, `16`, `16.4`), and a Docker image reference
 # (`mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04`, `postgres:16.4`, `name@sha256:...`)
 VERSION_RE = re.compile(r"^[0-9][0-9A-Za-z.-]*$")
 IMAGE_RE = re.compile(r"^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?(:[0-9]+(/[a-z0-9._-]+)+)?(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
                       r"(@sha256:[0-9a-f]{64})?$")
-OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb"],
+OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb",
+                                "max_rollover_files"],
                     "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 
 
@@ -69,6 +70,13 @@ class ServerSections:
             files = self.check.integer(server, "tempdb_files", path, minimum=1, default=None)
             if files is not None:
                 out.append(("tempdb_files", str(files)))
+        if "cpus" in server:  # the container's CPU limit (docker target)
+            cpus = server["cpus"]
+            if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0:
+                self.check.add(server, "cpus", join(path, "cpus"),
+                               f"must be a number of CPUs above 0, such as 2 or 1.5, got {describe(cpus)}")
+            else:
+                out.append(("cpus", str(cpus)))
         for key in ("memory_limit", "pid", "collation"):
             if key in server:
                 value = self.check.string(server, key, path, default=None)
