@@ -71,9 +71,9 @@ def show(report: ProbeReport) -> None:
     for check in report.checks:
         table.add_row(check.check, STATUS.get(check.status, check.status), check.server_says, check.fix)
     out.print(table)
-    failed = len(report.failures)
-    out.print(f"{len(report.checks) - failed} of {len(report.checks)} checks passed in {report.elapsed_s:.1f} s"
-              + (f"; {failed} failed (see the Fix column)" if failed else ""), highlight=False)
+    count = {status: sum(c.status == status for c in report.checks) for status in STATUS}
+    out.print(f"{count['ok']} ok, {count['skipped']} skipped (not tried, see why), {count['failed']} failed"
+              + (" (see the Fix column)" if count["failed"] else "") + f", in {report.elapsed_s:.1f} s", highlight=False)
 
 
 @click.command()
