@@ -455,14 +455,7 @@ class Runner:
             return list(self.scenario.variants)
 
     def _variants(self) -> list[Variant]:
-        if not self.only:
-            return list(self.scenario.variants)
-        names = [v.name for v in self.scenario.variants]
-        missing = [n for n in self.only if n not in names]
-        if missing:
-            raise ConfigError(f"--variant {missing[0]}: {self.scenario.path} has no variant named '{missing[0]}'"
-                              f"{suggest(missing[0], names)}; it has: {', '.join(names)}")
-        return [v for v in self.scenario.variants if v.name in self.only]
+        return chosen_variants(self.scenario, self.only)
 
     def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
         conninfo, conn, version_num = server.connection.conninfo, server.conn, server.info["version_num"]
@@ -532,6 +525,18 @@ class Runner:
             unavailable=driver.unavailable)
         self.progress({"event": "variant_done", "result": result})
         return result
+
+
+def chosen_variants(scenario: Scenario, only: list[str] | None) -> list[Variant]:
+    """The variants `--variant` names (all when none); ConfigError naming one the scenario lacks."""
+    if not only:
+        return list(scenario.variants)
+    names = [v.name for v in scenario.variants]
+    missing = [n for n in only if n not in names]
+    if missing:
+        raise ConfigError(f"--variant {missing[0]}: {scenario.path} has no variant named '{missing[0]}'"
+                          f"{suggest(missing[0], names)}; it has: {', '.join(names)}")
+    return [v for v in scenario.variants if v.name in only]
 
 
 def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) -> list[ClaimVerdict]:

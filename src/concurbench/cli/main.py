@@ -20,7 +20,7 @@ from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
 from ..guards import check_scenario
-from ..provisioners.registry import TargetOptions, make_provisioner
+from ..provisioners.registry import make_provisioner
 from ..report.render import terminal
 from ..report.tables import build_report
 from ..results.shards import SHARD_AND_CHECK, Shard
@@ -33,6 +33,8 @@ from .compare import compare
 from .console import err, out
 from .exits import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, check_exit_code
 from .merge import merge
+from .options import parse_params, server_versions, target_of, target_options
+from .probe import default_json, probe as probe_command, probe_all
 from .progress import Progress
 from .stored import report as report_command, results as results_command, write_and_list_plots
 
@@ -46,16 +48,6 @@ def _fail(exc: ConcurbenchError) -> None:
     sys.exit(exc.exit_code)
 
 
-def _parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
-    params = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ConfigError(f"--param {pair}: expected NAME=VALUE")
-        key, value = pair.split("=", 1)
-        params[key.strip()] = value.strip()
-    return params
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="concurbench")
 def cli() -> None:
@@ -67,18 +59,10 @@ def cli() -> None:
 @click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where run directories are written.")
-@click.option("--target", default="embedded", show_default=True,
-              help="Where the server comes from: embedded, binaries, docker or dsn.")
-@click.option("--server-version", "versions", default=None, metavar="V[,V...]",
-              help="Server version(s); several run the scenario once per version into one run directory.")
-@click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn).")
-@click.option("--password-env", default=None, metavar="VAR",
-              help="Take the dsn target's password from this environment variable.")
-@click.option("--image", default=None, help="Docker image to run (--target docker).")
-@click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker).")
+@target_options
 @click.option("--keep", is_flag=True, help="Leave the server running at the end and print how to connect.")
-@click.option("--allow-server-changes", is_flag=True,
-              help="Let the scenario change server-wide settings of a dsn target (restored at the end).")
+@click.option("--probe", "probe_first", is_flag=True,
+              help="Probe the target first (`concurbench probe`); stop with its table and exit 1 when a check fails.")
 @click.option("--processes", type=click.IntRange(min=1), default=None,
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
@@ -99,23 +83,28 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
         allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
         variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
-        repeat: int, shard_text: str | None) -> None:
+        repeat: int, shard_text: str | None, probe_first: bool) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
         policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
-        model = load_scenario(scenario, quick=quick, overrides=_parse_params(params))
-        wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+        model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
         shard = Shard.parse(shard_text) if shard_text is not None else None
         if shard is not None and check:
             raise ConfigError(SHARD_AND_CHECK)
-        if not versions and not image and model.versions and target in ("docker", "binaries"):
-            wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
-        provisioners = [make_provisioner(model.engine, dict(model.settings), TargetOptions(
-            target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
-            images=model.images, host_network=host_network, keep=keep, allow_server_changes=allow_server_changes,
-            extra={"progress": progress})) for version in wanted]
+        provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
+            target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
+            allow_server_changes=allow_server_changes, keep=keep, model=model, progress=progress))
+            for version in server_versions(model, target, versions, image)]
+        if probe_first and not probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env,
+                                         image=image, host_network=host_network,
+                                         allow_server_changes=allow_server_changes, variants=variants,
+                                         json_path=default_json(out_dir, model.name)):
+            progress.close()
+            err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
+            sys.exit(EXIT_RUN_FAILED)
     except ConcurbenchError as exc:
+        progress.close()
         _fail(exc)
         return
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -199,7 +188,7 @@ def list_(path: Path, show_samplers: bool) -> None:
     out.print(table)
 
 
-for command in (doctor, gc_command, report_command, results_command, compare, claims_command, merge):
+for command in (probe_command, doctor, gc_command, report_command, results_command, compare, claims_command, merge):
     cli.add_command(command)
 
 

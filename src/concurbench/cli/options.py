@@ -1,0 +1,56 @@
+"""Option bundles more than one command takes: where the server comes from (`run`, `probe`)."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import ConfigError
+from ..provisioners.registry import TargetOptions
+
+TARGET_OPTIONS = (
+    click.option("--target", default="embedded", show_default=True,
+                 help="Where the server comes from: embedded, binaries, docker or dsn."),
+    click.option("--server-version", "versions", default=None, metavar="V[,V...]",
+                 help="Server version(s); several run the scenario once per version into one run directory."),
+    click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
+    click.option("--password-env", default=None, metavar="VAR",
+                 help="Take the dsn target's password from this environment variable."),
+    click.option("--image", default=None, help="Docker image to run (--target docker)."),
+    click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker)."),
+    click.option("--allow-server-changes", is_flag=True,
+                 help="Let the scenario change server-wide settings of a dsn target (restored at the end)."),
+)
+
+
+def target_options(command):
+    """Add the target options to a command: --target, --server-version, --dsn, --password-env, --image,
+    --host-network, --allow-server-changes."""
+    for option in reversed(TARGET_OPTIONS):
+        command = option(command)
+    return command
+
+
+def server_versions(model, target: str, versions: str | None, image: str | None) -> list[str | None]:
+    """The versions to provision: --server-version's list, else the scenario's own matrix (docker, binaries)."""
+    wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
+    if not versions and not image and model.versions and target in ("docker", "binaries"):
+        wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
+    return wanted
+
+
+def target_of(target: str, version: str | None, *, dsn, password_env, image, host_network, allow_server_changes,
+              keep: bool = False, model=None, progress=None) -> TargetOptions:
+    return TargetOptions(target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
+                         images=model.images if model is not None else (), host_network=host_network, keep=keep,
+                         allow_server_changes=allow_server_changes, extra={"progress": progress})
+
+
+def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:
+    """--param NAME=VALUE pairs as a dict."""
+    params = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ConfigError(f"--param {pair}: expected NAME=VALUE")
+        key, value = pair.split("=", 1)
+        params[key.strip()] = value.strip()
+    return params

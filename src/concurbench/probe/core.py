@@ -1,0 +1,146 @@
+"""The probe's steps, in order, on a server from any provisioner: connect; plan the settings; check
+the permissions; read each sampler once; start and stop each background session; run the setup,
+the probe queries and the teardown inside a transaction that is rolled back; check that nothing was
+left behind; let the server go. A step that fails is a failed `Check` and the probe goes on with
+the next one, so one probe lists every problem it can reach.
+
+What differs by engine is in postgres.py and mssql.py (`side_for`). The provisioner is made without
+the scenario's settings, so starting it applies none (a dsn server's `start` only connects): the
+probe plans them instead. Samplers, background sessions and the engine come from the same registries
+the runner uses; tests hand in stand-ins through `backgrounds` and `engine`."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Callable
+
+from ..background.base import close_quietly
+from ..background.kinds import make_background
+from ..engines.registry import get_engine
+from ..errors import ConcurbenchError
+from ..samplers.registry import build as build_samplers
+from ..scenario.model import Scenario, Variant
+from . import mssql, postgres
+from .common import first_line
+from .report import Check, ProbeReport, failed, ok
+
+SIDES = {"postgres": postgres.PostgresSide, "mssql": mssql.SqlServerSide}
+CONNECT_FIX = "check the server is up and the connection settings (--dsn, --password-env); `concurbench doctor`"
+
+
+def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Variant] | None = None,
+          allow_server_changes: bool = False, engine=None, backgrounds: Callable = make_background,
+          clock: Callable[[], float] = time.monotonic) -> ProbeReport:
+    """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives. Never raises a
+    ConcurbenchError: every problem is a check of the report."""
+    started = clock()
+    eng = engine or get_engine(scenario.engine)
+    side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes)
+    chosen = list(variants) if variants is not None else list(scenario.variants)
+    report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, target)
+    conn, up = None, False
+    try:
+        try:
+            connection = provisioner.start()
+            up = True
+            report.connection = connection.safe
+            conn = eng.connect(connection.conninfo, application_name="concurbench:probe")
+            info = eng.server_info(conn, [])
+        except ConcurbenchError as exc:
+            report.add(failed("connect", first_line(exc), CONNECT_FIX))
+            return report
+        report.server = info.get("version_short", "")
+        report.add(ok("connect", info.get("version", "")))
+        try:
+            here = scenario.on_server(report.server)
+            chosen = [here.variant(v.name) for v in chosen]
+        except ConcurbenchError as exc:
+            report.add(failed("scenario on this server", first_line(exc), "see the scenario's versions: conditions"))
+            return report
+        before = _step(report, "read the server's state", lambda: side.snapshot(conn, here, chosen))
+        _step(report, "settings", lambda: side.settings(conn, here, chosen))
+        _step(report, "permissions", lambda: side.permissions(conn, here, chosen))
+        _step(report, "samplers", lambda: _samplers(eng, connection.conninfo, info.get("version_num", 0), chosen,
+                                                    side))
+        _step(report, "background sessions", lambda: _backgrounds(eng, connection.conninfo, chosen, side, backgrounds))
+        _step(report, "setup", lambda: side.setup(conn, here, chosen))
+        if before is not None:
+            _step(report, "nothing left behind", lambda: [side.left_behind(conn, here, chosen, before)])
+    finally:
+        close_quietly(conn)
+        if up:
+            try:
+                provisioner.stop()
+            except ConcurbenchError as exc:
+                report.add(failed("let the server go", first_line(exc), "`concurbench gc` stops what a run left"))
+        report.elapsed_s = clock() - started
+    return report
+
+
+def _step(report: ProbeReport, name: str, run: Callable):
+    """One step of the probe; what it raises (a lost connection, a driver error) is a failed check of its own."""
+    try:
+        result = run()
+    except Exception as exc:  # noqa: BLE001 - the probe goes on and reports it
+        report.add(failed(name, first_line(exc), "the step stopped here; the server's words say why"))
+        return None
+    if isinstance(result, list):
+        report.add(*result)
+    return result
+
+
+def _samplers(eng, conninfo: str, version_num: int, variants: list[Variant], side) -> list[Check]:
+    """Each distinct sampler of the variants, read once on a connection of its own, as the runner's driver does."""
+    specs = list({(spec.name, repr(spec.options)): spec for v in variants for spec in v.samplers}.values())
+    if not specs:
+        return []
+    try:
+        conn = eng.connect(conninfo, application_name="concurbench:sampler")
+    except ConcurbenchError as exc:
+        return [failed("samplers: connect", first_line(exc), CONNECT_FIX)]
+    checks = []
+    try:
+        for sampler in build_samplers(specs):
+            name = f"sampler {sampler.name}"
+            try:
+                sampler.prepare(conn, version_num)
+                sampler.read(conn)
+            except Exception as exc:  # noqa: BLE001 - a driver error is the server's answer
+                words = first_line(exc)
+                checks.append(failed(name, words, side.fix(words, "read the sampler's views")))
+                with contextlib.suppress(Exception):
+                    conn.rollback()
+                continue
+            missing = "; ".join(f"{k}: {why}" for k, why in sampler.unavailable().items())
+            checks.append(ok(name, "read once" + (f" ({missing})" if missing else "")))
+    finally:
+        close_quietly(conn)
+    return checks
+
+
+def _backgrounds(eng, conninfo: str, variants: list[Variant], side, make: Callable) -> list[Check]:
+    """Each background session (and observer) started and stopped once. Their statements run in the setup's
+    transaction instead (side.setup), where the objects they read exist."""
+    checks = []
+    seen = set()
+    for variant in variants:
+        for spec in variant.background:
+            if (spec.name, spec.kind) in seen:
+                continue
+            seen.add((spec.name, spec.kind))
+            name = f"background {spec.name} ({spec.kind})"
+            session = None
+            try:
+                session = make(side.background_spec(spec), conninfo, eng)
+                session.start()
+            except ConcurbenchError as exc:
+                checks.append(failed(name, first_line(exc), side.fix(first_line(exc), f"start {spec.kind}")))
+                continue
+            finally:
+                if session is not None:
+                    session.close()
+            error = (session.describe() or {}).get("error")
+            checks.append(failed(name, f"stopping it: {error}", side.fix(error, f"stop {spec.kind}")) if error
+                          else ok(name, "started and stopped"))
+    return checks

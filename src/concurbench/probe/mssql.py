@@ -1,0 +1,176 @@
+"""SQL Server's half of the probe: the configuration plan (engines/mssql_config.py, not applied), the
+permissions the scenario needs, the setup inside BEGIN TRANSACTION ... ROLLBACK, and leftovers.
+
+The plan is the one the runner's configurator makes, from the same functions, and is only shown.
+The setup stops at its first failing batch; the transaction is then rolled back and what follows is
+reported as not tried. Statements SQL Server refuses inside a transaction (ALTER DATABASE, CREATE
+DATABASE: errors 226 and 574) are reported as skipped: the probe cannot undo them.
+
+Permissions (Microsoft Learn: HAS_PERMS_BY_NAME, IS_SRVROLEMEMBER; the permissions of the DMVs,
+CREATE EVENT SESSION, sp_trace_create, sp_configure, DBCC TRACEON): VIEW SERVER STATE (or VIEW
+SERVER PERFORMANCE STATE, 2022 and later) for the samplers, ALTER ANY EVENT SESSION for an Extended
+Events observer, ALTER TRACE for a SQL Trace, ALTER SETTINGS for sp_configure options, sysadmin for
+global trace flags on a server concurbench does not own, ALTER on the database for its options,
+CREATE TABLE and CREATE PROCEDURE in it for the setup."""
+
+from __future__ import annotations
+
+from ..engines import mssql_config as mc
+from ..errors import ConcurbenchError
+from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
+    without_statements
+from .report import Check, failed, ok, skipped
+
+IN_TRANSACTION_ONLY = ("(226)", "(574)")
+SESSIONS = ("SELECT session_id FROM sys.dm_exec_sessions WHERE program_name LIKE 'concurbench:%' "
+            "AND session_id <> @@SPID")
+EVENT_SESSIONS = "SELECT name FROM sys.server_event_sessions WHERE name LIKE 'concurbench%'"
+
+
+def _perm(conn, sql: str) -> bool:
+    row = conn.execute(sql).fetchone()
+    return bool(row and row[0])
+
+
+class SqlServerSide:
+    def __init__(self, eng, *, owned: bool, allowed: bool):
+        self.eng = eng
+        self.owned = owned
+        self.allowed = allowed
+
+    background_spec = staticmethod(without_statements)
+
+    @staticmethod
+    def fix(words: str | None, what: str) -> str:
+        if words and ("permission" in words.lower() or "(229)" in words or "(300)" in words):
+            return f"grant the login the permission to {what} (see docs/mssql.md), or use a sysadmin login"
+        return ""
+
+    # -- settings ---------------------------------------------------------------------------------------
+    def settings(self, conn, scenario, variants) -> list[Check]:
+        checks: list[Check] = []
+        database = conn.execute("SELECT DB_NAME()").fetchone()[0]
+        if not self.owned and str(database).lower() == "master":
+            checks.append(failed("database", "the connection's database is master",
+                                 "name the run's database in the DSN (Database=bench;), not master"))
+        seen: set[str] = set()
+        for where, server, db in [("scenario", dict(scenario.settings), dict(scenario.database)),
+                                  *((v.name, {**dict(scenario.settings), **dict(v.settings)},
+                                     {**dict(scenario.database), **dict(v.database)}) for v in variants)]:
+            wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
+            try:
+                current = mc.read_server(conn, list(wanted))
+                directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
+                plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names)
+                db_plan = mc.plan_database(mc.read_database(conn, database), db, database)
+                if not self.owned:
+                    mc.refuse_unowned(mc.Plan(plan.changes + db_plan.changes, plan.restart), self.allowed,
+                                      "server or database options")
+            except ConcurbenchError as exc:
+                checks.append(failed(f"{where}: settings", first_line(exc), "" if self.owned else
+                                     "use --target docker, or leave the variant out with --variant"))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a driver error reading the configuration
+                checks.append(failed(f"{where}: settings", first_line(exc), self.fix(str(exc), "read it")))
+                continue
+            for change in [*plan.changes, *db_plan.changes, *plan.after_restart]:
+                if change.what in seen:
+                    continue
+                seen.add(change.what)
+                checks.append(ok(f"setting {change.what}", "not applied; the run runs: " + "; ".join(change.apply)
+                                 + (" (then restarts the server)" if plan.restart else "")))
+        return checks
+
+    # -- permissions ------------------------------------------------------------------------------------
+    def permissions(self, conn, scenario, variants) -> list[Check]:
+        checks = []
+        login, sysadmin = conn.execute("SELECT SUSER_SNAME(), IS_SRVROLEMEMBER('sysadmin')").fetchone()
+        checks.append(ok("login", f"{login}{' (sysadmin)' if sysadmin == 1 else ' (not sysadmin)'}"))
+        if sysadmin == 1:
+            return checks
+        kinds = {b.kind for v in variants for b in v.background}
+        settings = {k for k, _ in scenario.settings} | {k for v in variants for k, _ in v.settings}
+        wanted = []
+        if any(v.samplers for v in variants):
+            wanted.append(("VIEW SERVER STATE", "SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1 "
+                           "OR HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER PERFORMANCE STATE') = 1 THEN 1 ELSE 0 END",
+                           "GRANT VIEW SERVER STATE TO the login (VIEW SERVER PERFORMANCE STATE on 2022 and later)"))
+        if "xevents" in kinds:
+            wanted.append(("ALTER ANY EVENT SESSION", "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER ANY EVENT SESSION')",
+                           "GRANT ALTER ANY EVENT SESSION TO the login"))
+        if "sql_trace" in kinds:
+            wanted.append(("ALTER TRACE", "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER TRACE')",
+                           "GRANT ALTER TRACE TO the login"))
+        if not self.owned and settings - set(mc.SERVER_KEYS) - set(mc.CONTAINER_KEYS):
+            wanted.append(("ALTER SETTINGS", "SELECT HAS_PERMS_BY_NAME(NULL, NULL, 'ALTER SETTINGS')",
+                           "GRANT ALTER SETTINGS TO the login"))
+        if not self.owned and "trace_flags" in settings:
+            checks.append(failed("sysadmin", f"login {login} is not a member of sysadmin, which DBCC TRACEON(n, -1) "
+                                             f"needs", "run as a sysadmin login, or use --target docker"))
+        if not self.owned and (scenario.database or any(v.database for v in variants)):
+            wanted.append(("ALTER on the database", "SELECT HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'ALTER')",
+                           "GRANT ALTER ON DATABASE::<the run's database> TO the user"))
+        if CREATES.search(scenario_sql(scenario, variants)):
+            wanted.append(("CREATE TABLE and PROCEDURE",
+                           "SELECT CASE WHEN HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'CREATE TABLE') = 1 AND "
+                           "HAS_PERMS_BY_NAME(DB_NAME(), 'DATABASE', 'CREATE PROCEDURE') = 1 THEN 1 ELSE 0 END",
+                           "GRANT CREATE TABLE, CREATE PROCEDURE TO the user, with ALTER on its schema"))
+        for name, sql, fix in wanted:
+            try:
+                has = _perm(conn, sql)
+            except Exception as exc:  # noqa: BLE001 - a driver error is the server's answer
+                checks.append(failed(f"permission {name}", first_line(exc), fix))
+                continue
+            checks.append(ok(f"permission {name}", "granted") if has else
+                          failed(f"permission {name}", f"login {login} lacks {name}", fix))
+        return checks
+
+    # -- the setup, rolled back -------------------------------------------------------------------------
+    def setup(self, conn, scenario, variants) -> list[Check]:
+        steps = [(check, s.sql, False) for check, s in labelled("setup", scenario.setup)]
+        for v in variants:
+            steps += [(check, s.sql, False) for check, s in labelled(f"{v.name}: setup", v.setup)]
+            steps += [(f"{v.name}: {what}", sql, True) for what, sql in background_statements(v)]
+            steps += [(f"{v.name}: probe {p.name}", p.sql, True) for p in v.probes]
+            steps += [(check, s.sql, False) for check, s in labelled(f"{v.name}: teardown", v.teardown)]
+        steps += [(check, s.sql, False) for check, s in labelled("teardown", scenario.teardown)]
+        checks: list[Check] = []
+        conn.execute("BEGIN TRANSACTION")
+        try:
+            for i, (check, sql, query) in enumerate(steps):
+                why = why_not_run(sql)
+                if why:
+                    checks.append(skipped(check, f"not run: {why}; the run does run it"))
+                    continue
+                try:
+                    if query:
+                        self.eng.query_rows(conn, sql, check)
+                    else:
+                        self.eng.run_script(conn, sql, "inline")
+                except ConcurbenchError as exc:
+                    words = first_line(exc)
+                    if any(code in words for code in IN_TRANSACTION_ONLY):
+                        checks.append(skipped(check, f"not run: {words} (the probe cannot undo it)"))
+                    else:
+                        checks.append(failed(check, words, self.fix(words, "run it")))
+                    checks += [skipped(c, "not tried: an earlier step failed and the probe's transaction was "
+                                          "rolled back") for c, _, _ in steps[i + 1:]]
+                    break
+                checks.append(ok(check, "ran and was rolled back"))
+        finally:
+            conn.execute("IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION")
+        return checks
+
+    # -- leftovers --------------------------------------------------------------------------------------
+    def snapshot(self, conn, scenario, variants) -> dict:
+        return {"sessions": {r[0] for r in conn.execute(SESSIONS).fetchall()},
+                "event sessions": {r[0] for r in conn.execute(EVENT_SESSIONS).fetchall()}}
+
+    def left_behind(self, conn, scenario, variants, before: dict) -> Check:
+        after = self.snapshot(conn, scenario, variants)
+        found = [f"{key} {', '.join(map(str, sorted(after[key] - before[key])))}" for key in after
+                 if after[key] - before[key]]
+        if found:
+            return failed("nothing left behind", "; ".join(found),
+                          "remove them by hand, and report the probe's JSON as a bug")
+        return ok("nothing left behind", "no session or event session of the probe remains")

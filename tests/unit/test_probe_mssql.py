@@ -1,0 +1,159 @@
+"""The SQL Server half of `concurbench probe`, against a stand-in for SQL Server (a fake connection that
+answers the probe's statements and refuses any other): no SQL Server can run where concurbench is
+built. It checks what is sent, not what a real server would answer beyond the canned rows."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+from mssql_standin import StandInCursor
+
+from concurbench.engines import sqlserver
+from concurbench.probe import probe
+from concurbench.provisioners.base import Connection
+from concurbench.scenarios import load_scenario
+
+SCENARIO = """\
+name: standin
+engine: mssql
+server: {trace_flags: [7006]}
+database: {read_committed_snapshot: true}
+setup:
+  - CREATE TABLE dbo.items (id int PRIMARY KEY)
+  - ALTER DATABASE CURRENT SET ALLOW_SNAPSHOT_ISOLATION ON
+duration: 1s
+warmup: 0s
+variants:
+  v:
+    background:
+      - {name: xe, kind: xevents, options: {target: ring_buffer}}
+    probes: [{name: rows, sql: SELECT COUNT(*) AS n FROM dbo.items}]
+    pools:
+      p: {clients: 1, transaction: [SELECT 1]}
+"""
+
+
+class StandInSqlServer:
+    """Canned answers to what the probe reads; the setup's batches and the transaction around them are logged.
+    A statement that would change the server (DBCC TRACEON, ALTER DATABASE ... SET) is an AssertionError."""
+
+    def __init__(self, database="bench", missing=("ALTER ANY EVENT SESSION",)):
+        self.database = database
+        self.missing = missing  # permissions HAS_PERMS_BY_NAME denies
+        self.log: list[str] = []
+        self.closed = 0
+
+    def execute(self, sql: str, *params):
+        self.log.append(sql)
+        answers = [
+            (r"SELECT DB_NAME\(\)", [(self.database,)]),
+            (r"DBCC TRACESTATUS", []),
+            (r"SELECT CAST\(SERVERPROPERTY\('IsTempdbMetadataMemoryOptimized'\)", [(0,)]),
+            (r"SELECT is_read_committed_snapshot_on", [(0, 0, "DISABLED", "FULL")]),
+            (r"SELECT is_accelerated_database_recovery_on", [(0,)]),
+            (r"SELECT SUSER_SNAME\(\), IS_SRVROLEMEMBER", [("bench_login", 0)]),
+            (r"SELECT session_id FROM sys.dm_exec_sessions|SELECT name FROM sys.server_event_sessions", []),
+            (r"BEGIN TRANSACTION|IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION|CREATE TABLE dbo.items", None),
+            (r"SELECT COUNT\(\*\) AS n FROM dbo.items", [(0,)]),
+        ]
+        if "HAS_PERMS_BY_NAME" in sql:
+            return StandInCursor(("has",), [(0 if any(p in sql for p in self.missing) else 1,)])
+        if sql.startswith("ALTER DATABASE CURRENT"):  # as SQL Server answers inside a user transaction
+            raise RuntimeError("[42000] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]ALTER DATABASE "
+                               "statement not allowed within multi-statement transaction. (226) (SQLExecDirectW)")
+        for pattern, rows in answers:
+            if re.match(pattern, sql):
+                return StandInCursor(("c",) if rows is not None else None, rows or ())
+        raise AssertionError(f"the stand-in did not expect: {sql}")
+
+    def close(self):
+        self.closed += 1
+
+
+class StandInObserver:
+    def __init__(self, spec):
+        self.spec, self.started, self.closed = spec, 0, 0
+
+    def start(self):
+        self.started += 1
+
+    def close(self):
+        self.closed += 1
+
+    def describe(self):
+        return {"name": self.spec.name}
+
+
+class StandInProvisioner:
+    name = "dsn"
+
+    def __init__(self):
+        self.stopped = 0
+
+    def start(self):
+        return Connection("Driver={ODBC Driver 18 for SQL Server};Server=h;Database=bench;UID=u;PWD=secret-1",
+                          "mssql://u@h/bench")
+
+    def stop(self):
+        self.stopped += 1
+
+
+@pytest.fixture()
+def standin(tmp_path):
+    path = tmp_path / "standin.yaml"
+    path.write_text(SCENARIO)
+    scenario = load_scenario(path)
+    server = StandInSqlServer()
+    observers: list[StandInObserver] = []
+    engine = SimpleNamespace(
+        connect=lambda conninfo, application_name="": server,
+        server_info=lambda conn, names: {"version": "Microsoft SQL Server 2022", "version_num": 16_000_004_135,
+                                         "version_short": "2022-CU14"},
+        run_script=sqlserver.run_script, query_rows=sqlserver.query_rows)
+
+    def run(**options):
+        provisioner = StandInProvisioner()
+        report = probe(scenario, provisioner, target="dsn", engine=engine,
+                       backgrounds=lambda spec, conninfo, eng: observers.append(StandInObserver(spec)) or observers[-1],
+                       **options)
+        return report, {c.check: c for c in report.checks}, provisioner
+
+    return SimpleNamespace(run=run, server=server, observers=observers)
+
+
+def test_standin_settings_are_planned_not_applied_and_permissions_checked(standin):
+    report, checks, provisioner = standin.run(allow_server_changes=True)
+    assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)
+    assert "DBCC TRACEON(7006, -1)" in checks["setting trace flag 7006 on"].server_says
+    assert checks["setting trace flag 7006 on"].status == "ok"
+    assert "READ_COMMITTED_SNAPSHOT ON" in checks["setting bench.read_committed_snapshot: False -> True"].server_says
+    assert checks["sysadmin"].status == "failed"  # DBCC TRACEON(n, -1) on a server concurbench does not own
+    assert checks["permission ALTER ANY EVENT SESSION"].status == "failed"
+    assert checks["permission ALTER on the database"].status == "ok"
+    assert checks["permission CREATE TABLE and PROCEDURE"].status == "ok"
+    assert not report.ok and provisioner.stopped == 1
+    assert "secret-1" not in repr(report.as_dict())
+
+
+def test_standin_setup_runs_inside_a_rolled_back_transaction(standin):
+    report, checks, _ = standin.run(allow_server_changes=True)
+    log = standin.server.log
+    begin, rollback = log.index("BEGIN TRANSACTION"), log.index("IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION")
+    assert begin < log.index("CREATE TABLE dbo.items (id int PRIMARY KEY)") < rollback
+    assert checks["setup 1 (inline)"].status == "ok"
+    refused = checks["setup 2 (inline)"]  # SQL Server refuses ALTER DATABASE inside a transaction: not undoable
+    assert refused.status == "skipped" and "(226)" in refused.server_says
+    assert checks["v: probe rows"].status == "skipped"  # not tried once the transaction was given up
+    assert [(o.spec.name, o.started, o.closed) for o in standin.observers] == [("xe", 1, 1)]
+    assert checks["background xe (xevents)"].status == "ok"
+    assert checks["nothing left behind"].status == "ok"
+
+
+def test_standin_changes_without_the_flag_and_the_master_database_fail(standin):
+    standin.server.database = "master"
+    _, checks, _ = standin.run()
+    assert checks["database"].status == "failed" and "Database=" in checks["database"].fix
+    assert checks["scenario: settings"].status == "failed"
+    assert "--allow-server-changes" in checks["scenario: settings"].server_says
