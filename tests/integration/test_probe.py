@@ -196,3 +196,18 @@ def test_run_with_probe_stops_before_any_run(cli_main, dsns, tmp_path):
     assert len(written) == 1 and written[0].name.startswith("probe-hold-and-errors-")  # and no run directory
     assert json.loads(written[0].read_text())["ok"] is False
     assert_unchanged(dsns, before)
+
+
+def test_run_with_probe_on_the_embedded_default_probes_then_runs(cli_main, tmp_path):
+    """The default target: the probe passes on a server of its own, then the run goes on and writes its directory."""
+    path = scenario_file(tmp_path, "setup:\n  - CREATE TABLE t (id int)\nteardown:\n  - DROP TABLE t\n"
+                                   "variants:\n  v:\n    pools:\n      p: {clients: 1, transaction: [SELECT count(*) FROM t]}\n")
+    code, stdout, stderr = cli_main("run", path, "--probe", "--out", tmp_path / "runs")
+    assert code == 0, stderr
+    assert "probe of probed on embedded" in stdout
+    written = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert len(written) == 2 and written[0].endswith("-probed") and written[1].startswith("probe-probed-"), written
+    probe_json = json.loads((tmp_path / "runs" / written[1]).read_text())
+    assert probe_json["ok"] is True and probe_json["probes"][0]["target"] == "embedded"
+    summary = json.loads((tmp_path / "runs" / written[0] / "summary.json").read_text())
+    assert [(r["variant"], r["status"]) for r in summary["results"]] == [("v", "ok")]

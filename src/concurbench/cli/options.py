@@ -11,7 +11,7 @@ TARGET_OPTIONS = (
     click.option("--target", default="embedded", show_default=True,
                  help="Where the server comes from: embedded, binaries, docker or dsn."),
     click.option("--server-version", "versions", default=None, metavar="V[,V...]",
-                 help="Server version(s); several run the scenario once per version into one run directory."),
+                 help="Server version(s); with several, each gets its own server (run: side by side, one run directory)."),
     click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
     click.option("--password-env", default=None, metavar="VAR",
                  help="Take the dsn target's password from this environment variable."),
