@@ -9,4 +9,4 @@ loop then runs (`concurbench doctor` says which loop a run would use).
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("concurbench.workload._fastloop", ["src/concurbench/workload/_fastloop.c"],
-                             libraries=["dl"], optional=True)])
+                             libraries=["dl", "m"], optional=True)])

@@ -11,7 +11,7 @@ parameters, another host, a run or variant that did not finish ok, and variants 
 are returned as warnings.
 
 Direction. `tps` and any per-second rate (`*_per_s`) are better higher; any `*_ms` latency,
-`elapsed_s`, `failed`, `retries`, `errors.*` and `wal.bytes_per_txn` are better lower. Every other
+`elapsed_s`, `failed`, `retries`, `late`, `skipped`, `errors.*` and `wal.bytes_per_txn` are better lower. Every other
 metric is neutral: reported, never gated.
 
 Default metrics: tps, latency mean/p50/p95/p99, every statement's mean (`statements.*.mean_ms`),
@@ -62,7 +62,7 @@ def direction(metric: str) -> str:
     last = metric.rsplit(".", 1)[-1]
     if last == "tps" or last.endswith(("_per_s", "_per_sec", "_per_second")):
         return HIGHER
-    if (last.endswith("_ms") or metric in ("elapsed_s", "failed", "retries", "wal.bytes_per_txn")
+    if (last.endswith("_ms") or metric in ("elapsed_s", "failed", "retries", "late", "skipped", "wal.bytes_per_txn")
             or metric.startswith("errors.")):
         return LOWER
     return NEUTRAL

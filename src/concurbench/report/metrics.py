@@ -27,6 +27,11 @@ def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:
         "statements_executed": stats.statements_executed,
         "error_messages": dict(stats.error_messages.most_common(5)),
     }
+    if stats.lag.count or stats.skipped:  # a rate-driven pool: its schedule lag, late and skipped transactions
+        lag = _latency(stats.lag)
+        out["lag"] = {k: lag[k] for k in ("mean_ms", "p99_ms", "max_ms")}
+        out["late"] = stats.late
+        out["skipped"] = stats.skipped
     return out
 
 

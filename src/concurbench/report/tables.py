@@ -124,6 +124,9 @@ def build_report(run: Run) -> Report:
                 runs.sort(key=lambda r: (order.index(r.variant), _version_key(r.server)))
             tables.append(_comparison(group, point, runs, scen.baselines.get(group), multi))
         tables.append(_statements(group, in_group))
+        schedule = _schedule(group, in_group)
+        if schedule.rows:
+            tables.append(schedule)
         tables.extend(_probes(group, in_group))
         tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
     if run.published:
@@ -231,6 +234,27 @@ def _statements(group: str, runs: list[VariantRun]) -> Table:
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
                     fmt(s.get("p95_ms"), 3), fmt(s.get("count"))])
     table.notes.extend(status_notes(runs))
+    return table
+
+
+def _schedule(group: str, runs: list[VariantRun]) -> Table:
+    """Rate-driven pools: how far behind their schedule they sent, and how many transactions were late or skipped."""
+    multi = len({r.server for r in runs}) > 1
+    table = Table(f"{group}: schedule of rate-driven pools", (["Server"] if multi else []) + [
+        "Variant", "Clients", "Pool", "Lag mean ms", "Lag p99 ms", "Lag max ms", "Late", "Skipped"])
+    for r in runs:
+        for pool, data in r.pools.items():
+            lag = data.metrics.get("lag")
+            if lag is None:
+                continue
+            table.rows.append(([str(r.server or "")] if multi else []) + [
+                marked(r), fmt(data.clients), pool,
+                *[stat_cell(r, pool, f"lag.{k}", lag.get(k), 2) for k in ("mean_ms", "p99_ms", "max_ms")],
+                stat_cell(r, pool, "late", data.metrics.get("late")),
+                stat_cell(r, pool, "skipped", data.metrics.get("skipped"))])
+    table.notes.append("Latency of a rate-driven pool runs from each transaction's scheduled start; lag is its "
+                       "first statement's send time minus that start. Late: finished more than latency_limit "
+                       "after it; skipped: already that late when a client was free, so never sent.")
     return table
 
 

@@ -23,6 +23,7 @@ from .distributions import parse_distribution
 from .model import (DEFAULT_GROUP, PROBE_TIMES, Background, Pool, Probe, Published, SamplerSpec, Scenario,
                     Source, SqlStep, Statement, Variant)
 from .server_keys import ServerSections
+from .timeline import TIMELINE_KEYS, check_window, read_timeline
 from .versions import VersionSpec, parse_versions
 from .yamlpos import Checker, as_int, describe, join, load_yaml, read_text
 
@@ -32,7 +33,8 @@ TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "datab
 VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
                 "sweep", "samplers", "server", "database", "probes"]
 PROBE_KEYS = ["name", "sql", "when", "versions"]
-POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol", "init"]
+POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol",
+             "init", *TIMELINE_KEYS]
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options"]
 BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["hold_transaction", "xevents", "sql_trace"]}
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
@@ -335,7 +337,8 @@ class _Builder(ServerSections):
             if not NAME_RE.match(str(name)):
                 self.check.add(node, name, path, "variant names are letters, digits, '-', '_' or '.'", of_key=True)
             self.check.known_keys(vnode, path, VARIANT_KEYS, required=("pools",))
-            pools = self._pools(vnode, path)
+            v_duration = self.check.duration(vnode, "duration", path, default=duration)
+            pools = self._pools(vnode, path, v_duration)
             v_sweep = self._sweep(vnode, join(path, "sweep"), default=sweep)
             uses_sweep = any(p.clients is None for p in pools)
             if uses_sweep and not v_sweep:
@@ -350,8 +353,7 @@ class _Builder(ServerSections):
                 pools=pools, background=self._background(vnode, path),
                 setup=self._sql_steps(vnode, "setup", join(path, "setup")),
                 teardown=self._sql_steps(vnode, "teardown", join(path, "teardown")),
-                duration=self.check.duration(vnode, "duration", path, default=duration),
-                warmup=self.check.duration(vnode, "warmup", path, default=warmup),
+                duration=v_duration, warmup=self.check.duration(vnode, "warmup", path, default=warmup),
                 sweep=tuple(v_sweep) if (uses_sweep and v_sweep) else (None,),
                 samplers=self._samplers(vnode, "samplers", join(path, "samplers"), default=samplers),
                 settings=self._settings(vnode, path), database=self._database(vnode, path),
@@ -433,7 +435,7 @@ class _Builder(ServerSections):
             out.append(claim)
         return tuple(out)
 
-    def _pools(self, vnode, vpath) -> tuple[Pool, ...]:
+    def _pools(self, vnode, vpath, duration: float) -> tuple[Pool, ...]:
         node = self.check.mapping(vnode, "pools", join(vpath, "pools"))
         if node is None:
             return ()
@@ -455,15 +457,20 @@ class _Builder(ServerSections):
                 n_clients = 1
             params = self._params(pnode, path)
             transaction = self._transaction(pnode, path)
-            pools.append(Pool(
+            think = self.check.duration(pnode, "think", path, default=0.0)
+            transactions = self.check.integer(pnode, "transactions", path, minimum=1, default=None)
+            timeline = read_timeline(self.check, pnode, path, think=think, clients=n_clients)
+            pool = Pool(
                 name=str(name), clients=n_clients, transaction=transaction, params=params,
                 measure=self.check.boolean(pnode, "measure", path, default=True),
                 atomic=self.check.boolean(pnode, "atomic", path, default=False),
-                transactions=self.check.integer(pnode, "transactions", path, minimum=1, default=None),
+                transactions=transactions,
                 max_tries=self.check.integer(pnode, "max_tries", path, minimum=1, default=1),
-                think=self.check.duration(pnode, "think", path, default=0.0),
-                protocol=self._choice(pnode, "protocol", path, PROTOCOLS, "prepared"),
-                init=self._texts(pnode, "init", join(path, "init"))))
+                think=think, protocol=self._choice(pnode, "protocol", path, PROTOCOLS, "prepared"),
+                init=self._texts(pnode, "init", join(path, "init")), **timeline)
+            if transactions is None:  # a pool that runs a count of transactions has no window to fit in
+                check_window(self.check, pnode, path, pool, duration)
+            pools.append(pool)
         return tuple(pools)
 
     def _texts(self, node, key, path) -> tuple[str, ...]:

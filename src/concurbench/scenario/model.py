@@ -29,6 +29,18 @@ class Statement:
 
 
 @dataclass(frozen=True)
+class Phase:
+    """A stretch of a pool's timeline: `rate` or `clients` change at its start (None: as before)."""
+
+    duration: float
+    rate: float | None = None
+    clients: int | None = None
+
+
+ARRIVALS = ("poisson", "fixed")
+
+
+@dataclass(frozen=True)
 class Pool:
     """A set of sessions (clients) each running the same transaction in a loop."""
 
@@ -43,6 +55,22 @@ class Pool:
     think: float = 0.0  # seconds between transactions
     protocol: str = "prepared"  # prepared | extended | simple, as pgbench -M
     init: tuple[str, ...] = ()  # SQL run once by each session right after it connects (SET ...)
+    rate: float | None = None  # transactions per second for the whole pool; None: closed loop
+    arrivals: str = "poisson"  # or "fixed": how a rate's transactions are spaced
+    latency_limit: float | None = None  # seconds; later transactions are counted late, or skipped
+    start_after: float | None = None  # seconds into the measurement window; None: with the warm-up
+    stop_after: float | None = None  # seconds into the measurement window; None: at its end
+    phases: tuple[Phase, ...] = ()  # one after another from the pool's start; the pool stops after the last
+
+    @property
+    def paced(self) -> bool:
+        """Driven by a rate (open loop), not by its clients' own pace."""
+        return self.rate is not None or any(p.rate is not None for p in self.phases)
+
+    @property
+    def timed(self) -> bool:
+        """Has a rate or a timeline: its sessions ask a schedule when to start each transaction."""
+        return self.paced or self.start_after is not None or self.stop_after is not None or bool(self.phases)
 
     def clients_at(self, point: int | None) -> int:
         if self.clients is not None:

@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -85,6 +86,18 @@ typedef struct {
     Py_ssize_t used, cap;
 } Buf;
 
+/* A timed pool's schedule in this worker (schedule.Pace): its segments, and the arrivals of its rate. */
+#define FAR (1LL << 62)
+typedef struct {
+    PyObject *owner; /* the Python Pace it was read from */
+    int n_segs, k, fixed;
+    int64_t *from, *to;
+    int *clients;
+    double *per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
+    int64_t trigger, limit, measure_from;
+    uint64_t rng;
+} Pace;
+
 typedef struct Sess {
     PyObject *glue;
     PGconn *conn;  /* NULL: dropped; reconnected at the next attempt */
@@ -105,6 +118,10 @@ typedef struct Sess {
     Buf txn, ends, *stmts;
     char *scratch;     /* simple protocol: the statement with its literals inlined */
     Py_ssize_t scratch_cap;
+    Pace *pace;        /* timed pools only; NULL: the closed loop, untouched */
+    int index, paced;
+    int64_t due, lag, limit_ns, late, skipped;
+    Buf lags;
 } Sess;
 
 typedef struct {
@@ -116,7 +133,9 @@ typedef struct {
     volatile int8_t *status;
     volatile int64_t *finished;
     int64_t measure_from;
-    Sess **heap; /* sessions thinking, by wake time */
+    Sess **heap; /* sessions thinking (or waiting for their due time), by wake time */
+    Pace *paces;
+    int n_paces;
     int heap_n;
     int remaining;
     Py_ssize_t drain_at;
@@ -196,24 +215,29 @@ static PyObject *buf_bytes(Buf *b) {
 
 /* Hand the recorded latencies, completion times and retries to Python (glue.drain). */
 static int drain(Sess *s) {
-    if (s->txn.used == 0 && s->retried == 0) return 0;
+    if (s->txn.used == 0 && s->retried == 0 && s->skipped == 0 && s->late == 0) return 0;
     PyObject *stmts = PyTuple_New(s->n_statements);
-    PyObject *txn = buf_bytes(&s->txn), *ends = buf_bytes(&s->ends);
-    int ok = stmts && txn && ends;
+    PyObject *txn = buf_bytes(&s->txn), *ends = buf_bytes(&s->ends), *lags = buf_bytes(&s->lags);
+    PyObject *late = PyLong_FromLongLong(s->late), *skipped = PyLong_FromLongLong(s->skipped);
+    int ok = stmts && txn && ends && lags && late && skipped;
     for (int i = 0; ok && i < s->n_statements; i++) {
         PyObject *b = buf_bytes(&s->stmts[i]);
         if (b == NULL) ok = 0; else PyTuple_SET_ITEM(stmts, i, b);
     }
     PyObject *retried = ok ? PyLong_FromLongLong(s->retried) : NULL;
-    PyObject *r = retried ? PyObject_CallMethodObjArgs(s->glue, S_drain, txn, ends, stmts, retried, NULL) : NULL;
+    PyObject *r = retried ? PyObject_CallMethodObjArgs(s->glue, S_drain, txn, ends, stmts, retried, lags, late,
+                                                       skipped, NULL) : NULL;
     Py_XDECREF(retried);
+    Py_XDECREF(lags);
+    Py_XDECREF(late);
+    Py_XDECREF(skipped);
     Py_XDECREF(stmts);
     Py_XDECREF(txn);
     Py_XDECREF(ends);
     if (r == NULL) return -1;
     Py_DECREF(r);
-    s->txn.used = s->ends.used = 0;
-    s->retried = 0;
+    s->txn.used = s->ends.used = s->lags.used = 0;
+    s->retried = s->late = s->skipped = 0;
     for (int i = 0; i < s->n_statements; i++) s->stmts[i].used = 0;
     return 0;
 }
@@ -260,6 +284,141 @@ static Sess *heap_pop(Loop *L) {
         i = m;
     }
     return top;
+}
+
+/* -- the schedule of a timed pool (schedule.py's Pace, step for step) ------------------ */
+static double uniform(Pace *p) { /* splitmix64: [0, 1) */
+    uint64_t z = (p->rng += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+/* When session `index` may start: now when it is active, else its next active time (FAR: never). */
+static int64_t pace_gate(Pace *p, int index, int64_t now) {
+    for (int i = 0; i < p->n_segs; i++) {
+        if (p->to[i] <= now) continue;
+        if (index < p->clients[i]) return p->from[i] > now ? p->from[i] : now;
+    }
+    return FAR;
+}
+
+static int64_t pace_arrival(Pace *p) {
+    int64_t t = p->trigger;
+    while (p->k < p->n_segs) {
+        int k = p->k;
+        if (t < p->from[k]) t = p->from[k];
+        if (p->per_ns[k] > 0) {
+            double gap = p->fixed ? 1.0 / p->per_ns[k] : -log(1.0 - uniform(p)) / p->per_ns[k];
+            if ((double)t + gap < (double)p->to[k]) {
+                p->trigger = t = t + (int64_t)gap;
+                return t;
+            }
+        }
+        p->k++;
+        t = p->to[k];
+    }
+    p->trigger = FAR;
+    return FAR;
+}
+
+/* A free session takes its next transaction: returns when to start; *due is its due time (-1: none, ask
+   again then). Arrivals already later than the latency limit are skipped (counted in the window). */
+static int64_t pace_take(Pace *p, int index, int paced, int64_t now, int64_t end, int64_t *due, int64_t *skipped) {
+    int64_t when = pace_gate(p, index, now);
+    if (when != now || !paced) {
+        *due = when != now ? -1 : now;
+        return when;
+    }
+    int64_t d = pace_arrival(p);
+    while (p->limit && d < FAR && now - d > p->limit) {
+        if (p->measure_from <= d && d <= end) (*skipped)++;
+        d = pace_arrival(p);
+    }
+    *due = d;
+    return d > now ? d : now;
+}
+
+static void free_pace(Pace *p) {
+    PyMem_Free(p->from);
+    PyMem_Free(p->to);
+    PyMem_Free(p->clients);
+    PyMem_Free(p->per_ns);
+    Py_CLEAR(p->owner);
+}
+
+/* Read a Python Pace: segs [(from, to, per_ns, clients)], fixed, limit, measure_from, trigger, k, rng. */
+static int pace_from(PyObject *obj, Pace *p) {
+    memset(p, 0, sizeof *p);
+    p->owner = Py_NewRef(obj);
+    PyObject *segs = PyObject_GetAttrString(obj, "segs");
+    PyObject *seed = PyObject_CallMethod(obj, "seed64", NULL);
+    PyObject *fixed = PyObject_GetAttrString(obj, "fixed");
+    PyObject *limit = PyObject_GetAttrString(obj, "limit");
+    PyObject *from = PyObject_GetAttrString(obj, "measure_from");
+    PyObject *trigger = PyObject_GetAttrString(obj, "trigger");
+    int ok = segs && seed && fixed && limit && from && trigger && PyList_Check(segs);
+    if (ok) {
+        p->n_segs = (int)PyList_GET_SIZE(segs);
+        p->from = PyMem_Calloc(p->n_segs + 1, sizeof(int64_t));
+        p->to = PyMem_Calloc(p->n_segs + 1, sizeof(int64_t));
+        p->clients = PyMem_Calloc(p->n_segs + 1, sizeof(int));
+        p->per_ns = PyMem_Calloc(p->n_segs + 1, sizeof(double));
+        ok = p->from && p->to && p->clients && p->per_ns;
+        if (!ok) PyErr_NoMemory();
+    }
+    for (int i = 0; ok && i < p->n_segs; i++) {
+        long long a, b;
+        ok = PyArg_ParseTuple(PyList_GET_ITEM(segs, i), "LLdi", &a, &b, &p->per_ns[i], &p->clients[i]);
+        p->from[i] = a;
+        p->to[i] = b;
+    }
+    if (ok) {
+        p->fixed = PyObject_IsTrue(fixed);
+        p->limit = PyLong_AsLongLong(limit);
+        p->measure_from = PyLong_AsLongLong(from);
+        p->trigger = PyLong_AsLongLong(trigger);
+        p->rng = PyLong_AsUnsignedLongLongMask(seed);
+        ok = !PyErr_Occurred();
+    }
+    Py_XDECREF(segs);
+    Py_XDECREF(seed);
+    Py_XDECREF(fixed);
+    Py_XDECREF(limit);
+    Py_XDECREF(from);
+    Py_XDECREF(trigger);
+    if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a schedule.Pace");
+    return ok ? 0 : -1;
+}
+
+/* arrivals(pace, frees) -> ([(when, due)], skipped): the schedule alone, for tests; `frees` are
+   (session index, paced, now, window end) in the order sessions become free. */
+static PyObject *fl_arrivals(PyObject *self, PyObject *args) {
+    PyObject *obj, *frees;
+    if (!PyArg_ParseTuple(args, "OO!", &obj, &PyList_Type, &frees)) return NULL;
+    Pace p;
+    if (pace_from(obj, &p) < 0) {
+        free_pace(&p);
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    int64_t skipped = 0;
+    for (Py_ssize_t i = 0; out && i < PyList_GET_SIZE(frees); i++) {
+        int index, paced;
+        long long now, end;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(frees, i), "iiLL", &index, &paced, &now, &end)) {
+            Py_CLEAR(out);
+            break;
+        }
+        int64_t due;
+        int64_t when = pace_take(&p, index, paced, now, end, &due, &skipped);
+        PyObject *item = Py_BuildValue("(LL)", (long long)when, (long long)due);
+        if (item == NULL || PyList_Append(out, item) < 0) Py_CLEAR(out);
+        Py_XDECREF(item);
+    }
+    free_pace(&p);
+    if (out == NULL) return NULL;
+    return Py_BuildValue("(NL)", out, (long long)skipped);
 }
 
 /* -- the state machine (session.py) ------------------------------------------------ */
@@ -520,11 +679,32 @@ static int begin(Loop *L, Sess *s, int64_t now) {
         s->state = DONE;
         return 0;
     }
-    s->t0 = now; /* the transaction's time includes drawing its parameters, its first statement's not */
+    int64_t due = now;
+    if (s->pace) {
+        due = s->due;
+        s->due = -1;
+        if (due < 0) {
+            int64_t when = pace_take(s->pace, s->index, s->paced, now, L->window[2], &due, &s->skipped);
+            if (when >= FAR) {
+                s->state = DONE;
+                return 0;
+            }
+            if (when > now) { /* wait for the arrival (or for the pool to need this session again) */
+                s->due = due;
+                s->state = THINKING;
+                s->wake_at = when;
+                return 0;
+            }
+        }
+    }
+    /* The transaction's time includes drawing its parameters, its first statement's not; with a rate it
+       runs from the due time (coordinated-omission-correct), and the lag is kept apart. */
+    s->t0 = due;
     if (s->n_params) {
         if (draw(s) < 0) return -1;
         now = clock_ns();
     }
+    s->lag = now - due;
     s->attempt = 0;
     s->retries = 0;
     return start_attempt(L, s, now);
@@ -584,9 +764,13 @@ static int readable(Loop *L, Sess *s, int64_t now) {
             s->publish_at = now + PUBLISH_NS;
         }
         s->retried += s->retries;
+        if (s->paced) {
+            if (buf_push(&s->lags, s->lag) < 0) return -1;
+            if (s->limit_ns && now - s->t0 > s->limit_ns) s->late++;
+        }
         if (s->txn.used >= L->drain_at && drain(s) < 0) return -1;
     }
-    if (s->think || now >= end || (s->limit >= 0 && s->finished >= s->limit)) return complete(L, s, now);
+    if (s->think || s->pace || now >= end || (s->limit >= 0 && s->finished >= s->limit)) return complete(L, s, now);
     s->attempt = s->retries = s->step = 0;
     s->t0 = s->s0 = now;
     if (s->n_params) {
@@ -787,12 +971,22 @@ static int setup_plan(Loop *L, Plan *p, PyObject *spec, int n_params) {
 }
 
 static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
-    PyObject *glue, *plans;
+    PyObject *glue, *plans, *pace;
     unsigned long long ptr;
-    long long think, limit;
-    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLi", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type, &plans,
-                          &s->n_params, &think, &limit, &s->max_tries))
+    long long think, limit, limit_ns;
+    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLiOiiL", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type,
+                          &plans, &s->n_params, &think, &limit, &s->max_tries, &pace, &s->index, &s->paced, &limit_ns))
         return -1;
+    s->due = -1;
+    s->limit_ns = limit_ns;
+    if (pace != Py_None) { /* the sessions of a pool share its one Pace */
+        for (int i = 0; i < L->n_paces && s->pace == NULL; i++)
+            if (L->paces[i].owner == pace) s->pace = &L->paces[i];
+        if (s->pace == NULL) {
+            s->pace = &L->paces[L->n_paces++];
+            if (pace_from(pace, s->pace) < 0) return -1;
+        }
+    }
     if (s->slot < 0 || s->slot >= n_slots) {
         PyErr_SetString(PyExc_ValueError, "session slot out of range");
         return -1;
@@ -863,6 +1057,7 @@ static void free_session(Sess *s) {
     PyMem_Free(s->values);
     PyMem_Free(s->txn.data);
     PyMem_Free(s->ends.data);
+    PyMem_Free(s->lags.data);
     PyMem_Free(s->scratch);
     Py_CLEAR(s->glue);
     Py_CLEAR(s->args);
@@ -904,7 +1099,8 @@ static PyObject *fl_run(PyObject *self, PyObject *args) {
     L.keep = PyList_New(0);
     L.s = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess));
     L.heap = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess *));
-    if (L.keep == NULL || L.s == NULL || L.heap == NULL) {
+    L.paces = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Pace));
+    if (L.keep == NULL || L.s == NULL || L.heap == NULL || L.paces == NULL) {
         PyErr_NoMemory();
         goto release;
     }
@@ -936,6 +1132,8 @@ release:;
     if (L.epfd >= 0) close(L.epfd);
     PyMem_Free(L.s);
     PyMem_Free(L.heap);
+    for (int i = 0; i < L.n_paces; i++) free_pace(&L.paces[i]);
+    PyMem_Free(L.paces);
     Py_XDECREF(L.keep);
     if (window.obj) PyBuffer_Release(&window);
     if (status.obj) PyBuffer_Release(&status);
@@ -955,6 +1153,9 @@ static PyMethodDef methods[] = {
     {"run", fl_run, METH_VARARGS,
      "run(specs, window, status, finished, counters, env): step the sessions until the window ends or all "
      "are done (see fastloop.py)."},
+    {"arrivals", fl_arrivals, METH_VARARGS,
+     "arrivals(pace, frees) -> ([(when, due)], skipped): a schedule.Pace's answers to sessions becoming free "
+     "at the given times, as the loop computes them (for tests)."},
     {NULL, NULL, 0, NULL},
 };
 

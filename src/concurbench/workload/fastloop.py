@@ -107,15 +107,19 @@ class _Glue:
             plans.append((key, text, refs, pieces))
         limit = -1 if s.limit is None else s.limit
         return (self, channel.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
-                s.think, limit, s.pool.max_tries)
+                s.think, limit, s.pool.max_tries, s.pace, s.index, int(s.paced), s.latency_limit)
 
     # -- called from C ----------------------------------------------------------------
     def draw(self) -> tuple:
         text = pg._text
         return tuple([text(draw()) for draw in self.draws])
 
-    def drain(self, txn: bytes, ends: bytes, statements: tuple, retries: int) -> None:
+    def drain(self, txn: bytes, ends: bytes, statements: tuple, retries: int, lags: bytes, late: int,
+              skipped: int) -> None:
         stats = self.session.stats
+        stats.lag.pending.frombytes(lags)
+        stats.late += late
+        stats.skipped += skipped
         stats.txn.pending.frombytes(txn)
         stats.ends.frombytes(ends)
         for lat, data in zip(self.latencies, statements):

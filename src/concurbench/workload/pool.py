@@ -29,6 +29,7 @@ from ..errors import RunError
 from ..scenario.model import Pool
 from . import fastloop
 from .session import DONE as SESSION_DONE
+from .schedule import Pace, events
 from .session import FAR_FUTURE, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
 from .window_end import END_BOUND_S, end_sessions
@@ -58,6 +59,8 @@ class PoolRunResult:
     workers: int = 0  # worker processes started
     reported: int = 0  # of those, the ones that sent their results
     stopped: str | None = None  # why the load was stopped before the window's end (the server refused connections)
+    # the pools' timeline changes in the window: {"t_s", "source": "pool:<name>", "kind", "detail"}
+    events: list[dict] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -142,6 +145,20 @@ def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sl
         sleep(delay / 1e9)
     for session in sessions:
         session.open_window(window[1])
+    set_paces(sessions, window[1], window[0])
+
+
+def set_paces(sessions: list[Session], measure_from: int, loop_start: int) -> None:
+    """Give the sessions of each timed pool their pool's one Pace in this worker process."""
+    by_pool: dict[str, list[Session]] = {}
+    for session in sessions:
+        if session.pool.timed:
+            by_pool.setdefault(session.pool.name, []).append(session)
+    for group in by_pool.values():
+        first = group[0]
+        pace = Pace(first.pool, [s.index for s in group], measure_from, loop_start, first.seed, first.stats)
+        for session in group:
+            session.pace = pace
 
 
 def _compiled_loop(sessions: list[Session], window, status, finished) -> str | None:
@@ -427,8 +444,9 @@ class LoadGenerator:
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
+        timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
-                             workers=workers, reported=len(collected), stopped=stopped)
+                             workers=workers, reported=len(collected), stopped=stopped, events=timeline)
 
 
 def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:

@@ -64,6 +64,7 @@ class Session:
         self.engine = engine  # the engine module: postgres or sqlserver
         self.pool = pool
         self.index = index
+        self.seed = seed
         self.counter = counter  # shared array: completed measured transactions per session
         self.slot = slot
         rng = random.Random(f"{seed}:{pool.name}:{index}")
@@ -95,6 +96,11 @@ class Session:
         self.refused_since = 0  # perf_counter ns of the first of this session's reconnects the server refused
         self.refusal = ""  # what the server said
         self._reconnect_failure = "connection: cannot reconnect"
+        self.pace = None  # timed pools: the pool's schedule.Pace in this worker, set when the window opens
+        self.paced = pool.paced
+        self.due = -1  # an arrival taken from the pace and waited for; -1: none
+        self.lag = 0  # this transaction's first send minus its due time
+        self.latency_limit = int((pool.latency_limit or 0) * 1e9)
 
     # -- connection ---------------------------------------------------------
     def connect(self) -> None:
@@ -145,12 +151,28 @@ class Session:
         if now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self.state = DONE
             return
-        self.t0 = now  # the transaction's time includes drawing its parameters, its first statement's not
+        due = now
+        if self.pace is not None:
+            due, self.due = self.due, -1
+            if due < 0:
+                when, due = self.pace.take(self.index, now, window[2])
+                if when >= FAR_FUTURE:
+                    self.state = DONE
+                    return
+                if when > now:  # wait for the arrival (or for the pool to need this session again)
+                    self.due = due
+                    self.state = THINKING
+                    self.wake_at = when
+                    return
+        # The transaction's time includes drawing its parameters, its first statement's not; with a rate
+        # it runs from the due time (coordinated-omission-correct), and the lag is kept apart.
+        self.t0 = due
         if self.drawers:
             self.params = {name: draw() for name, draw in self.drawers}
             now = self.clock()
         else:
             self.params = None
+        self.lag = now - due
         self.attempt = 0
         self.retries = 0
         self._start_attempt(now, window)
@@ -193,9 +215,13 @@ class Session:
             self.counter[self.slot] = counted
             if self.retries:
                 self.stats.retries += self.retries
+            if self.paced:
+                self.stats.lag.pending.append(self.lag)
+                if self.latency_limit and now - self.t0 > self.latency_limit:
+                    self.stats.late += 1
             if len(self._ends) >= FLUSH_AT:
                 self.stats.flush()
-        if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
+        if self.think or self.pace is not None or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
         drawers = self.drawers

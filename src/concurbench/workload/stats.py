@@ -206,6 +206,9 @@ class PoolStats:
     origin_ns: int = 0
     ends: array = field(default_factory=lambda: array("q"))
     failed_ends: array = field(default_factory=lambda: array("q"))
+    lag: Latency = field(default_factory=Latency)  # rate-driven pools: first send minus scheduled start
+    late: int = 0  # finished more than latency_limit after their scheduled start
+    skipped: int = 0  # already later than latency_limit when a session was free: never sent
 
     def statement(self, name: str) -> Latency:
         lat = self.statements.get(name)
@@ -222,6 +225,9 @@ class PoolStats:
         self.transactions += other.transactions
         self.failed += other.failed
         self.retries += other.retries
+        self.late += other.late
+        self.skipped += other.skipped
+        self.lag.merge(other.lag)
         self.errors.update(other.errors)
         self.error_messages.update(other.error_messages)
         self.txn.merge(other.txn)
@@ -247,6 +253,7 @@ class PoolStats:
         if len(self.series.statement_ns) != len(self.statements):
             self.series.extend_to(0, self.statements)
         self.txn.flush()
+        self.lag.flush()
         for lat in self.statements.values():
             lat.flush()
 
@@ -261,7 +268,8 @@ class PoolStats:
                 "failed": self.failed, "retries": self.retries, "errors": dict(self.errors),
                 "error_messages": dict(self.error_messages.most_common(20)), "txn": self.txn.to_dict(),
                 "statements": {n: lat.to_dict() for n, lat in self.statements.items()},
-                "series": self.series.to_dict()}
+                "series": self.series.to_dict(), "lag": self.lag.to_dict(), "late": self.late,
+                "skipped": self.skipped}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PoolStats":
@@ -269,4 +277,6 @@ class PoolStats:
                    failed=data["failed"], retries=data["retries"], errors=Counter(data["errors"]),
                    error_messages=Counter(data["error_messages"]), txn=Latency.from_dict(data["txn"]),
                    statements={n: Latency.from_dict(d) for n, d in data["statements"].items()},
-                   series=Series.from_dict(data["series"]) if data.get("series") else Series())
+                   series=Series.from_dict(data["series"]) if data.get("series") else Series(),
+                   lag=Latency.from_dict(data["lag"]) if data.get("lag") else Latency(),
+                   late=int(data.get("late", 0)), skipped=int(data.get("skipped", 0)))

@@ -1,0 +1,128 @@
+"""When a timed pool's sessions start their transactions: its timeline, and the arrivals of its rate.
+
+A pool's timeline is a list of segments `(from_ns, rate, clients)`, `from_ns` counted from the
+measurement window's start: from then on (until the next segment) the pool offers `rate`
+transactions per second (None: closed loop) over its first `clients` sessions; `clients == 0`
+means stopped. The events of the results are the segments' changes.
+
+In a worker process one `Pace` per pool hands its local sessions their next transaction, as a
+pgbench thread does with -R: a session that is free takes the next arrival of the shared stream
+(its *due* time) and waits for it; one that is already too late by `latency_limit` is skipped,
+never sent. Arrivals are Poisson (exponential gaps) or fixed; each worker carries the share of the
+rate that its active sessions make of the pool's. The compiled loop implements the same (its
+`arrivals` function is the same schedule, for tests).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+from ..scenario.model import Pool
+from .session import FAR_FUTURE as FAR  # no arrival, or never again
+NEVER = -FAR  # a segment that holds since before the window
+
+
+def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
+    """The pool's timeline; `clients` must already be resolved (resolve_clients)."""
+    return [(start, rate, clients) for start, rate, clients, _kind, _detail in _timeline(pool)]
+
+
+def events(pool: Pool, elapsed_s: float) -> list[dict]:
+    """The timeline's changes inside the window (`elapsed_s` long), as the results keep them:
+    {"t_s", "source": "pool:<name>", "kind": "start" | "stop" | "phase", "detail"}."""
+    return [{"t_s": max(start, 0) / 1e9, "source": f"pool:{pool.name}", "kind": kind, "detail": detail}
+            for start, _rate, _clients, kind, detail in _timeline(pool)
+            if kind and start / 1e9 <= elapsed_s + 1e-9]
+
+
+def _timeline(pool: Pool) -> list[tuple[int, float | None, int, str, str]]:
+    """Segments with the event that begins each ("" when none is worth keeping)."""
+    def what(rate, clients) -> str:
+        return f"rate {rate:g}/s" if rate is not None else f"clients {clients}"
+
+    clients = pool.clients or 0
+    begin = NEVER if pool.start_after is None else int(pool.start_after * 1e9)
+    out: list[tuple[int, float | None, int, str, str]] = []
+    if begin != NEVER:
+        out.append((NEVER, None, 0, "", ""))
+        if not pool.phases:
+            out.append((begin, pool.rate, clients, "start", what(pool.rate, clients)))
+    elif not pool.phases:
+        out.append((NEVER, pool.rate, clients, "", ""))
+    rate, active, t = pool.rate, clients, max(begin, 0)
+    for i, phase in enumerate(pool.phases):
+        rate = phase.rate if phase.rate is not None else rate
+        active = phase.clients if phase.clients is not None else active
+        detail = what(rate, active) + (f", clients {active}" if rate is not None and phase.clients is not None else "")
+        out.append((begin if i == 0 else t, rate, active, "phase", f"phase {i + 1}: {detail}"))
+        t += int(phase.duration * 1e9)
+    stop = int(pool.stop_after * 1e9) if pool.stop_after is not None else (t if pool.phases else None)
+    if stop is not None:
+        out = [seg for seg in out if seg[0] < stop] + [(stop, None, 0, "stop", "stopped")]
+    return out
+
+
+class Pace:
+    """A pool's timeline and arrivals in one worker process, in absolute perf_counter nanoseconds."""
+
+    def __init__(self, pool: Pool, local: list[int], measure_from: int, loop_start: int, seed: int, stats=None):
+        self.paced = pool.paced
+        self.fixed = pool.arrivals == "fixed"
+        self.limit = int(pool.latency_limit * 1e9) if pool.latency_limit else 0
+        self.measure_from = measure_from
+        self.stats = stats  # counts the skipped transactions (PoolStats), when given
+        self.rng = random.Random(f"{seed}:{pool.name}:pace:{min(local) if local else 0}")
+        self.segs = []  # (from, to, local rate per ns or 0, active clients)
+        segs = segments(pool)
+        for k, (start, rate, clients) in enumerate(segs):
+            start = max(start + measure_from, loop_start) if start != NEVER else loop_start
+            end = segs[k + 1][0] + measure_from if k + 1 < len(segs) else FAR
+            mine = sum(1 for i in local if i < clients)
+            per_ns = rate * mine / clients / 1e9 if rate and clients else 0.0
+            self.segs.append((start, max(end, start), per_ns, clients))
+        self.k = 0  # the arrivals' segment
+        self.trigger = self.segs[0][0]
+
+    def seed64(self) -> int:
+        """A seed for the compiled loop's own generator of Poisson gaps."""
+        return self.rng.getrandbits(64)
+
+    def gate(self, index: int, now: int) -> int:
+        """When session `index` may start: `now` if it is active now, else its next active time (FAR: never)."""
+        for start, end, _rate, clients in self.segs:
+            if end <= now:
+                continue
+            if index < clients:
+                return max(start, now)
+        return FAR
+
+    def arrival(self) -> int:
+        """The next arrival of the stream (FAR: none)."""
+        t = self.trigger
+        segs = self.segs
+        while self.k < len(segs):
+            start, end, per_ns, _clients = segs[self.k]
+            t = max(t, start)
+            if per_ns > 0:
+                gap = 1.0 / per_ns if self.fixed else -math.log(1.0 - self.rng.random()) / per_ns
+                if t + gap < end:
+                    self.trigger = t = t + int(gap)
+                    return t
+            self.k += 1
+            t = end
+        self.trigger = FAR
+        return FAR
+
+    def take(self, index: int, now: int, window_end: int) -> tuple[int, int]:
+        """Session `index` is free at `now`: (when to start, due time); due is -1 when it has no transaction
+        (it waits until `when`, then asks again; FAR: never again)."""
+        when = self.gate(index, now)
+        if when != now or not self.paced:
+            return when, (-1 if when != now else now)
+        due = self.arrival()
+        while self.limit and due < FAR and now - due > self.limit:
+            if self.stats is not None and self.measure_from <= due <= window_end:
+                self.stats.skipped += 1
+            due = self.arrival()
+        return max(due, now), due
