@@ -1,0 +1,153 @@
+"""The schedule of rate-driven and timed pools (workload/schedule.py), on an injected clock.
+
+The schedule is tested twice: through the pure Python `Pace` the Python loop asks, and through the
+compiled loop's own copy (`_fastloop.arrivals`, the same functions its loop calls), with the same
+expectations: fixed and Poisson arrivals, the share of a worker process, skipping past the latency
+limit, start and stop offsets and phases. Then the Python loop end to end with a stand-in server:
+latency from the due time, lag, late and skipped counts, exactly.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from concurbench.scenario.model import Phase, Pool, Statement
+from concurbench.workload import fastloop
+from concurbench.workload.schedule import FAR, Pace, events
+from concurbench.workload import pool as pool_mod
+from test_session_loop import MS, START, Clock, Engine, Poller, session  # the Python loop's stand-ins
+
+MF = START + 100 * MS  # the measurement window's start; the loop started at START
+END = MF + 10_000 * MS
+
+
+def pool(**kw) -> Pool:
+    return Pool("p", kw.pop("clients", 4), (Statement("s", "SELECT 1"),), **kw)
+
+
+def python_takes(pace: Pace, frees):
+    out = [pace.take(index, now, end) for index, _paced, now, end in frees]
+    return out, (pace.stats.skipped if pace.stats else 0)
+
+
+def compiled_takes(pace: Pace, frees):
+    from concurbench.workload import _fastloop
+    return _fastloop.arrivals(pace, list(frees))
+
+
+class Counts:
+    skipped = 0
+
+
+@pytest.fixture(params=["python", "compiled"])
+def takes(request):
+    """Answers of a Pace to sessions becoming free, as each loop computes them: f(pace, frees) -> (answers, skipped)."""
+    if request.param == "compiled":
+        why = fastloop.unavailable("postgres")
+        if why:
+            pytest.skip(f"the compiled loop cannot run here: {why}")
+        return compiled_takes
+    return python_takes
+
+
+def make(p: Pool, local=(0, 1, 2, 3)) -> Pace:
+    return Pace(p, list(local), MF, START, seed=1, stats=Counts())
+
+
+def free(now: int, index: int = 0, paced: bool = True) -> tuple:
+    return (index, int(paced), now, END)
+
+
+def test_fixed_arrivals_are_evenly_spaced_from_the_loops_start(takes):
+    answers, skipped = takes(make(pool(rate=1000.0, arrivals="fixed")), [free(START)] * 3)
+    assert answers == [(START + k * MS, START + k * MS) for k in (1, 2, 3)]  # wait until due, then start
+    assert skipped == 0
+
+
+def test_a_worker_carries_its_share_of_the_rate(takes):
+    answers, _ = takes(make(pool(rate=1000.0, arrivals="fixed"), local=(1, 3)), [free(START)] * 2)
+    assert [due for _when, due in answers] == [START + 2 * MS, START + 4 * MS]  # 2 of 4 sessions: 500/s here
+
+
+def test_poisson_arrivals_have_exponential_gaps(takes):
+    answers, _ = takes(make(pool(rate=1000.0)), [free(START)] * 20_000)
+    gaps = [b[1] - a[1] for a, b in zip(answers, answers[1:])]
+    mean = statistics.fmean(gaps)
+    assert 0.97 * MS < mean < 1.03 * MS
+    assert 0.95 < statistics.pstdev(gaps) / mean < 1.05  # an exponential's coefficient of variation is 1
+    fixed, _ = takes(make(pool(rate=1000.0, arrivals="fixed")), [free(START)] * 100)
+    assert len({b[1] - a[1] for a, b in zip(fixed, fixed[1:])}) == 1
+
+
+def test_a_free_client_that_is_behind_starts_at_once_and_skips_what_is_past_the_limit(takes):
+    pace = make(pool(rate=1000.0, arrivals="fixed", latency_limit=0.005))
+    # arrivals every 1 ms from START; a client free at START + 20 ms: due times more than 5 ms ago are skipped
+    answers, skipped = takes(pace, [free(START + 20 * MS), free(START + 20 * MS)])
+    assert answers == [(START + 20 * MS, START + 15 * MS), (START + 20 * MS, START + 16 * MS)]
+    assert skipped == 0  # all of them were due before the window: warm-up is not counted
+    late_start = make(pool(rate=1000.0, arrivals="fixed", latency_limit=0.005))
+    answers, skipped = takes(late_start, [free(MF + 20 * MS)])
+    assert answers == [(MF + 20 * MS, MF + 15 * MS)] and skipped == 15  # MF ... MF + 14 ms
+
+
+def test_start_after_and_stop_after_gate_a_closed_pool(takes):
+    pace = make(pool(start_after=0.01, stop_after=0.02))
+    answers, _ = takes(pace, [free(START, paced=False), free(MF + 15 * MS, paced=False),
+                              free(MF + 25 * MS, paced=False)])
+    assert answers == [(MF + 10 * MS, -1), (MF + 15 * MS, MF + 15 * MS), (FAR, -1)]
+
+
+def test_rate_phases_change_the_spacing_and_the_pool_stops_after_the_last(takes):
+    pace = make(pool(start_after=0.0, arrivals="fixed", phases=(Phase(0.01, rate=200.0), Phase(0.01, rate=1000.0))))
+    answers, _ = takes(pace, [free(MF)] * 16)
+    dues = [due - MF for _when, due in answers]
+    # 200/s: one at 5 ms (the next would fall on the boundary); 1000/s from 10 ms: 11 ... 19 ms; then none
+    assert dues == [5 * MS] + [(10 + k) * MS for k in range(1, 10)] + [FAR - MF] * 6
+
+
+def test_client_phases_hold_the_sessions_beyond_the_active_count(takes):
+    pace = make(pool(phases=(Phase(0.01, clients=1), Phase(0.01, clients=4))))
+    answers, _ = takes(pace, [free(MF, index=2, paced=False), free(MF, index=0, paced=False),
+                              free(MF + 20 * MS, index=0, paced=False)])
+    assert answers == [(MF + 10 * MS, -1), (MF, MF), (FAR, -1)]
+
+
+def test_events_name_every_change_of_the_timeline():
+    p = pool(rate=100.0, start_after=0.5, phases=(Phase(0.5, rate=200.0), Phase(0.25, clients=2)))
+    assert events(p, 2.0) == [
+        {"t_s": 0.5, "source": "pool:p", "kind": "phase", "detail": "phase 1: rate 200/s"},
+        {"t_s": 1.0, "source": "pool:p", "kind": "phase", "detail": "phase 2: rate 200/s, clients 2"},
+        {"t_s": 1.25, "source": "pool:p", "kind": "stop", "detail": "stopped"}]
+    assert events(p, 0.9) == events(p, 2.0)[:1]  # only what happened inside the window
+    assert events(pool(rate=100.0), 2.0) == []
+
+
+# -- the Python loop, end to end on the injected clock -------------------------------------------
+def test_the_loop_times_rate_transactions_from_their_due_time_and_counts_late_and_skipped():
+    # one client at 15 ms a transaction, 100/s due (every 10 ms from the start), limit 20 ms, window 0-100 ms:
+    # due 10 20 30 40 50 (60 skipped: 25 ms late at 85) 70; started 10 25 40 55 70 85; ended 25 ... 100
+    clock = Clock()
+    engine = Engine(clock, latency_ns=15 * MS)
+    p = Pool("p", 1, (Statement("s", "SELECT 1"),), rate=100.0, arrivals="fixed", latency_limit=0.02)
+    s = session(engine, p)
+    window = [START, START, START + 100 * MS]
+    pool_mod._loop([s], window, [0], [0], clock=clock, sleep=clock.sleep, poller=Poller(clock, engine))
+    stats = s.settle_stats()
+    assert [t - START for _step, t in engine.channels[0].sent] == [k * MS for k in (10, 25, 40, 55, 70, 85)]
+    assert stats.transactions == 6 and stats.skipped == 1
+    assert stats.late == 4  # 25, 30, 35 and 30 ms from their due times, against a 20 ms limit
+    assert stats.txn.total_ns == (15 + 20 + 25 + 30 + 35 + 30) * MS  # a closed loop would time each at 15 ms
+    assert stats.lag.count == 6 and stats.lag.total_ns == (0 + 5 + 10 + 15 + 20 + 15) * MS
+
+
+def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
+    clock = Clock()
+    engine = Engine(clock, latency_ns=MS)
+    s = session(engine, Pool("p", 1, (Statement("s", "SELECT 1"),), start_after=0.02, stop_after=0.05))
+    window = [START, START + 10 * MS, START + 100 * MS]
+    pool_mod._loop([s], window, [0], [0], clock=clock, sleep=clock.sleep, poller=Poller(clock, engine))
+    sent = [t - START for _step, t in engine.channels[0].sent]
+    assert sent[0] == 30 * MS and sent[-1] == 59 * MS and len(sent) == 30  # from 10 + 20 ms to 10 + 50 ms
+    assert s.settle_stats().lag.count == 0  # no rate: no lag
