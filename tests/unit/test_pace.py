@@ -151,3 +151,17 @@ def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
     sent = [t - START for _step, t in engine.channels[0].sent]
     assert sent[0] == 30 * MS and sent[-1] == 59 * MS and len(sent) == 30  # from 10 + 20 ms to 10 + 50 ms
     assert s.settle_stats().lag.count == 0  # no rate: no lag
+
+
+def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_lower():
+    from concurbench.report.compare import LOWER, direction
+    from concurbench.report.metrics import pool_metrics
+    from concurbench.workload.stats import PoolStats
+
+    stats = PoolStats("p", transactions=2, late=1, skipped=3)
+    stats.lag.pending.extend([2 * MS, 4 * MS])
+    metrics = pool_metrics(stats, 1.0)
+    assert metrics["lag"]["mean_ms"] == 3.0 and metrics["late"] == 1 and metrics["skipped"] == 3
+    assert "lag" not in pool_metrics(PoolStats("closed", transactions=2), 1.0)  # a closed loop has none
+    assert PoolStats.from_dict(stats.to_dict()).skipped == 3
+    assert {direction(m) for m in ("lag.p99_ms", "late", "skipped")} == {LOWER}
