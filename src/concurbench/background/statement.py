@@ -48,6 +48,7 @@ class TimedStatement:
         self.problems: list[str] = []
         self._measure_from = 0
         self._timer: threading.Timer | None = None
+        self._end_timer: threading.Timer | None = None
         self._thread: threading.Thread | None = None
         self._sampler: threading.Thread | None = None
         self._done = threading.Event()
@@ -66,6 +67,10 @@ class TimedStatement:
         self._timer = threading.Timer(max(0.0, delay), self._launch)
         self._timer.daemon = True
         self._timer.start()
+        if planned_end_ns is not None:  # cancelled at the planned end, not when the load generator next looks
+            self._end_timer = threading.Timer(max(0.0, (planned_end_ns - self.clock()) / 1e9), self._stop)
+            self._end_timer.daemon = True
+            self._end_timer.start()
 
     def _launch(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"concurbench-statement-{self.spec.name}", daemon=True)
@@ -117,8 +122,12 @@ class TimedStatement:
         return sorted(self.waits.items(), key=lambda kv: (-kv[1], kv[0]))
 
     def measurement_ended(self, end_ns: int) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        for timer in (self._timer, self._end_timer):
+            if timer is not None:
+                timer.cancel()
+        if self._end_timer is not None and self._end_timer.is_alive() and \
+                self._end_timer is not threading.current_thread():
+            self._end_timer.join(timeout=CANCEL_FOR_S + 1)
         self._stop()
 
     def _stop(self) -> None:
@@ -145,9 +154,7 @@ class TimedStatement:
                                  f"connection was closed")
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-        self._stop()
+        self.measurement_ended(0)
         if self.conn is not None and not getattr(self.conn, "closed", False) and self._done.is_set():
             try:  # SQL that opened a transaction (BEGIN without COMMIT) leaves nothing behind
                 self.engine.execute(self.conn, "ROLLBACK")
