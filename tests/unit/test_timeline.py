@@ -73,11 +73,6 @@ def test_hold_with_start_after_begins_only_when_its_timer_fires():
     assert [e["kind"] for e in hold.events()] == ["start", "release"], "released: no stop event"
 
 
-def run_with_events(events) -> VariantRun:
-    return VariantRun("v", "main", None, elapsed_s=1.5, events=list(events),
-                      pools={})
-
-
 def test_events_round_trip_through_summary_json_and_older_results_have_none():
     data = json.loads((FIXTURE / "summary.json").read_text())["results"][0]
     assert "events" not in data
