@@ -19,6 +19,7 @@ from concurbench.runner import Runner
 from concurbench.scenario.model import Background, Pool, Statement
 from concurbench.scenarios import load_scenario
 from concurbench.workload.pool import LoadGenerator
+from waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +58,13 @@ def only(events, kind):
     return found[0]
 
 
-def leftover_sessions(admin) -> int:
-    return admin.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'concurbench:%%'"
-                         ).fetchone()[0]
+def leftover_sessions(admin) -> list[str]:
+    """The harness's sessions still on the server, once closed connections have had 2 s to end their backends."""
+    def left():
+        return [row[0] for row in admin.execute("SELECT application_name FROM pg_stat_activity "
+                                                "WHERE application_name LIKE 'concurbench:%%'")]
+    wait_until(lambda: not left(), timeout=2.0)
+    return left()
 
 
 def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
@@ -76,7 +81,7 @@ def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
     assert counts[:2].sum() > 0, "the reader ran before the lock was taken"
     assert counts[5:7].sum() == 0, "the reader completed nothing while the late transaction held the lock"
     assert counts[10:12].sum() > 0, "the reader ran again after the commit"
-    assert leftover_sessions(admin) == 0
+    assert leftover_sessions(admin) == []
 
 
 def test_hold_without_stop_is_held_to_the_window_end(server, admin, table):
@@ -86,7 +91,7 @@ def test_hold_without_stop_is_held_to_the_window_end(server, admin, table):
     assert [k for k, _ in kinds] == ["start", "stop"]
     assert kinds[1][1] == pytest.approx(0.6, abs=SLACK)
     assert hold.describe()["released_at_s"] is None
-    assert leftover_sessions(admin) == 0
+    assert leftover_sessions(admin) == []
 
 
 @pytest.fixture(scope="module")
@@ -135,7 +140,7 @@ def test_statement_fails_on_its_own_lock_timeout_with_the_server_error(server, a
     assert "Lock:relation" in failed["detail"]
     columns = admin.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'timed'").fetchone()
     assert columns[0] == 1, "the ALTER TABLE did not happen"
-    assert leftover_sessions(admin) == 0
+    assert leftover_sessions(admin) == []
 
 
 def test_statement_still_running_at_the_window_end_is_cancelled(server, admin, table):
@@ -148,4 +153,4 @@ def test_statement_still_running_at_the_window_end_is_cancelled(server, admin, t
     failed = only(sessions[1].events(), "statement_failed")
     assert failed["detail"].startswith("cancelled at the end of the window")
     assert failed["t_s"] == pytest.approx(0.6, abs=SLACK)
-    assert leftover_sessions(admin) == 0
+    assert leftover_sessions(admin) == []
