@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Callable
 
 from . import liveruns, stats
-from .background.kinds import make_background
+from .background.events import merged
+from .background.kinds import background_events, make_background
 from .check import CheckPolicy, Sequential, evaluate
 from .check.evaluate import LEFT_OUT
 from .check.plan import points_of
@@ -497,6 +498,8 @@ class Runner:
                 driver.close()
         elapsed = outcome.elapsed_s
         summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
+        # the pools' events (start, stop, phase) when the load generator gives them
+        events = merged(getattr(outcome, "events", None) or [], background_events(background_sessions))
         status, after, settings = _status(outcome), [], None
         try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
             self._probe(conn, variant, "after", probes)
@@ -522,7 +525,7 @@ class Runner:
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
             settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
-            unavailable=driver.unavailable)
+            unavailable=driver.unavailable, events=events)
         self.progress({"event": "variant_done", "result": result})
         return result
 

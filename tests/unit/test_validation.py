@@ -71,6 +71,17 @@ EXPECTED = {
         (11, 20, "variants.a.background[0].isolation",
          "unknown isolation level 'serialisable' (did you mean 'serializable'?)"),
     ],
+    "bad_timeline.yaml": [
+        (11, 42, "variants.a.background[0].at", "must be a duration such as 30s, 500ms, 2m or a number of seconds, "
+                                                "got '-1s'"),
+        (12, 59, "variants.a.background[1].start_after", "3 s is beyond the measurement window (2 s)"),
+        (13, 80, "variants.a.background[2].stop_after", "0.5 s is not after start_after (1 s)"),
+        (14, 47, "variants.a.background[3].at", "does not apply to kind hold_transaction (only to statement)"),
+        (15, 46, "variants.a.background[4].stop_after", "give stop_after or release_after, not both"),
+        (16, 40, "variants.a.background[5].start_after", "does not apply to kind statement (only to hold_transaction)"),
+        (17, 9, "variants.a.background[6].at", "a statement needs 'at'"),
+        (17, 9, "variants.a.background[6].sql", "a statement needs its 'sql'"),
+    ],
     "several_problems.yaml": [
         (2, 9, "engine", "unknown engine 'postgre' (did you mean 'postgres'?)"),
         (5, 15, "variants.a.duration", "got 'soon'"),
@@ -387,3 +398,22 @@ def test_a_variant_may_not_pin_images(tmp_path):
                     '    pools:\n      p: {clients: 1, transaction: ["SELECT 1"]}\n')
     error = problems_of(path)
     assert has_problem(error.problems, 6, 7, "variants.a.server.images", "unknown key 'images'")
+
+
+def test_timed_statement_is_postgres_only(tmp_path):
+    path = tmp_path / "mssql-statement.yaml"
+    path.write_text("name: s\nengine: mssql\nvariants:\n  a:\n    pools: {p: {clients: 1, transaction: [SELECT 1]}}\n"
+                    "    background:\n      - {kind: statement, at: 1s, sql: SELECT 1}\n")
+    error = problems_of(path)
+    assert has_problem(error.problems, 7, 16, "variants.a.background[0].kind", "kind statement is PostgreSQL-only")
+
+
+def test_timeline_keys_reach_the_model(tmp_path):
+    path = tmp_path / "timeline.yaml"
+    path.write_text("name: s\nengine: postgres\nduration: 2s\nvariants:\n  a:\n"
+                    "    pools: {p: {clients: 1, transaction: [SELECT 1]}}\n    background:\n"
+                    "      - {name: h, kind: hold_transaction, start_after: 250ms, stop_after: 1.5s}\n"
+                    "      - {name: ddl, kind: statement, at: 0.5s, sql: [\"SET lock_timeout = '1s'\", SELECT 1]}\n")
+    hold, ddl = load_scenario(path).variants[0].background
+    assert (hold.start_after, hold.release_after, hold.at) == (0.25, 1.5, None)
+    assert (ddl.kind, ddl.at, ddl.sql) == ("statement", 0.5, ("SET lock_timeout = '1s'", "SELECT 1"))

@@ -1,10 +1,11 @@
-"""The background session of each kind a scenario names."""
+"""The background session of each kind a scenario names, and the timeline events they recorded."""
 
 from __future__ import annotations
 
 from .hold import HeldTransaction
 from .log_drain import LogDrain
 from .mssql import OBSERVERS as MSSQL_OBSERVERS
+from .statement import TimedStatement
 
 
 def make_background(spec, conninfo: str, engine, *, remove_files=None):
@@ -12,6 +13,13 @@ def make_background(spec, conninfo: str, engine, *, remove_files=None):
     `remove_files` (the provisioner's, when it can remove files on the server) takes an observer's files."""
     if spec.kind == "hold_transaction":
         return HeldTransaction(spec, conninfo, engine=engine)
+    if spec.kind == "statement":
+        return TimedStatement(spec, conninfo, engine=engine)
     if spec.kind == "log_drain":
         return LogDrain(spec, conninfo)
     return MSSQL_OBSERVERS[spec.kind](spec, conninfo, remove_files=remove_files)
+
+
+def background_events(sessions) -> list[dict]:
+    """The timeline events of a variant's background sessions (kinds that record none give none)."""
+    return [e for bg in sessions for e in (bg.events() if hasattr(bg, "events") else [])]

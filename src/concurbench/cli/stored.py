@@ -78,7 +78,7 @@ def _html(run: Run) -> str:
     except ConcurbenchError as exc:
         err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
         return html_page(run, plots=None, no_charts_reason=exc.message)
-    err.print(f"{len(paths)} charts in {run.path / 'plots'}", highlight=False, soft_wrap=True)
+    err.print(f"{chart_count(paths)} in {run.path / 'plots'}", highlight=False, soft_wrap=True)
     return html_page(run, plots=paths)
 
 
@@ -86,7 +86,7 @@ def write_and_list_plots(run_dir: Path) -> None:
     from ..report.plots import write_plots  # as in _html
 
     paths = write_plots(run_dir)
-    err.print(f"{len(paths)} charts in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
+    err.print(f"{chart_count(paths)} in {run_dir / 'plots'}", highlight=False, soft_wrap=True)
 
 
 @click.command(name="results")
@@ -149,3 +149,9 @@ def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
         out.print(note, highlight=False, soft_wrap=True)
     if not runs:
         out.print(f"no runs under {', '.join(map(str, directories))}")
+
+
+def chart_count(paths: list[Path]) -> str:
+    """`N charts` (image files), and the over-time tables written beside them when there are any."""
+    tables = sum(1 for p in paths if p.suffix == ".csv")
+    return f"{len(paths) - tables} charts" + (f" and {tables} over-time tables" if tables else "")

@@ -135,7 +135,8 @@ def _inline_svg(text: str, prefix: str) -> str:
 
 CAPTIONS = (("throughput-", "Throughput against client count, group {}"),
             ("latency-", "Latency percentiles (p50, p95, p99) per variant run, group {}"),
-            ("wait-profile-", "Wait-event profile per variant run, group {}"))
+            ("wait-profile-", "Wait-event profile per variant run, group {}"),
+            ("over-time-", "Throughput and mean latency per 100 ms with the timeline's events, group {}"))
 
 
 def _caption(stem: str) -> str:

@@ -2,6 +2,10 @@
 
     throughput-<group>.png         TPS against client count, one line per variant (and server); sweep groups only
     latency-<group>.png            p50/p95/p99 per variant run of the group, in ms
+    over-time-<group>[-<N>clients].png
+                                   throughput and mean latency per 100 ms of each pool, a row per variant run,
+                                   the timeline's events as labelled vertical lines (report/overtime.py);
+                                   the same figures in over-time-<group>[-<N>clients].csv
     <sampler>-<group>[-<N>clients].png
                                    a periodic sampler over time (report/timeseries.py): wait events as
                                    sessions stacked by wait (top 8 and "other"), one panel per variant run
@@ -21,6 +25,7 @@ from ..results.model import Run, VariantRun
 from ..results.store import load_run
 from .chart_style import DPI, FIGSIZE, OTHER, RC, Context, colors, pyplot, slug, thousands, top_keys, wrap
 from .repeats import cell_stats, collapse
+from .overtime import over_time_figures, over_time_tables
 from .timeseries import series_figures
 
 TOP_WAITS = 8
@@ -48,6 +53,10 @@ def write_plots(run_dir: Path, out_dir: Path | None = None, formats=("png", "svg
                     written.append(path)
             finally:
                 plt.close(fig)
+    for stem, table in over_time_tables(run):
+        path = out_dir / f"{stem}.csv"
+        table.to_csv(path, index=False)
+        written.append(path)
     return written
 
 
@@ -62,7 +71,9 @@ def figures(plt, run: Run) -> list[tuple[str, object]]:
         runs = [r for r in results if r.group == group]
         out.append((f"throughput-{slug(group)}", _throughput(plt, ctx, group, runs)))
         out.append((f"latency-{slug(group)}", _latency(plt, ctx, group, runs)))
-    out.extend(series_figures(plt, Context(run, [r for r in run.variant_runs if r.repeat == 1]), run))
+    first = Context(run, [r for r in run.variant_runs if r.repeat == 1])
+    out.extend(over_time_figures(plt, first, run))
+    out.extend(series_figures(plt, first, run))
     for group in ctx.groups:
         out.append((f"wait-profile-{slug(group)}", _wait_profile(plt, ctx, group,
                                                                  [r for r in results if r.group == group])))

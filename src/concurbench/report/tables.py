@@ -11,6 +11,7 @@ from ..scenario.claims import server_matches
 from .metrics import ERROR_CLASSES, top_waits
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 from .server_facts import server_facts_table
+from .timeline import timeline_tables
 from .waits import wait_tables
 
 
@@ -129,6 +130,7 @@ def build_report(run: Run) -> Report:
             tables.append(schedule)
         tables.extend(_probes(group, in_group))
         tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
+    tables.extend(Table(**t) for t in timeline_tables(run.variant_runs, run.repeat))
     if run.published:
         tables.append(_published(run.published, results, run))
     if run.claims:

@@ -100,6 +100,8 @@ class VariantRun:
     unavailable: dict[str, str] = field(default_factory=dict)
     workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
+    # the timeline: {"t_s", "source", "kind", "detail"} in time order (background/events.py); written when any
+    events: list[dict] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -173,6 +175,8 @@ class VariantRun:
             out["workers"] = dict(self.workers)
         if self.loop is not None:
             out["loop"] = self.loop
+        if self.events:
+            out["events"] = [dict(e) for e in self.events]
         return out
 
     @classmethod
@@ -198,7 +202,22 @@ class VariantRun:
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
             unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
-            workers=data.get("workers"), loop=data.get("loop"))
+            workers=data.get("workers"), loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"))
+
+
+def _events(value, where: str) -> list[dict]:
+    """A variant run's timeline events as written (none in runs written before events were kept)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FormatProblem(where, f"expected a list of events, got {type(value).__name__}")
+    out = []
+    for i, e in enumerate(value):
+        e = _mapping(e, f"{where}[{i}]")
+        _need(e, ("t_s", "source", "kind"), f"{where}[{i}]")
+        out.append({"t_s": float(e["t_s"]), "source": str(e["source"]), "kind": str(e["kind"]),
+                    "detail": str(e.get("detail") or "")})
+    return out
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,11 @@ VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardow
 PROBE_KEYS = ["name", "sql", "when", "versions"]
 POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol",
              "init", *TIMELINE_KEYS]
-BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options"]
-BACKGROUND_KINDS = {"postgres": ["hold_transaction", "log_drain"], "mssql": ["hold_transaction", "xevents", "sql_trace"]}
+BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options",
+                   "start_after", "stop_after", "at"]
+BACKGROUND_KINDS = {"postgres": ["hold_transaction", "statement", "log_drain"],
+                    "mssql": ["hold_transaction", "xevents", "sql_trace"]}
+POSTGRES_ONLY_KINDS = {"statement": "it samples the statement's wait event from pg_stat_activity"}
 SOURCE_KEYS = ["title", "url", "author", "engine", "hardware", "published"]
 PUBLISHED_KEYS = ["variant", "metric", "value", "unit", "clients", "pool", "note", "server"]
 ENGINES = ["postgres", "mssql"]
@@ -347,10 +350,11 @@ class _Builder(ServerSections):
             if pools and not any(p.measure for p in pools):
                 self.check.add(vnode, "pools", join(path, "pools"), "needs at least one measured pool "
                                                                   "(a pool without 'measure: false')")
+            v_duration = self.check.duration(vnode, "duration", path, default=duration)
             out.append(Variant(
                 name=str(name), description=self.check.string(vnode, "description", path, default="") or "",
                 group=self.check.string(vnode, "group", path, default=DEFAULT_GROUP) or DEFAULT_GROUP,
-                pools=pools, background=self._background(vnode, path),
+                pools=pools, background=self._background(vnode, path, v_duration),
                 setup=self._sql_steps(vnode, "setup", join(path, "setup")),
                 teardown=self._sql_steps(vnode, "teardown", join(path, "teardown")),
                 duration=v_duration, warmup=self.check.duration(vnode, "warmup", path, default=warmup),
@@ -539,14 +543,18 @@ class _Builder(ServerSections):
             out.append(Statement(name, sql.strip(), versions))
         return tuple(out)
 
-    def _background(self, vnode, vpath) -> tuple[Background, ...]:
+    def _background(self, vnode, vpath, duration: float) -> tuple[Background, ...]:
         path = join(vpath, "background")
         out = []
         for i, item, sub in self.check.mappings(vnode, "background", path, what="sessions"):
             self.check.known_keys(item, sub, BACKGROUND_KEYS, required=("kind",))
             kind = self.check.string(item, "kind", sub, default="hold_transaction") or "hold_transaction"
             kinds = BACKGROUND_KINDS[self.engine]
-            if kind not in kinds:
+            if kind in POSTGRES_ONLY_KINDS and self.engine != "postgres":
+                self.check.add(item, "kind", join(sub, "kind"), f"kind {kind} is PostgreSQL-only for now "
+                                                                f"({POSTGRES_ONLY_KINDS[kind]}); on SQL Server "
+                                                                f"use a one-client pool instead")
+            elif kind not in kinds:
                 self.check.add(item, "kind", join(sub, "kind"), f"unknown background kind '{kind}' for engine "
                                                                 f"{self.engine}{suggest(kind, kinds)}; known: "
                                                                 f"{', '.join(kinds)}")
@@ -564,7 +572,7 @@ class _Builder(ServerSections):
                 sql = []
             rate = None
             if kind == "log_drain":
-                for key in ("isolation", "sql", "release_after", "release_when"):
+                for key in ("isolation", "sql", "release_when"):
                     if key in item:
                         self.check.add(item, key, join(sub, key), "does not apply to kind log_drain", of_key=True)
                 try:
@@ -576,13 +584,51 @@ class _Builder(ServerSections):
                                    "a log_drain needs a 'rate', such as 32kB/s")
             elif "rate" in item:
                 self.check.add(item, "rate", join(sub, "rate"), "applies only to kind log_drain", of_key=True)
+            start_after, release_after, at = self._timeline(item, kind, sub, duration)
+            if kind == "statement" and not sql:
+                self.check.add(vnode["background"], i, join(sub, "sql"), "a statement needs its 'sql'")
             out.append(Background(
                 name=self.check.string(item, "name", sub, default=f"{kind}{i + 1}") or kind, kind=kind,
-                isolation=isolation, sql=tuple(sql),
-                release_after=self.check.duration(item, "release_after", sub, default=None),
+                isolation=isolation, sql=tuple(sql), release_after=release_after, start_after=start_after, at=at,
                 release_when=self.check.string(item, "release_when", sub, default=None), rate=rate,
                 options=options))
         return tuple(out)
+
+    def _timeline(self, item, kind: str, sub: str, duration: float) -> tuple:
+        """A background session's times in the window: (start_after, release_after, at), each checked against
+        its kind and the variant's duration. `stop_after` is the shared name of `release_after`."""
+        times = {key: self.check.duration(item, key, sub, default=None)
+                 for key in ("start_after", "stop_after", "release_after", "at")}
+        takes = {"hold_transaction": ("start_after", "stop_after", "release_after"), "statement": ("at",)}
+        for key in times:
+            if key in item and key not in takes.get(kind, ()):
+                takers = [k for k, keys in takes.items() if key in keys]
+                self.check.add(item, key, join(sub, key), f"does not apply to kind {kind} (only to "
+                                                          f"{' and '.join(takers)})", of_key=True)
+                times[key] = None
+        if kind == "statement" and "at" not in item:
+            self.check.add(item, None, join(sub, "at"), "a statement needs 'at', the time in the measurement "
+                                                        "window to run it, such as 500ms")
+        if times["stop_after"] is not None and times["release_after"] is not None:
+            self.check.add(item, "stop_after", join(sub, "stop_after"), "give stop_after or release_after, not "
+                                                                        "both (on a held transaction they are the "
+                                                                        "same: when it commits)", of_key=True)
+        for key in ("start_after", "stop_after", "release_after", "at"):
+            if times[key] is not None and times[key] >= duration:
+                self.check.add(item, key, join(sub, key), f"{times[key]:g} s is beyond the measurement window "
+                                                          f"({duration:g} s)")
+        stop = times["stop_after"] if times["stop_after"] is not None else times["release_after"]
+        start = times["start_after"]
+        if start is not None and stop is not None and stop <= start:
+            key = "stop_after" if times["stop_after"] is not None else "release_after"
+            self.check.add(item, key, join(sub, key), f"{stop:g} s is not after start_after ({start:g} s)")
+        if kind == "statement":
+            for key in ("isolation", "release_when"):
+                if key in item:
+                    self.check.add(item, key, join(sub, key), "does not apply to kind statement (its SQL runs "
+                                                              "in autocommit; put BEGIN in it for a transaction)",
+                                   of_key=True)
+        return start, stop, times["at"]
 
     def _baselines(self, doc, variants) -> tuple:
         names = {v.name: v for v in variants}

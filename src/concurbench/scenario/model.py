@@ -89,10 +89,12 @@ class Background:
     """A session kept beside the pools, e.g. an idle transaction holding a snapshot."""
 
     name: str
-    kind: str  # "hold_transaction" or "log_drain"
+    kind: str  # "hold_transaction", "statement", "log_drain", "xevents" or "sql_trace"
     isolation: str
     sql: tuple[str, ...]
     release_after: float | None = None  # seconds into the measurement; None: held to the end
+    start_after: float | None = None  # hold_transaction: begin this far into the measurement (None: before it)
+    at: float | None = None  # statement: run the SQL this far into the measurement
     rate: float | None = None  # log_drain: bytes per second the drain reads from the server's log FIFO
     release_when: str | None = None  # or: SQL polled on another connection; commit once it returns true
     options: dict = field(default_factory=dict, compare=False)  # xevents / sql_trace: target, events, file...
