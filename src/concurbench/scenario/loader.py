@@ -350,7 +350,6 @@ class _Builder(ServerSections):
             if pools and not any(p.measure for p in pools):
                 self.check.add(vnode, "pools", join(path, "pools"), "needs at least one measured pool "
                                                                   "(a pool without 'measure: false')")
-            v_duration = self.check.duration(vnode, "duration", path, default=duration)
             out.append(Variant(
                 name=str(name), description=self.check.string(vnode, "description", path, default="") or "",
                 group=self.check.string(vnode, "group", path, default=DEFAULT_GROUP) or DEFAULT_GROUP,
