@@ -498,8 +498,7 @@ class Runner:
                 driver.close()
         elapsed = outcome.elapsed_s
         summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
-        # the pools' events (start, stop, phase) when the load generator gives them
-        events = merged(getattr(outcome, "events", None) or [], background_events(background_sessions))
+        events = merged(outcome.events, background_events(background_sessions))  # pools' and background sessions'
         status, after, settings = _status(outcome), [], None
         try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
             self._probe(conn, variant, "after", probes)
