@@ -7,7 +7,7 @@ decided PASS in every run (no FAIL, no INCONCLUSIVE, none left out of the quick 
 
     python benchmarks/claims_under_noise.py [--runs 5] [--hog 1] [--out DIR] [SCENARIO ...]
 
-Without SCENARIOs it runs the four PostgreSQL scenarios under scenarios/postgres/. Extra options
+Without SCENARIOs it runs every PostgreSQL scenario under scenarios/postgres/. Extra options
 for `concurbench run` go after `--` (for example `-- --target binaries --server-version 14`).
 """
 
