@@ -1,0 +1,197 @@
+"""What the open-loop (rate-driven) load generator measures, and what it costs, on one server.
+
+One embedded PostgreSQL serves three measurements, each with every event loop in `--loops`:
+
+- rate: a pool offering `--rate` transactions per second (Poisson arrivals, as pgbench -R) of a
+  primary-key SELECT for `--seconds`: the throughput it achieved against the rate (ratio and %
+  error, beside the error Poisson arrivals alone give a window of that length), and its schedule
+  lag (when each transaction was sent, minus when it was due) at p99 and max;
+- stall: a `--stall` long row-lock stall, `--stall-at` into the window: a held transaction locks
+  the row that every transaction of the pool updates. Once with a pool at `--stall-rate`, once
+  with a closed-loop pool of the same clients whose think time offers about the same load. The
+  rate-driven pool times each transaction from when it was due, so the stall shows in every
+  transaction due during it; the closed loop's clients wait, send nothing, and record one slow
+  transaction each. Printed: p99, max and mean latency of both, how many transactions took longer
+  than half the stall, and the ratios. How far the closed loop's p99 falls depends on the window:
+  its `--clients` slow transactions reach its p99 while they are more than 1% of the window's;
+- cpu: the load generator's CPU per transaction (its worker processes, warm-up included, per
+  transaction at the measured rate) of a pool at `--cpu-rate`, against a closed-loop pool whose
+  think time is set from that run to reach the same throughput: the ratio rate / closed.
+
+    python benchmarks/open_loop.py [--seconds 5] [--rate 1000] [--clients 8] [--stall 1]
+        [--stall-at 1] [--stall-window 10] [--stall-rate 200] [--cpu-rate 500] [--loops python,compiled]
+        [--parts rate,stall,cpu]
+
+The figures are one run of each: on a shared or busy machine read them as that, not as a quiet
+machine's (docs/load-generator.md, "Open-loop load").
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+import psycopg
+
+from concurbench.background.kinds import make_background
+from concurbench.engines import postgres as pg
+from concurbench.provisioners.embedded import EmbeddedPostgres
+from concurbench.scenario.distributions import parse_distribution
+from concurbench.scenario.model import Background, Pool, Statement
+from concurbench.workload import fastloop
+from concurbench.workload.pool import LoadGenerator
+
+ROWS = 1000
+LOOKUP = Statement("lookup", "SELECT n FROM ol_rows WHERE id = :id")
+HOT_UPDATE = Statement("update", "UPDATE ol_rows SET n = n + 1 WHERE id = 1")
+
+
+def setup(conninfo: str) -> None:
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute("DROP TABLE IF EXISTS ol_rows")
+        admin.execute("CREATE TABLE ol_rows (id integer PRIMARY KEY, n bigint NOT NULL DEFAULT 0)")
+        admin.execute(f"INSERT INTO ol_rows (id) SELECT g FROM generate_series(1, {ROWS}) g")
+        admin.execute("VACUUM ANALYZE ol_rows")
+
+
+def run(conninfo: str, pool: Pool, *, seconds: float, warmup: float, loop: str, background=()):
+    """One window of one pool (with background sessions beside it); returns (result, the pool's stats)."""
+    sessions = [make_background(spec, conninfo, pg) for spec in background]
+    try:
+        for bg in sessions:
+            bg.start()
+        result = LoadGenerator(conninfo, [pool], warmup=warmup, duration=seconds, listeners=sessions,
+                               loop=loop).run()
+    finally:
+        for bg in sessions:
+            bg.close()
+    stats = result.pools[pool.name]
+    if result.messages or stats.failed:
+        raise RuntimeError(f"run not clean: {result.messages} failed={stats.failed} {dict(stats.error_messages)}")
+    return result, stats
+
+
+def cpu_us_per_txn(result, stats) -> float:
+    """The worker processes' CPU over their whole load loop, per transaction at the measured rate (as
+    benchmarks/driver_overhead.py counts it)."""
+    tps = stats.transactions / result.elapsed_s
+    return sum(result.worker_cpu_s) / max(tps * max(result.worker_wall_s), 1) * 1e6
+
+
+def slower_than(stats, ms: float) -> int:
+    """How many of the pool's transactions took longer than `ms` (from its latency histogram)."""
+    stats.txn.flush()
+    return sum(item.count_at_value_iterated_to for item in stats.txn.hist.get_recorded_iterator()
+               if item.value_iterated_to > ms * 1e6)
+
+
+def lookups(clients: int, **kw) -> Pool:
+    return Pool("readers", clients, (LOOKUP,), params=(("id", parse_distribution(f"uniform(1, {ROWS})")),), **kw)
+
+
+def part_rate(conninfo: str, args, loop: str) -> list[str]:
+    result, stats = run(conninfo, lookups(args.clients, rate=args.rate), seconds=args.seconds,
+                        warmup=args.warmup, loop=loop)
+    tps = stats.transactions / result.elapsed_s
+    error = (tps / args.rate - 1) * 100
+    poisson = 100 / math.sqrt(args.rate * result.elapsed_s)  # one standard deviation of a Poisson count
+    return [f"rate [{result.loop}]: {tps:,.1f} tps of {args.rate:g} offered over {result.elapsed_s:.2f} s: "
+            f"ratio {tps / args.rate:.4f}, error {error:+.2f}% (Poisson arrivals alone: +/-{poisson:.2f}% at one sd); "
+            f"lag p99 {stats.lag.percentile_ms(99.0):.2f} ms, max {stats.lag.max_ms():.2f} ms, "
+            f"mean {stats.lag.mean_ms():.3f} ms"]
+
+
+def part_stall(conninfo: str, args, loop: str) -> list[str]:
+    holder = Background("holder", "hold_transaction", "read committed",
+                        ("SELECT n FROM ol_rows WHERE id = 1 FOR UPDATE",),
+                        start_after=args.stall_at, release_after=args.stall_at + args.stall)
+    think = args.clients / args.stall_rate  # the closed loop's offered load, about the rate's
+    lines, p99, slow = [], {}, {}
+    half = args.stall * 500  # ms: half the stall
+    for name, pool in (("rate", Pool("hot", args.clients, (HOT_UPDATE,), rate=args.stall_rate)),
+                       ("closed", Pool("hot", args.clients, (HOT_UPDATE,), think=think))):
+        result, stats = run(conninfo, pool, seconds=args.stall_window, warmup=args.warmup, loop=loop,
+                            background=[holder])
+        p99[name] = stats.txn.percentile_ms(99.0)
+        slow[name] = slower_than(stats, half)
+        lines.append(f"stall [{result.loop}] {name:6} ({'rate %g/s' % args.stall_rate if name == 'rate' else 'think %.0f ms' % (think * 1000)}): "
+                     f"{stats.transactions / result.elapsed_s:,.1f} tps; latency p99 {p99[name]:,.1f} ms, "
+                     f"max {stats.txn.max_ms():,.1f} ms, mean {stats.txn.mean_ms():,.2f} ms; {slow[name]:,} of "
+                     f"{stats.transactions:,} transactions ({100 * slow[name] / max(stats.transactions, 1):.1f}%) "
+                     f"slower than {half:,.0f} ms")
+    lines.append(f"stall [{loop}]: a {args.stall:g} s stall: p99 rate-driven / closed loop = "
+                 f"{p99['rate'] / p99['closed']:.2f}x (rate-driven p99 {'>=' if p99['rate'] >= 900 * args.stall else '<'} "
+                 f"{900 * args.stall:,.0f} ms); transactions slower than {half:,.0f} ms: rate-driven / closed loop = "
+                 f"{slow['rate'] / max(slow['closed'], 1):.1f}x")
+    return lines
+
+
+def part_cpu(conninfo: str, args, loop: str) -> list[str]:
+    rated, rstats = run(conninfo, lookups(args.clients, rate=args.cpu_rate), seconds=args.seconds,
+                        warmup=args.warmup, loop=loop)
+    rate_tps = rstats.transactions / rated.elapsed_s
+    # each closed-loop client sends one transaction per (service time + think): think for the same throughput
+    think = max(args.clients / rate_tps - rstats.txn.mean_ms() / 1000, 0.0)
+    closed, cstats = run(conninfo, lookups(args.clients, think=think), seconds=args.seconds, warmup=args.warmup,
+                         loop=loop)
+    closed_tps = cstats.transactions / closed.elapsed_s
+    rate_cpu, closed_cpu = cpu_us_per_txn(rated, rstats), cpu_us_per_txn(closed, cstats)
+    return [f"cpu [{rated.loop}]: rate {rate_tps:,.1f} tps at {rate_cpu:.1f} us CPU a transaction; closed loop "
+            f"(think {think * 1000:.1f} ms) {closed_tps:,.1f} tps at {closed_cpu:.1f} us; "
+            f"ratio rate / closed {rate_cpu / closed_cpu:.3f}"]
+
+
+PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0, help="window of the rate and cpu parts")
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--rate", type=float, default=1000.0, help="offered rate of the rate part (tps)")
+    parser.add_argument("--clients", type=int, default=8, help="clients of every pool")
+    parser.add_argument("--stall", type=float, default=1.0, help="seconds the row lock is held")
+    parser.add_argument("--stall-at", type=float, default=1.0, help="seconds into the window the lock is taken")
+    parser.add_argument("--stall-window", type=float, default=10.0, help="window of the stall part")
+    parser.add_argument("--stall-rate", type=float, default=200.0, help="offered rate of the stall part (tps)")
+    parser.add_argument("--cpu-rate", type=float, default=500.0, help="offered rate of the cpu part (tps)")
+    parser.add_argument("--loops", default="python,compiled", help="event loops: python, compiled, auto")
+    parser.add_argument("--parts", default="rate,stall,cpu", help="which measurements: rate, stall, cpu")
+    args = parser.parse_args()
+    loops = [name for name in args.loops.split(",") if name]
+    parts = [name for name in args.parts.split(",") if name]
+    for name in loops:
+        if name not in fastloop.LOOPS:
+            parser.error(f"unknown loop {name}: one of {', '.join(fastloop.LOOPS)}")
+    for name in parts:
+        if name not in PARTS:
+            parser.error(f"unknown part {name}: one of {', '.join(PARTS)}")
+    if args.stall_at + args.stall >= args.stall_window:
+        parser.error(f"--stall-at + --stall ({args.stall_at + args.stall:g} s) must end inside --stall-window "
+                     f"({args.stall_window:g} s)")
+    if "compiled" in loops and fastloop.unavailable("postgres"):
+        print(f"compiled loop left out: {fastloop.unavailable('postgres')}")
+        loops.remove("compiled")
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
+          f"loops: {'; '.join(f'{n}: {fastloop.describe(n)}' for n in loops)}", flush=True)
+    server = EmbeddedPostgres({"max_connections": str(2 * args.clients + 20)})
+    connection = server.start()
+    try:
+        print(f"one embedded server, PostgreSQL {server.version()}", flush=True)
+        setup(connection.conninfo)
+        for part in parts:
+            for loop in loops:
+                for line in PARTS[part](connection.conninfo, args, loop):
+                    print(line, flush=True)
+    finally:
+        server.stop()
+    load = os.getloadavg()
+    print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
