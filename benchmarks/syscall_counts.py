@@ -14,7 +14,7 @@ tree: all threads, all workers), context switches from getrusage of the finished
 instructions from valgrind's callgrind (`perf stat -e instructions` where the PMU is exposed).
 
     python benchmarks/syscall_counts.py [--clients 8,32] [--protocols simple,prepared]
-        [--workloads select1,tpcb] [--transactions 16000] [--instructions]
+        [--workloads select1,tpcb] [--transactions 16000] [--repeat 3] [--instructions N]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import re
 import resource
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,6 +94,7 @@ def counted(cmd: list[str], work: Path) -> tuple[dict[str, float], str]:
     counts = parse_perf(out)
     counts["voluntary"] = after.ru_nvcsw - before.ru_nvcsw
     counts["involuntary"] = after.ru_nivcsw - before.ru_nivcsw
+    counts["cpu_us"] = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1e6
     return counts, run.stdout
 
 
@@ -169,8 +171,16 @@ def columns(c: dict[str, float]) -> dict[str, float]:
                "epoll_ctl": c["epoll_ctl"], "futex": c["futex"]}
     grouped["other"] = c["raw_syscalls"] - sum(grouped.values())
     grouped["all"] = c["raw_syscalls"]
-    grouped["voluntary"], grouped["involuntary"] = c["voluntary"], c["involuntary"]
+    grouped["voluntary"], grouped["involuntary"], grouped["cpu_us"] = c["voluntary"], c["involuntary"], c["cpu_us"]
     return grouped
+
+
+COLUMNS = (*SHOWN, "all", "voluntary", "involuntary", "cpu_us")
+
+
+def format_row(cell: str, row: dict[str, float], instructions: bool) -> str:
+    text = f"{cell:>31} " + " ".join(f"{row[k]:>9.3f}" if k != "cpu_us" else f"{row[k]:>9.1f}" for k in COLUMNS)
+    return text + (f" {row['instr']:>9,.0f}" if instructions else "")
 
 
 def main() -> None:
@@ -181,6 +191,7 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=16000,
                         help="select1 transactions of the shorter run, all clients together (tpcb: a quarter)")
     parser.add_argument("--tpcb", default="prepared:8", help="the one tpcb cell, PROTOCOL:CLIENTS")
+    parser.add_argument("--repeat", type=int, default=3, help="measurements of each side per cell (median shown)")
     parser.add_argument("--instructions", type=int, default=0,
                         help="also count instructions with callgrind: transactions of the shorter run (0: skip)")
     parser.add_argument("--drive", nargs=6, help=argparse.SUPPRESS)
@@ -210,30 +221,37 @@ def main() -> None:
         subprocess.run([str(pgbench), "-i", "-q", "-s", "1", *target], check=True, capture_output=True)
         print(f"PostgreSQL {server.version()}, {pgbench}; per transaction, client processes only, "
               f"runs of N and 4N transactions (N = {args.transactions} for select1, a quarter for tpcb)")
-        header = (f"{'workload':>8} {'protocol':>8} {'clients':>7} {'side':>11} {'txns':>7} "
-                  + " ".join(f"{k:>9}" for k in (*SHOWN, "all", "voluntary", "involuntary"))
-                  + (f" {'instr':>8}" if args.instructions else ""))
+        header = f"{'cell':>31} " + " ".join(f"{k:>9}" for k in (*COLUMNS, *(("instr",) if args.instructions else ())))
         print(header, flush=True)
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             os.chmod(work, 0o755)
             script = work / "select1.sql"
             script.write_text("SELECT 1;\n")
+            medians = []
             for workload, protocol, clients in cells:
                 sides = Sides(pgbench, server.port, connection.conninfo, script, workload, protocol, clients)
                 total = args.transactions if workload == "select1" else args.transactions // 4
                 n = max(1, total // clients)
-                for side, make, of in (("pgbench", sides.pgbench_cmd, pgbench_transactions),
-                                       ("concurbench", sides.ours_cmd, ours_transactions)):
-                    counts, done = per_transaction(counted, make, of, n, work)
-                    row = columns(counts)
-                    line = (f"{workload:>8} {protocol:>8} {clients:>7} {side:>11} {done:>7} "
-                            + " ".join(f"{row[k]:>9.3f}" for k in (*SHOWN, "all", "voluntary", "involuntary")))
-                    if args.instructions:
-                        m = max(1, args.instructions // clients)
-                        instructions, _ = per_transaction(callgrind, make, of, m, work)
-                        line += f" {instructions:>8,.0f}"
-                    print(line, flush=True)
+                order = [("pgbench", sides.pgbench_cmd, pgbench_transactions),
+                         ("concurbench", sides.ours_cmd, ours_transactions)]
+                rows: dict[str, list[dict[str, float]]] = {"pgbench": [], "concurbench": []}
+                for repeat in range(args.repeat):
+                    for side, make, of in (order if repeat % 2 == 0 else order[::-1]):
+                        counts, done = per_transaction(counted, make, of, n, work)
+                        row = columns(counts)
+                        if args.instructions:
+                            m = max(1, args.instructions // clients)
+                            row["instr"], _ = per_transaction(callgrind, make, of, m, work)
+                        rows[side].append(row)
+                        print(format_row(f"{workload} {protocol} {clients} {side}", row, args.instructions),
+                              flush=True)
+                for side, got in rows.items():
+                    median = {k: statistics.median(r[k] for r in got) for k in got[0]}
+                    medians.append(format_row(f"{workload} {protocol} {clients} {side}", median, args.instructions))
+            print(f"\nmedians over {args.repeat} repetitions (each side's order alternating)")
+            print(header)
+            print("\n".join(medians))
     finally:
         server.stop()
     load = os.getloadavg()
