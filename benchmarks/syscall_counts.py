@@ -15,6 +15,7 @@ instructions from valgrind's callgrind (`perf stat -e instructions` where the PM
 
     python benchmarks/syscall_counts.py [--clients 8,32] [--protocols simple,prepared]
         [--workloads select1,tpcb] [--transactions 16000] [--repeat 3] [--instructions N]
+        [--baseline CHECKOUT]
 """
 
 from __future__ import annotations
@@ -144,12 +145,14 @@ class Sides:
         return [str(self.pgbench), "-n", *bench, "-M", self.protocol, "-c", str(self.clients), "-j", str(self.jobs),
                 "-t", str(n), "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres", "concurbench"]
 
-    def ours_cmd(self, n: int) -> list[str]:
+    def ours_cmd(self, n: int, src: str | None = None) -> list[str]:
+        """concurbench's workers; with `src`, those of another checkout's src/ (its own built loop)."""
         # the sessions dealt round-robin over the workers, as LoadGenerator deals them
         workers = []
+        env = ["env", f"PYTHONPATH={src}"] if src else []
         for w in range(self.jobs):
             indexes = ",".join(str(i) for i in range(w, self.clients, self.jobs))
-            workers.append(shlex.join([sys.executable, __file__, "--drive", self.conninfo, self.workload,
+            workers.append(shlex.join([*env, sys.executable, __file__, "--drive", self.conninfo, self.workload,
                                        self.protocol, indexes, str(self.clients), str(n)]))
         return ["sh", "-c", " & ".join(workers) + " & wait"]
 
@@ -191,6 +194,8 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=16000,
                         help="select1 transactions of the shorter run, all clients together (tpcb: a quarter)")
     parser.add_argument("--tpcb", default="prepared:8", help="the one tpcb cell, PROTOCOL:CLIENTS")
+    parser.add_argument("--baseline", help="also measure the workers of another checkout (its extension built), "
+                                           "in the same rounds, as the side 'baseline'")
     parser.add_argument("--repeat", type=int, default=3, help="measurements of each side per cell (median shown)")
     parser.add_argument("--instructions", type=int, default=0,
                         help="also count instructions with callgrind: transactions of the shorter run (0: skip)")
@@ -235,7 +240,10 @@ def main() -> None:
                 n = max(1, total // clients)
                 order = [("pgbench", sides.pgbench_cmd, pgbench_transactions),
                          ("concurbench", sides.ours_cmd, ours_transactions)]
-                rows: dict[str, list[dict[str, float]]] = {"pgbench": [], "concurbench": []}
+                if args.baseline:
+                    order.append(("baseline", lambda n: sides.ours_cmd(n, str(Path(args.baseline) / "src")),
+                                  ours_transactions))
+                rows: dict[str, list[dict[str, float]]] = {side: [] for side, _, _ in order}
                 for repeat in range(args.repeat):
                     for side, make, of in (order if repeat % 2 == 0 else order[::-1]):
                         counts, done = per_transaction(counted, make, of, n, work)
