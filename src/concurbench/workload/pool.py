@@ -91,8 +91,8 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     try:
         run = _compiled_loop if loop == "compiled" else _loop
         stopped = run(live, window, status, finished)
-    except Exception as exc:  # noqa: BLE001 - keep what was measured
-        problems.append(f"worker stopped: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - keep what was measured, and stop the run: its figures are cut short
+        stopped = f"a worker's load loop failed: {type(exc).__name__}: {exc}"
     finally:
         problems.extend(end_sessions(live))
         ended = time.perf_counter_ns()
