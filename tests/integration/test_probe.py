@@ -211,3 +211,18 @@ def test_run_with_probe_on_the_embedded_default_probes_then_runs(cli_main, tmp_p
     assert probe_json["ok"] is True and probe_json["probes"][0]["target"] == "embedded"
     summary = json.loads((tmp_path / "runs" / written[0] / "summary.json").read_text())
     assert [(r["variant"], r["status"]) for r in summary["results"]] == [("v", "ok")]
+
+
+def test_a_timed_statement_is_tried_in_the_rolled_back_transaction_not_at_its_time(probe, tmp_path):
+    """A `statement` background would run only once a window began; the probe tries its SQL with the setup's, so a
+    mistake in it (here a table that does not exist) is found before a run."""
+    path = scenario_file(tmp_path, "setup:\n  - CREATE TABLE probe_t (id int)\nvariants:\n  v:\n    background:\n"
+                                   "      - {name: alter, kind: statement, at: 0.5s, sql: ALTER TABLE probe_t ADD COLUMN c int}\n"
+                                   "      - {name: typo, kind: statement, at: 0.5s, sql: ALTER TABLE probe_tt ADD COLUMN c int}\n"
+                                   "    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n")
+    code, _, _, checks = probe(path, "super")
+    assert code == 1
+    assert checks["background alter (statement)"]["status"] == "ok"
+    assert checks["v: background alter"]["server_says"] == "1 statement ran and was rolled back"
+    typo = checks["v: background typo"]
+    assert typo["status"] == "failed" and 'relation "probe_tt" does not exist' in typo["server_says"]

@@ -25,6 +25,8 @@ def first_line(exc: BaseException | str | None) -> str:
 def without_statements(spec):
     """A held transaction that begins and ends without the scenario's statements (they need the setup's
     objects, which exist only inside the probe's own transaction)."""
+    if spec.kind == "statement":  # it would run only once a window began; its SQL goes in the rolled-back transaction
+        return replace(spec, sql=())
     if spec.kind != "hold_transaction":
         return spec
     return replace(spec, sql=(), release_after=None, release_when=None)
@@ -41,10 +43,11 @@ def why_not_run(statement: str) -> str | None:
 
 
 def background_statements(variant) -> list[tuple[str, str]]:
-    """(what, sql) of each statement the variant's held transactions run: in the setup's transaction."""
+    """(what, sql) of each statement the variant's held transactions and timed statements run: in the setup's
+    transaction."""
     out = []
     for spec in variant.background:
-        if spec.kind != "hold_transaction":
+        if spec.kind not in ("hold_transaction", "statement"):
             continue
         out += [(f"background {spec.name}", sql) for sql in spec.sql]
         if spec.release_when:
