@@ -70,3 +70,18 @@ def test_the_compiled_loop_binds_to_psycopgs_own_libpq():
     with pytest.raises(RuntimeError, match="not loaded"):
         fastloop._fastloop.bind("/nonexistent/pq.so", psycopg.pq.version())
     assert fastloop._fastloop.bind(module, psycopg.pq.version()) == bound
+
+
+def test_an_extension_built_from_other_sources_is_refused_not_called(monkeypatch):
+    """A stand-in for a stale build (an editable install whose Python code moved on while its .so did not): the
+    loop it would run takes other arguments, so `auto` falls back to the Python loop and `compiled` says why."""
+    if fastloop._fastloop is None:
+        pytest.skip("the extension is not built here")
+    assert fastloop._fastloop.INTERFACE == fastloop.INTERFACE  # the real build matches its sources
+    stale = type("Stale", (), {"bind": staticmethod(fastloop._fastloop.bind)})  # no INTERFACE: built before it
+    monkeypatch.setattr(fastloop, "_fastloop", stale)
+    monkeypatch.setattr(fastloop, "_bound", [])
+    assert "built from other sources" in fastloop.unavailable("postgres")
+    assert fastloop.resolve("auto", "postgres") == "python"
+    with pytest.raises(RunError, match="rebuild it with `pip install -e .`"):
+        fastloop.resolve("compiled", "postgres")

@@ -32,6 +32,7 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
+INTERFACE = 2  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 _bound: list[str] = []  # the libpq file the extension calls, once bound in this process
@@ -42,6 +43,10 @@ def bind() -> str:
     if _fastloop is None:
         raise RuntimeError(f"the extension concurbench.workload._fastloop cannot be loaded ({_IMPORT_ERROR}: "
                            f"the install had no C compiler or Python headers?)")
+    if getattr(_fastloop, "INTERFACE", 1) != INTERFACE:
+        raise RuntimeError("the extension concurbench.workload._fastloop was built from other sources than this "
+                           "install's (an older checkout?): rebuild it with `pip install -e .` or `python setup.py "
+                           "build_ext --inplace`")
     if not _bound:
         impl = psycopg.pq.__impl__
         path = getattr(sys.modules.get(psycopg.pq.PGconn.__module__), "__file__", None)
