@@ -72,7 +72,7 @@ def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
     spec = Background("late", "hold_transaction", "read committed", ("LOCK TABLE timed IN ACCESS EXCLUSIVE MODE",),
                       release_after=0.8, start_after=0.3)
     stats, (hold,) = run_with(server, [spec], duration=1.2)
-    events = hold.events()
+    events = hold.timeline()
     assert [e["kind"] for e in events] == ["start", "release"]
     assert only(events, "start")["t_s"] == pytest.approx(0.3, abs=SLACK)
     assert only(events, "release")["t_s"] == pytest.approx(0.8, abs=SLACK)
@@ -87,7 +87,7 @@ def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
 def test_hold_without_stop_is_held_to_the_window_end(server, admin, table):
     spec = Background("held", "hold_transaction", "read committed", ("SELECT 1",), start_after=0.2)
     _, (hold,) = run_with(server, [spec], duration=0.6)
-    kinds = [(e["kind"], e["t_s"]) for e in hold.events()]
+    kinds = [(e["kind"], e["t_s"]) for e in hold.timeline()]
     assert [k for k, _ in kinds] == ["start", "stop"]
     assert kinds[1][1] == pytest.approx(0.6, abs=SLACK)
     assert hold.describe()["released_at_s"] is None
@@ -150,7 +150,7 @@ def test_statement_still_running_at_the_window_end_is_cancelled(server, admin, t
     statement = sessions[1].describe()
     assert statement["outcome"] == "cancelled"
     assert "server_error" not in statement and "error" not in statement
-    failed = only(sessions[1].events(), "statement_failed")
+    failed = only(sessions[1].timeline(), "statement_failed")
     assert failed["detail"].startswith("cancelled at the end of the window")
     assert failed["t_s"] == pytest.approx(0.6, abs=SLACK)
     assert leftover_sessions(admin) == []

@@ -65,7 +65,8 @@ class StandInXeServer:
         elif sql.startswith("DROP EVENT SESSION"):
             self.defined = False
         rows = {"sys.server_event_sessions": [(int(self.defined),)], "COUNT(*) AS n FROM sys.dm_xe_sessions":
-                [(int(self.running),)], "dropped_event_count": [(0, 0)], "RingBufferTarget": [(7, 7, 0)]}
+                [(int(self.running),)], "dropped_event_count": [(0, 0)],
+                "LEFT(t.target_data": [('<RingBufferTarget totalEventsProcessed="7" eventCount="7" droppedCount="0">',)]}
         return Cursor(next((r for key, r in rows.items() if key in sql), []))
 
 
@@ -89,7 +90,7 @@ def test_samplers_read_last_then_the_observer_stops(server, running_server, tmp_
 
     monkeypatch.setattr(WaitEvents, "read", recorded_read)
     monkeypatch.setattr(runner_module, "make_background",
-                        lambda spec, conninfo, engine: XEventSession(spec, conninfo, connect=xe_server.connect))
+                        lambda spec, conninfo, engine, **_: XEventSession(spec, conninfo, connect=xe_server.connect))
     path = tmp_path / "window-order.yaml"
     path.write_text(SCENARIO)
     outcome = Runner(load_scenario(path), running_server(server[1]), out_dir=tmp_path).run()

@@ -68,9 +68,9 @@ def test_hold_with_start_after_begins_only_when_its_timer_fires():
     now[0] = 12_000_000_000
     hold.release()
     assert engine.sent == ["BEGIN repeatable read", "SELECT 1", "COMMIT"]
-    assert [(e["kind"], e["t_s"]) for e in hold.events()] == [("start", 1.0), ("release", 2.0)]
+    assert [(e["kind"], e["t_s"]) for e in hold.timeline()] == [("start", 1.0), ("release", 2.0)]
     hold.measurement_ended(13_000_000_000)
-    assert [e["kind"] for e in hold.events()] == ["start", "release"], "released: no stop event"
+    assert [e["kind"] for e in hold.timeline()] == ["start", "release"], "released: no stop event"
 
 
 def test_events_round_trip_through_summary_json_and_older_results_have_none():
@@ -149,3 +149,17 @@ def test_over_time_chart_marks_every_event_in_the_window(timed_run):
     finally:
         for fig in charts.values():
             plt.close(fig)
+
+
+def test_an_observer_whose_attributes_share_a_name_gives_no_timeline():
+    """An Extended Events session keeps its event names in `events`: the runner asks background sessions for their
+    timeline by a name no observer uses (a stand-in session, as SQL Server cannot run here)."""
+    from concurbench.background.kinds import background_events
+    from concurbench.background.xevents import XEventSession
+    from concurbench.scenario.model import Background
+
+    spec = Background(name="xe", kind="xevents", isolation="", sql=(),
+                      options={"events": ["sqlserver.sql_batch_completed"], "target": "ring_buffer"})
+    session = XEventSession(spec, "DRIVER=x", connect=lambda *a, **k: None)
+    assert session.events == ["sqlserver.sql_batch_completed"]
+    assert background_events([session]) == []

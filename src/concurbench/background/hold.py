@@ -164,6 +164,6 @@ class HeldTransaction:
             out["error"] = "; ".join(self.problems)
         return out
 
-    def events(self) -> list[dict]:
+    def timeline(self) -> list[dict]:
         """Its timeline events (begin, release, held to the end), in window times."""
         return self.recorder.events(self._measure_from)

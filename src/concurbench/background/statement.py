@@ -179,5 +179,5 @@ class TimedStatement:
             out["error"] = "; ".join(self.problems)
         return out
 
-    def events(self) -> list[dict]:
+    def timeline(self) -> list[dict]:
         return self.recorder.events(self._measure_from)
