@@ -21,16 +21,22 @@ server whose max_connections the scenario raises) and reports the time to connec
 harness's memory per session (resident memory of the worker processes after connecting, against a
 run with a few sessions) and whether every session ended cleanly.
 
-    python benchmarks/driver_overhead.py [--seconds 5] [--rounds 3] [--clients 1,8,32,128]
+    python benchmarks/driver_overhead.py [--seconds 5] [--rounds 10] [--min-rounds 3] [--clients 1,8,32,128]
         [--workloads select1,tpcb] [--protocols simple,prepared] [--loops auto] [--scale 10]
         [--sessions 1000] [--csv FILE]
-    python benchmarks/driver_overhead.py --from-csv FILE   # the summary of an earlier run
+    python benchmarks/driver_overhead.py --from-csv FILE [--rounds N --min-rounds M]  # an earlier run's summary
 
 Each `ratio` line gives the geometric mean of the rounds' ratios with its 95% interval (Student t
-on the logarithms of the paired rounds) and, where the goal applies, whether it is met (the whole
-interval inside the goal), missed (the whole interval outside) or undecided (more rounds needed):
-at least 0.9x pgbench's throughput at 8 and 32 clients, and at one client each statement's mean
-within 0.9x-1.1x of `pgbench -r`'s.
+on the logarithms of the paired rounds) and, where a goal applies, whether it is met (the whole
+interval inside the goal), missed (the whole interval outside) or undecided (more rounds needed).
+The goals: at 8, 32 and 128 clients, at least 0.95x pgbench's throughput and at most 1.05x its CPU
+per transaction; at one client, each statement's mean within 0.9x-1.1x of `pgbench -r`'s.
+
+The number of rounds is sequential, as `--check` does it: from `--min-rounds` on, after every
+round, each cell (workload, protocol, clients) whose goals are all decided stops, and the others go
+on up to `--rounds`. Looking after every round would raise the chance of a wrong verdict, so a look
+judges at the share of the 5% error rate that --check's spending function gives it (most of it at
+the last round; the line says the level and the interval used when it is not 95%).
 """
 
 from __future__ import annotations
@@ -53,6 +59,7 @@ import psutil
 import psycopg
 
 from concurbench import stats
+from concurbench.stats.decisions import look_levels
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres, wheel_install
 from concurbench.scenarios import load_scenario
@@ -92,21 +99,33 @@ class Measure:
 
 
 # -- the goal ----------------------------------------------------------------------
-THROUGHPUT_GOAL = (0.9, math.inf)  # concurbench's tps at least 0.9x pgbench's ...
-GOAL_CLIENTS = (8, 32)  # ... at these client counts
+THROUGHPUT_GOAL = (0.95, math.inf)  # concurbench's tps at least 0.95x pgbench's ...
+CPU_GOAL = (0.0, 1.05)  # ... its CPU per transaction at most 1.05x pgbench's ...
+GOAL_CLIENTS = (8, 32, 128)  # ... at these client counts
 STATEMENT_GOAL = (0.9, 1.1)  # one client: each statement's mean within 10% of pgbench -r's
+MIN_ROUNDS = 3  # the first look at a cell's goals
 
 
-def ratio_interval(ratios: list[float]) -> tuple[float, float | None, float | None]:
-    """The geometric mean of per-round ratios and its 95% interval (Student t on their logarithms).
+def ratio_interval(ratios: list[float], alpha: float = 0.05) -> tuple[float, float | None, float | None]:
+    """The geometric mean of per-round ratios and its 1 - alpha interval (Student t on their logarithms).
 
     Rounds are paired (both sides ran back to back), so each round's ratio is one observation and
     drift that hits both sides cancels; the logarithm makes 0.8x and 1.25x equally far from 1.
     """
     est = stats.estimate([math.log(r) for r in ratios])
-    if est.low is None:
+    half = est.half_at(alpha)
+    if half is None:
         return math.exp(est.mean), None, None
-    return math.exp(est.mean), math.exp(est.low), math.exp(est.high)
+    return math.exp(est.mean), math.exp(est.mean - half), math.exp(est.mean + half)
+
+
+def look_alpha(rounds: int, first: int, last: int) -> float:
+    """The level a cell's goals are judged at after `rounds` rounds, when the run looks after `first`,
+    first + 1, ..., `last` rounds and stops a cell once its goals are decided: the error rate that
+    --check's spending function (stats.look_levels) gives that look, so that looking after every
+    round keeps the chance of a wrong verdict within 5%. One look (first >= last) is at 5%."""
+    levels = look_levels(first, last)
+    return levels[min(max(rounds - first, 0), len(levels) - 1)]
 
 
 def goal_verdict(low: float | None, high: float | None, goal: tuple[float, float]) -> str:
@@ -121,7 +140,8 @@ def goal_verdict(low: float | None, high: float | None, goal: tuple[float, float
     return "undecided"
 
 
-def ratio_summary(ratios: list[float], goal: tuple[float, float] | None) -> str:
+def ratio_summary(ratios: list[float], goal: tuple[float, float] | None, alpha: float = 0.05) -> str:
+    """The ratio, its 95% interval, and the goal's verdict at `alpha` (with that interval when it is not 95%)."""
     mean, low, high = ratio_interval(ratios)
     text = f"{mean:.2f}"
     if low is not None:
@@ -129,9 +149,40 @@ def ratio_summary(ratios: list[float], goal: tuple[float, float] | None) -> str:
     else:
         text += " (1 round"
     if goal is not None:
-        bounds = f">= {goal[0]:g}" if goal[1] == math.inf else f"{goal[0]:g}-{goal[1]:g}"
-        text += f"; goal {bounds}: {goal_verdict(low, high, goal)}"
+        bounds = f">= {goal[0]:g}" if goal[1] == math.inf else (f"<= {goal[1]:g}" if goal[0] <= 0 else
+                                                                f"{goal[0]:g}-{goal[1]:g}")
+        _, at_low, at_high = ratio_interval(ratios, alpha)
+        text += f"; goal {bounds}: {goal_verdict(at_low, at_high, goal)}"
+        if abs(alpha - 0.05) > 1e-12 and at_low is not None:
+            text += f" at this look's level {alpha:.4f} (interval {at_low:.3f}-{at_high:.3f})"
     return text + f"; rounds {', '.join(f'{r:.2f}' for r in ratios)})"
+
+
+def cell_goals(clients: int, rounds: list, loop_names: list[str]) -> list[tuple[list[float], tuple[float, float]]]:
+    """(per-round ratios, goal) of every goal a cell has: throughput and CPU per transaction at the goal's
+    client counts, each statement's mean at one client."""
+    out = []
+    for name in loop_names:
+        side = f"concurbench/{name}"
+        if clients in GOAL_CLIENTS:
+            out.append(([r[1][side].tps / r[0].tps for r in rounds], THROUGHPUT_GOAL))
+            out.append(([r[1][side].cpu_us / r[0].cpu_us for r in rounds], CPU_GOAL))
+        elif clients == 1:
+            for stmt in rounds[0][0].statements_ms:
+                out.append(([r[1][side].statements_ms[stmt] / r[0].statements_ms[stmt] for r in rounds
+                             if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)], STATEMENT_GOAL))
+    return out
+
+
+def settled(clients: int, rounds: list, loop_names: list[str], first: int, last: int) -> bool:
+    """Whether every goal of a cell is decided (met or missed) at this look; cells without goals after `first`."""
+    if len(rounds) < first:
+        return False
+    alpha = look_alpha(len(rounds), first, last)
+    for ratios, goal in cell_goals(clients, rounds, loop_names):
+        if len(ratios) < 2 or goal_verdict(*ratio_interval(ratios, alpha)[1:], goal) not in ("met", "missed"):
+            return False
+    return True
 
 
 # -- pgbench -----------------------------------------------------------------------
@@ -247,13 +298,19 @@ def compare(server, pgbench: Path, args, writer) -> list[str]:
             bench_args, make = ["-b", "tpcb-like"], (lambda c, p: tpcb_pool(c, p, args.scale))
         else:
             raise SystemExit(f"unknown workload {workload}: select1 or tpcb")
-        print(f"\n== {workload}: {args.rounds} interleaved rounds of {args.seconds:g} s per side", flush=True)
+        print(f"\n== {workload}: up to {args.rounds} interleaved rounds of {args.seconds:g} s per side; a cell "
+              f"stops once its goals are decided (looks from round {min(args.min_rounds, args.rounds)})", flush=True)
         print(f"{'round':>5} {'protocol':>8} {'clients':>7} {'side':>22} {'tps':>9} {'CPU us/txn':>10} "
               f"{'ratio':>6}  statement means ms", flush=True)
         results: dict[tuple, list[tuple[Measure, dict[str, Measure]]]] = {}
+        done: set[tuple[str, int]] = set()
         for round_no in range(args.rounds):
+            if len(done) == len(protocols) * len(clients_list):
+                break
             for protocol in protocols:
                 for clients in clients_list:
+                    if (protocol, clients) in done:
+                        continue
                     sides = [("pgbench", None), *((f"concurbench/{name}", name) for name in loop_names)]
                     if round_no % 2:
                         sides.reverse()
@@ -276,15 +333,21 @@ def compare(server, pgbench: Path, args, writer) -> list[str]:
                             writer.writerow([workload, round_no + 1, protocol, clients, side, m.note,
                                              round(m.tps, 1), round(m.cpu_us, 2), round(ratio, 4),
                                              " ".join(f"{n}={v:.5f}" for n, v in m.statements_ms.items())])
-        summary += summarize(workload, results, loop_names)
+            for (protocol, clients), rounds in results.items():
+                if (protocol, clients) not in done and settled(clients, rounds, loop_names, args.min_rounds,
+                                                               args.rounds):
+                    done.add((protocol, clients))
+                    print(f"      {protocol} {clients} clients: goals decided after {len(rounds)} rounds", flush=True)
+        summary += summarize(workload, results, loop_names, args.min_rounds, args.rounds)
     if script:
         os.unlink(script)
     return summary
 
 
 def summarize(workload: str, results: dict[tuple, list[tuple[Measure, dict[str, Measure]]]],
-              loop_names: list[str]) -> list[str]:
-    """Print the per-statement medians of one workload; return its summary lines (ratios with intervals)."""
+              loop_names: list[str], first: int = MIN_ROUNDS, last: int = MIN_ROUNDS) -> list[str]:
+    """Print the per-statement medians of one workload; return its summary lines (ratios with intervals,
+    each goal judged at the level of the look its cell stopped at: looks after `first` to `last` rounds)."""
     summary: list[str] = []
     print(f"\n-- {workload}: per-statement means (ms, median over rounds)")
     for (protocol, clients), rounds in results.items():
@@ -297,15 +360,21 @@ def summarize(workload: str, results: dict[tuple, list[tuple[Measure, dict[str, 
                 cells.append(f"{name} {ours:.4f}" + ("" if side == "pgbench" else f" ({ours / theirs:.2f}x)"))
             print(f"{protocol:>8} {clients:>4} clients {side:>22}: {', '.join(cells)}")
     for (protocol, clients), rounds in results.items():
+        alpha = look_alpha(len(rounds), first, last)
+        goal = clients in GOAL_CLIENTS
         for name in loop_names:
             side = f"concurbench/{name}"
             ratios = [r[1][side].tps / r[0].tps for r in rounds]
+            cpu_ratios = [r[1][side].cpu_us / r[0].cpu_us for r in rounds]
             cpu_ours = statistics.median(r[1][side].cpu_us for r in rounds)
             cpu_theirs = statistics.median(r[0].cpu_us for r in rounds)
             which = "" if len(loop_names) == 1 else f" [{name}]"
             summary.append(f"ratio {workload} {protocol} {clients} clients{which}: "
-                           f"{ratio_summary(ratios, THROUGHPUT_GOAL if clients in GOAL_CLIENTS else None)}; "
-                           f"CPU/txn {cpu_ours:.1f} us vs pgbench {cpu_theirs:.1f} us")
+                           f"{ratio_summary(ratios, THROUGHPUT_GOAL if goal else None, alpha)}; "
+                           f"CPU/txn {cpu_ours:.1f} us vs pgbench {cpu_theirs:.1f} us (medians)")
+            if goal:
+                summary.append(f"cpu {workload} {protocol} {clients} clients{which}: CPU per transaction over "
+                               f"pgbench's {ratio_summary(cpu_ratios, CPU_GOAL, alpha)}")
             if clients == 1:
                 for stmt in rounds[0][0].statements_ms:
                     ours = statistics.median(r[1][side].statements_ms.get(stmt, float("nan")) for r in rounds)
@@ -314,11 +383,11 @@ def summarize(workload: str, results: dict[tuple, list[tuple[Measure, dict[str, 
                                  if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)]
                     summary.append(f"statement mean {workload} {protocol} 1 client {stmt}{which}: "
                                    f"{ours * 1000:.1f} us vs pgbench {theirs * 1000:.1f} us (medians); "
-                                   f"ratio {ratio_summary(per_round, STATEMENT_GOAL)}")
+                                   f"ratio {ratio_summary(per_round, STATEMENT_GOAL, alpha)}")
     return summary
 
 
-def from_csv(path: str) -> list[str]:
+def from_csv(path: str, first: int = MIN_ROUNDS, last: int = MIN_ROUNDS) -> list[str]:
     """The summary of an earlier run, from the file its --csv wrote (nothing is measured)."""
     by_workload: dict[str, dict[tuple, dict[int, tuple[Measure | None, dict[str, Measure]]]]] = {}
     loops: list[str] = []
@@ -339,7 +408,7 @@ def from_csv(path: str) -> list[str]:
     for workload, cells in by_workload.items():
         results = {key: [rounds[n] for n in sorted(rounds) if rounds[n][0] is not None]
                    for key, rounds in cells.items()}
-        summary += summarize(workload, results, loops)
+        summary += summarize(workload, results, loops, first, last)
     return summary
 
 
@@ -409,7 +478,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=10, help="the most rounds a cell runs")
+    parser.add_argument("--min-rounds", type=int, default=MIN_ROUNDS,
+                        help="rounds before a cell's goals are first judged (it stops once they are decided)")
     parser.add_argument("--clients", default="1,8,32,128")
     parser.add_argument("--workloads", default="select1,tpcb")
     parser.add_argument("--protocols", default="simple,prepared")
@@ -420,7 +491,7 @@ def main() -> None:
     parser.add_argument("--from-csv", help="print the summary of an earlier run's --csv file; measure nothing")
     args = parser.parse_args()
     if args.from_csv:
-        print("\n".join(from_csv(args.from_csv)))
+        print("\n".join(from_csv(args.from_csv, args.min_rounds, args.rounds)))
         return
     for name in args.loops.split(","):
         if name not in fastloop.LOOPS:

@@ -2,10 +2,12 @@
 
 One embedded PostgreSQL serves three measurements, each with every event loop in `--loops`:
 
-- rate: a pool offering `--rate` transactions per second (Poisson arrivals, as pgbench -R) of a
-  primary-key SELECT for `--seconds`: the throughput it achieved against the rate (ratio and %
-  error, beside the error Poisson arrivals alone give a window of that length), and its schedule
-  lag (when each transaction was sent, minus when it was due) at p99 and max;
+- rate: a pool offering `--rate` transactions per second of a primary-key SELECT for
+  `--rate-seconds`, once with Poisson arrivals (as pgbench -R) and once with fixed ones: the
+  throughput it achieved against the rate (ratio and % error; Poisson arrivals alone move the count
+  by one over the square root of the expected count, fixed ones do not, so the fixed run shows the
+  loop's own error), and its schedule lag (when each transaction was sent, minus when it was due) at
+  p99 and max;
 - stall: a `--stall` long row-lock stall, `--stall-at` into the window: a held transaction locks
   the row that every transaction of the pool updates. Once with a pool at `--stall-rate`, once
   with a closed-loop pool of the same clients whose think time offers about the same load. The
@@ -15,12 +17,15 @@ One embedded PostgreSQL serves three measurements, each with every event loop in
   than half the stall, and the ratios. How far the closed loop's p99 falls depends on the window:
   its `--clients` slow transactions reach its p99 while they are more than 1% of the window's;
 - cpu: the load generator's CPU per transaction (its worker processes, warm-up included, per
-  transaction at the measured rate) of a pool at `--cpu-rate`, against a closed-loop pool whose
-  think time is set from that run to reach the same throughput: the ratio rate / closed.
+  transaction at the measured rate) and its wakeups per transaction (the workers' voluntary context
+  switches), rate-driven over closed-loop, in three pairs interleaved over `--cpu-rounds` rounds
+  (see part_cpu): busy (both as fast as the server answers: the rate loop's own work), alike (a set
+  rate against one closed client with the same wakeups: the fair pair at a rate) and lockstep
+  (Poisson arrivals against clients that think alike and so wake together).
 
-    python benchmarks/open_loop.py [--seconds 5] [--rate 1000] [--clients 8] [--stall 1]
-        [--stall-at 1] [--stall-window 10] [--stall-rate 200] [--cpu-rate 500] [--loops python,compiled]
-        [--parts rate,stall,cpu]
+    python benchmarks/open_loop.py [--seconds 5] [--rate-seconds 20] [--rate 1000] [--clients 8]
+        [--stall 1] [--stall-at 1] [--stall-window 5] [--stall-rate 200] [--cpu-rate 500]
+        [--cpu-rounds 3] [--loops python,compiled] [--parts rate,stall,cpu]
 
 The figures are one run of each: on a shared or busy machine read them as that, not as a quiet
 machine's (docs/load-generator.md, "Open-loop load").
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import resource
 import sys
 
 import psycopg
@@ -92,15 +98,21 @@ def lookups(clients: int, **kw) -> Pool:
 
 
 def part_rate(conninfo: str, args, loop: str) -> list[str]:
-    result, stats = run(conninfo, lookups(args.clients, rate=args.rate), seconds=args.seconds,
-                        warmup=args.warmup, loop=loop)
-    tps = stats.transactions / result.elapsed_s
-    error = (tps / args.rate - 1) * 100
-    poisson = 100 / math.sqrt(args.rate * result.elapsed_s)  # one standard deviation of a Poisson count
-    return [f"rate [{result.loop}]: {tps:,.1f} tps of {args.rate:g} offered over {result.elapsed_s:.2f} s: "
-            f"ratio {tps / args.rate:.4f}, error {error:+.2f}% (Poisson arrivals alone: +/-{poisson:.2f}% at one sd); "
-            f"lag p99 {stats.lag.percentile_ms(99.0):.2f} ms, max {stats.lag.max_ms():.2f} ms, "
-            f"mean {stats.lag.mean_ms():.3f} ms"]
+    """--rate over --rate-seconds, with Poisson arrivals (whose count alone varies by one over the square
+    root of the expected count) and with fixed ones (which do not: what is left is the loop's own error)."""
+    lines = []
+    for arrivals in ("poisson", "fixed"):
+        result, stats = run(conninfo, lookups(args.clients, rate=args.rate, arrivals=arrivals),
+                            seconds=args.rate_seconds, warmup=args.warmup, loop=loop)
+        tps = stats.transactions / result.elapsed_s
+        error = (tps / args.rate - 1) * 100
+        noise = (f"Poisson arrivals alone: +/-{100 / math.sqrt(args.rate * result.elapsed_s):.2f}% at one sd"
+                 if arrivals == "poisson" else "fixed arrivals: no count noise")
+        lines.append(f"rate [{result.loop}] {arrivals}: {tps:,.1f} tps of {args.rate:g} offered over "
+                     f"{result.elapsed_s:.2f} s: ratio {tps / args.rate:.4f}, error {error:+.2f}% ({noise}); "
+                     f"lag p99 {stats.lag.percentile_ms(99.0):.2f} ms, max {stats.lag.max_ms():.2f} ms, "
+                     f"mean {stats.lag.mean_ms():.3f} ms")
+    return lines
 
 
 def part_stall(conninfo: str, args, loop: str) -> list[str]:
@@ -128,19 +140,61 @@ def part_stall(conninfo: str, args, loop: str) -> list[str]:
     return lines
 
 
+def switches_per_txn(before, after, result, stats) -> float:
+    """Voluntary context switches of the worker processes (each one a wait that blocked: a wakeup) per
+    transaction, over the same span as cpu_us_per_txn."""
+    tps = stats.transactions / result.elapsed_s
+    return (after.ru_nvcsw - before.ru_nvcsw) / max(tps * max(result.worker_wall_s), 1)
+
+
+def measured(conninfo: str, pool: Pool, args, loop: str) -> tuple[float, float, float, float]:
+    """One window of `pool`: (tps, CPU us per transaction, wakeups per transaction, mean latency ms)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers are this process's children
+    result, stats = run(conninfo, pool, seconds=args.seconds, warmup=args.warmup, loop=loop)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (stats.transactions / result.elapsed_s, cpu_us_per_txn(result, stats),
+            switches_per_txn(before, after, result, stats), stats.txn.mean_ms())
+
+
 def part_cpu(conninfo: str, args, loop: str) -> list[str]:
-    rated, rstats = run(conninfo, lookups(args.clients, rate=args.cpu_rate), seconds=args.seconds,
-                        warmup=args.warmup, loop=loop)
-    rate_tps = rstats.transactions / rated.elapsed_s
-    # each closed-loop client sends one transaction per (service time + think): think for the same throughput
-    think = max(args.clients / rate_tps - rstats.txn.mean_ms() / 1000, 0.0)
-    closed, cstats = run(conninfo, lookups(args.clients, think=think), seconds=args.seconds, warmup=args.warmup,
-                         loop=loop)
-    closed_tps = cstats.transactions / closed.elapsed_s
-    rate_cpu, closed_cpu = cpu_us_per_txn(rated, rstats), cpu_us_per_txn(closed, cstats)
-    return [f"cpu [{rated.loop}]: rate {rate_tps:,.1f} tps at {rate_cpu:.1f} us CPU a transaction; closed loop "
-            f"(think {think * 1000:.1f} ms) {closed_tps:,.1f} tps at {closed_cpu:.1f} us; "
-            f"ratio rate / closed {rate_cpu / closed_cpu:.3f}"]
+    """Three pairs, interleaved over --cpu-rounds rounds (the order turns each round):
+    - busy: a rate far above what the server gives (1e6/s) against the closed loop without think.
+      Both loops send as fast as answers come, so the pair isolates the rate loop's own work per
+      transaction (drawing arrivals, timing from the due time, the lag histogram);
+    - alike: --cpu-rate with fixed arrivals over --clients sessions against one closed-loop client
+      whose think time reaches the same throughput. Both wait for a timer, send, and wait for the
+      answer: the same wakeups per transaction, so the pair is the fair test at a set rate;
+    - lockstep: --cpu-rate with Poisson arrivals against --clients closed-loop clients with think.
+      Started together and thinking alike, those clients wake together and share wakeups, which
+      Poisson arrivals (spread out by definition) cannot; the wakeups per transaction say how much."""
+    ratios: dict[str, list[float]] = {"busy": [], "alike": [], "lockstep": []}
+    lines = []
+    for r in range(args.cpu_rounds):
+        for name in (("busy", "alike", "lockstep") if r % 2 == 0 else ("lockstep", "alike", "busy")):
+            if name == "busy":
+                rated = measured(conninfo, lookups(args.clients, rate=1e6), args, loop)
+                closed = measured(conninfo, lookups(args.clients), args, loop)
+                what = f"rate 1e6/s over {args.clients} / closed loop, {args.clients} clients"
+            elif name == "alike":
+                rated = measured(conninfo, lookups(args.clients, rate=args.cpu_rate, arrivals="fixed"), args, loop)
+                think = max(1 / rated[0] - rated[3] / 1000, 0.0)  # one client: one transaction per (service + think)
+                closed = measured(conninfo, lookups(1, think=think), args, loop)
+                what = f"rate {args.cpu_rate:g}/s fixed over {args.clients} / closed loop, 1 client, think {think * 1000:.2f} ms"
+            else:
+                rated = measured(conninfo, lookups(args.clients, rate=args.cpu_rate), args, loop)
+                think = max(args.clients / rated[0] - rated[3] / 1000, 0.0)
+                closed = measured(conninfo, lookups(args.clients, think=think), args, loop)
+                what = (f"rate {args.cpu_rate:g}/s Poisson over {args.clients} / closed loop, {args.clients} clients, "
+                        f"think {think * 1000:.1f} ms")
+            ratios[name].append(rated[1] / closed[1])
+            lines.append(f"cpu [{loop}] round {r + 1} {name:8}: {what}: {rated[0]:,.0f} / {closed[0]:,.0f} tps, "
+                         f"{rated[1]:.1f} / {closed[1]:.1f} us CPU a transaction ({rated[1] / closed[1]:.3f}x), "
+                         f"{rated[2]:.2f} / {closed[2]:.2f} wakeups a transaction")
+    for name, values in ratios.items():
+        mean = math.exp(sum(math.log(v) for v in values) / len(values))
+        lines.append(f"cpu [{loop}] {name}: CPU per transaction rate / closed, geometric mean of {len(values)} "
+                     f"round(s): {mean:.3f}x (rounds {', '.join(f'{v:.3f}' for v in values)})")
+    return lines
 
 
 PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu}
@@ -148,15 +202,17 @@ PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="window of the rate and cpu parts")
+    parser.add_argument("--seconds", type=float, default=5.0, help="window of each run of the cpu part")
+    parser.add_argument("--rate-seconds", type=float, default=20.0, help="window of the rate part")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="offered rate of the rate part (tps)")
     parser.add_argument("--clients", type=int, default=8, help="clients of every pool")
     parser.add_argument("--stall", type=float, default=1.0, help="seconds the row lock is held")
     parser.add_argument("--stall-at", type=float, default=1.0, help="seconds into the window the lock is taken")
-    parser.add_argument("--stall-window", type=float, default=10.0, help="window of the stall part")
+    parser.add_argument("--stall-window", type=float, default=5.0, help="window of the stall part")
     parser.add_argument("--stall-rate", type=float, default=200.0, help="offered rate of the stall part (tps)")
     parser.add_argument("--cpu-rate", type=float, default=500.0, help="offered rate of the cpu part (tps)")
+    parser.add_argument("--cpu-rounds", type=int, default=3, help="interleaved rounds of the cpu part")
     parser.add_argument("--loops", default="python,compiled", help="event loops: python, compiled, auto")
     parser.add_argument("--parts", default="rate,stall,cpu", help="which measurements: rate, stall, cpu")
     args = parser.parse_args()

@@ -163,3 +163,11 @@ def test_an_observer_whose_attributes_share_a_name_gives_no_timeline():
     session = XEventSession(spec, "DRIVER=x", connect=lambda *a, **k: None)
     assert session.events == ["sqlserver.sql_batch_completed"]
     assert background_events([session]) == []
+
+
+def test_events_close_in_time_share_one_chart_label():
+    from concurbench.report.overtime import label_groups
+    groups = label_groups(list(reversed(EVENTS)), close=0.1)
+    assert groups == [(-0.5, "reader start"), (0.4, "ddl statement start"), (0.7, "readers phase"),
+                      (1.0, "reader release; ddl statement end")]
+    assert [t for t, _ in label_groups(EVENTS, close=0.0)] == [-0.5, 0.4, 0.7, 1.0, 1.05]

@@ -95,10 +95,27 @@ def _figure(plt, ctx: Context, title: str, panels: list[tuple[VariantRun, pd.Dat
 
 
 def mark_events(ax, events: list[dict], *, labels: bool) -> None:
-    """A dashed vertical line at each event's time; with `labels`, its source and kind written along it."""
+    """A dashed vertical line at each event's time; with `labels`, its source and kind written along it
+    (one label for events closer than 2% of the axis, which would otherwise print over each other)."""
     for e in events:
         ax.axvline(e["t_s"], color="#555555", linestyle="--", linewidth=0.8, alpha=0.8)
-        if labels:
-            ax.text(e["t_s"], 0.98, f" {e['source'].partition(':')[2]} {e['kind'].replace('_', ' ')}",
-                    transform=ax.get_xaxis_transform(), rotation=90, fontsize=6, va="top", ha="right",
-                    color="#333333")
+    if labels and events:
+        low, high = ax.get_xlim()
+        for t, text in label_groups(events, 0.02 * (high - low)):
+            ax.text(t, 0.98, f" {text}", transform=ax.get_xaxis_transform(), rotation=90, fontsize=6,
+                    va="top", ha="right", color="#333333")
+
+
+def label_groups(events: list[dict], close: float) -> list[tuple[float, str]]:
+    """The events' labels, those within `close` seconds of the previous one joined into one: [(t_s, text)]."""
+    groups: list[tuple[float, list[str]]] = []
+    last = None
+    for e in sorted(events, key=lambda e: e["t_s"]):
+        text = f"{e['source'].partition(':')[2]} {e['kind'].replace('_', ' ')}"
+        if last is not None and e["t_s"] - last <= close:
+            if text not in groups[-1][1]:
+                groups[-1][1].append(text)
+        else:
+            groups.append((e["t_s"], [text]))
+        last = e["t_s"]
+    return [(t, "; ".join(texts)) for t, texts in groups]
