@@ -169,9 +169,14 @@ def cell_goals(clients: int, rounds: list, loop_names: list[str]) -> list[tuple[
             out.append(([r[1][side].cpu_us / r[0].cpu_us for r in rounds], CPU_GOAL))
         elif clients == 1:
             for stmt in rounds[0][0].statements_ms:
-                out.append(([r[1][side].statements_ms[stmt] / r[0].statements_ms[stmt] for r in rounds
-                             if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)], STATEMENT_GOAL))
+                out.append((statement_ratios(rounds, side, stmt), STATEMENT_GOAL))
     return out
+
+
+def statement_ratios(rounds: list, side: str, stmt: str) -> list[float]:
+    """One statement's mean over pgbench -r's, per round (rounds where either side lacks it left out)."""
+    return [r[1][side].statements_ms[stmt] / r[0].statements_ms[stmt] for r in rounds
+            if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)]
 
 
 def settled(clients: int, rounds: list, loop_names: list[str], first: int, last: int) -> bool:
@@ -379,8 +384,7 @@ def summarize(workload: str, results: dict[tuple, list[tuple[Measure, dict[str, 
                 for stmt in rounds[0][0].statements_ms:
                     ours = statistics.median(r[1][side].statements_ms.get(stmt, float("nan")) for r in rounds)
                     theirs = statistics.median(r[0].statements_ms[stmt] for r in rounds)
-                    per_round = [r[1][side].statements_ms[stmt] / r[0].statements_ms[stmt] for r in rounds
-                                 if r[1][side].statements_ms.get(stmt) and r[0].statements_ms.get(stmt)]
+                    per_round = statement_ratios(rounds, side, stmt)
                     summary.append(f"statement mean {workload} {protocol} 1 client {stmt}{which}: "
                                    f"{ours * 1000:.1f} us vs pgbench {theirs * 1000:.1f} us (medians); "
                                    f"ratio {ratio_summary(per_round, STATEMENT_GOAL, alpha)}")
