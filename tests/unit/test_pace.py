@@ -142,6 +142,20 @@ def test_the_loop_times_rate_transactions_from_their_due_time_and_counts_late_an
     assert stats.lag.count == 6 and stats.lag.total_ns == (0 + 5 + 10 + 15 + 20 + 15) * MS
 
 
+def test_a_rate_session_that_finishes_before_its_next_arrival_waits_for_it_and_is_timed_from_it():
+    # one client at 3 ms a transaction, 100/s due every 10 ms: each answer comes before the next arrival, so the
+    # session waits for it (and is not late): sent at 10, 20, ... 90 ms, each timed 3 ms with no lag
+    clock = Clock()
+    engine = Engine(clock, latency_ns=3 * MS)
+    s = session(engine, Pool("p", 1, (Statement("s", "SELECT 1"),), rate=100.0, arrivals="fixed"))
+    window = [START, START, START + 100 * MS]
+    pool_mod._loop([s], window, [0], [0], clock=clock, sleep=clock.sleep, poller=Poller(clock, engine))
+    stats = s.settle_stats()
+    assert [t - START for _step, t in engine.channels[0].sent] == [k * 10 * MS for k in range(1, 10)]
+    assert stats.transactions == 9 and stats.txn.total_ns == 9 * 3 * MS
+    assert stats.lag.count == 9 and stats.lag.total_ns == 0 and stats.late == 0 and stats.skipped == 0
+
+
 def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
     clock = Clock()
     engine = Engine(clock, latency_ns=MS)

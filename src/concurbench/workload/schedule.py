@@ -21,6 +21,7 @@ import random
 from ..scenario.model import Pool
 from .session import FAR_FUTURE as FAR  # no arrival, or never again
 NEVER = -FAR  # a segment that holds since before the window
+_log = math.log
 
 
 def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
@@ -73,6 +74,7 @@ class Pace:
         self.measure_from = measure_from
         self.stats = stats  # counts the skipped transactions (PoolStats), when given
         self.rng = random.Random(f"{seed}:{pool.name}:pace:{min(local) if local else 0}")
+        self._random = self.rng.random
         self.segs = []  # (from, to, local rate per ns or 0, active clients)
         segs = segments(pool)
         for k, (start, rate, clients) in enumerate(segs):
@@ -103,9 +105,10 @@ class Pace:
         segs = self.segs
         while self.k < len(segs):
             start, end, per_ns, _clients = segs[self.k]
-            t = max(t, start)
+            if t < start:
+                t = start
             if per_ns > 0:
-                gap = 1.0 / per_ns if self.fixed else -math.log(1.0 - self.rng.random()) / per_ns
+                gap = 1.0 / per_ns if self.fixed else -_log(1.0 - self._random()) / per_ns
                 if t + gap < end:
                     self.trigger = t = t + int(gap)
                     return t
@@ -117,12 +120,39 @@ class Pace:
     def take(self, index: int, now: int, window_end: int) -> tuple[int, int]:
         """Session `index` is free at `now`: (when to start, due time); due is -1 when it has no transaction
         (it waits until `when`, then asks again; FAR: never again)."""
+        segs = self.segs
+        k = self.k
+        if k < len(segs):
+            # The hot path of a rate-driven session: `now` falls in the arrivals' own segment, the session is
+            # one of its active ones, and the next arrival falls in it too (what arrival() would give).
+            start, end, per_ns, clients = segs[k]
+            if start <= now < end and index < clients:
+                if not self.paced:
+                    return now, now
+                if per_ns > 0:
+                    t = self.trigger
+                    if t < start:
+                        t = start
+                    gap = 1.0 / per_ns if self.fixed else -_log(1.0 - self._random()) / per_ns
+                    if t + gap < end:
+                        self.trigger = due = t + int(gap)
+                        if not self.limit or now - due <= self.limit:
+                            return (due if due > now else now), due
+                        return self._past_limit(due, now, window_end)
+                    self.k = k + 1  # the gap crosses the segment's end: arrival() goes on from the next one
+                    self.trigger = end
         when = self.gate(index, now)
         if when != now or not self.paced:
             return when, (-1 if when != now else now)
         due = self.arrival()
-        while self.limit and due < FAR and now - due > self.limit:
+        if self.limit:
+            return self._past_limit(due, now, window_end)
+        return (due if due > now else now), due
+
+    def _past_limit(self, due: int, now: int, window_end: int) -> tuple[int, int]:
+        """Skip the arrivals already later than latency_limit (counted when due inside the window)."""
+        while due < FAR and now - due > self.limit:
             if self.stats is not None and self.measure_from <= due <= window_end:
                 self.stats.skipped += 1
             due = self.arrival()
-        return max(due, now), due
+        return (due if due > now else now), due

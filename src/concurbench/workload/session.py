@@ -92,6 +92,7 @@ class Session:
         self._ends = self.stats.ends  # completion times, for the per-interval series
         self._end_append = self._ends.append
         self._appends = [self.stats.statement(name).pending.append for name in self.names]
+        self._lag_append = self.stats.lag.pending.append
         self._timings: list[int] = []
         self.refused_since = 0  # perf_counter ns of the first of this session's reconnects the server refused
         self.refusal = ""  # what the server said
@@ -216,23 +217,37 @@ class Session:
             if self.retries:
                 self.stats.retries += self.retries
             if self.paced:
-                self.stats.lag.pending.append(self.lag)
+                self._lag_append(self.lag)
                 if self.latency_limit and now - self.t0 > self.latency_limit:
                     self.stats.late += 1
             if len(self._ends) >= FLUSH_AT:
                 self.stats.flush()
-        if self.think or self.pace is not None or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
+        if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
+        # A timed pool starts here too when its next arrival is already due (as begin() does, inline).
+        pace = self.pace
+        due = now
+        if pace is not None:
+            when, due = pace.take(self.index, now, window[2])
+            if when != now:  # not due yet: wait for it (or never again)
+                if when >= FAR_FUTURE:
+                    self.state = DONE
+                else:
+                    self.due = due
+                    self.state = THINKING
+                    self.wake_at = when
+                return
         drawers = self.drawers
         self.attempt = self.retries = self.step = 0
-        self.t0 = now
+        self.t0 = due
         if drawers:
             self.params = params = {name: draw() for name, draw in drawers}
-            self.s0 = self.clock()
+            self.s0 = now = self.clock()
         else:
             self.params = params = None
             self.s0 = now
+        self.lag = now - due
         timings.clear()
         channel.send(0, params)
 
