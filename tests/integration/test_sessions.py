@@ -19,7 +19,9 @@ from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import Distribution, parse_distribution
+from concurbench.workload import fastloop
 from concurbench.workload.pool import LoadGenerator
+from concurbench.workload.session import Session
 
 pytestmark = pytest.mark.integration
 
@@ -83,13 +85,17 @@ def test_fixed_count_per_client_is_exact(server, loop, table):
 
 
 @pytest.mark.parametrize("protocol", ["prepared", "extended", "simple"])
-def test_parameters_reach_the_server_the_same_with_both_loops(server, admin, table, protocol, compiled):
-    """Seeded draws: a fixed count of transactions (no warm-up) inserts the same rows with either loop."""
+@pytest.mark.parametrize("drawn_by", ["python", "loop"])
+def test_parameters_reach_the_server_the_same_with_both_loops(server, admin, table, protocol, drawn_by, compiled):
+    """Seeded draws: a fixed count of transactions (no warm-up) inserts the same rows with either loop, whether
+    Python draws the parameters (a zipfian or sequence among them) or the compiled loop does (all uniform)."""
     quoted = Distribution("constant", ("O'Brien; --\\",))
+    first, third = ("sequence(1)", "zipfian(1, 50, 1.2)") if drawn_by == "python" else ("uniform(1, 3)", "uniform(1, 50)")
     pool = Pool("inserts", 3, (Statement("ins", "INSERT INTO loop_rows (session, a, b, name) "
                                                 "VALUES (:s, :a, :b, :name)"),),
-                params=params(s="sequence(1)", a="uniform(-1000000, 1000000)", b="zipfian(1, 50, 1.2)",
-                              name=quoted), transactions=25, protocol=protocol)
+                params=params(s=first, a="uniform(-1000000, 1000000)", b=third, name=quoted),
+                transactions=25, protocol=protocol)
+    assert (fastloop.draw_spec(Session("", pool, 0, 1, [0], 0)) is None) == (drawn_by == "python")
     rows = {}
     for loop in ("python", "compiled"):
         admin.execute("TRUNCATE loop_rows")

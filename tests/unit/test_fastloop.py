@@ -85,3 +85,41 @@ def test_an_extension_built_from_other_sources_is_refused_not_called(monkeypatch
     assert fastloop.resolve("auto", "postgres") == "python"
     with pytest.raises(RunError, match="rebuild it with `pip install -e .`"):
         fastloop.resolve("compiled", "postgres")
+
+
+def _session(**dists) -> Session:
+    from concurbench.scenario.distributions import Distribution, parse_distribution
+
+    params = tuple((name, d if isinstance(d, Distribution) else parse_distribution(d)) for name, d in dists.items())
+    return Session("", Pool("p", 4, (Statement("one", "SELECT 1"),), params=params), 2, 7, [0] * 4, 2)
+
+
+@pytest.mark.parametrize("low, high", [(1, 10), (-5000, 5000), (1, 1 << 32), (0, 1 << 32), (1, 100_000),
+                                       (-(1 << 40), 1 << 40), (-(1 << 63), (1 << 63) - 2), (3, 3)])
+def test_the_compiled_loop_draws_uniform_parameters_as_python_does(low, high):
+    """The C loop continues the session's random.Random: the same texts, transaction for transaction, as the
+    Python drawers, for spans below, at and above 32 bits, negative bounds and a span of one."""
+    from concurbench.engines import postgres as pg
+    from concurbench.scenario.distributions import Distribution
+
+    if fastloop._fastloop is None:
+        pytest.skip("the extension is not built here")
+    s = _session(a=f"uniform({low}, {high})", b=Distribution("constant", ("O'Brien",)), c="uniform(1, 10)")
+    spec = fastloop.draw_spec(s)
+    assert spec is not None and [d[0] for d in spec[1]] == [0, 1, 0]
+    got = fastloop._fastloop.draws(spec, 2000)  # more than one twister block (624 words)
+    want = [tuple(pg._text(draw()) for _name, draw in s.drawers) for _ in range(2000)]
+    assert got == want
+    assert {row[1] for row in got} == {b"O'Brien"}
+    if high - low < 100:
+        assert {int(row[0]) for row in got} == set(range(low, high + 1))
+
+
+def test_python_draws_when_any_parameter_needs_it():
+    """zipfian and sequence draws stay in Python for the whole session (they share its generator and order)."""
+    assert fastloop.draw_spec(_session(a="uniform(1, 10)", b="zipfian(1, 50, 1.2)")) is None
+    assert fastloop.draw_spec(_session(a="uniform(1, 10)", b="sequence(1)")) is None
+    assert fastloop.draw_spec(_session()) is None
+    assert fastloop.draw_spec(_session(a="uniform(0, 18446744073709551615)")) is None  # beyond 64-bit integers
+    spec = fastloop.draw_spec(_session(a="constant(5)"))
+    assert spec == (None, ((1, 0, 0, 0, b"5"),))  # no uniform draw: no generator state

@@ -7,9 +7,11 @@
  * that module's own dependencies. A PGconn made by psycopg is therefore only ever handed to
  * functions of the same libpq build (no headers or library of another libpq are involved).
  *
- * Python keeps everything that is rare: drawing a transaction's parameters, naming a failure,
- * counting it, dropping and reopening a connection, and the statistics (the loop hands over
- * latencies in batches). The state machine mirrors session.py step for step; the same tests run
+ * Python keeps everything that is rare: naming a failure, counting it, dropping and reopening a
+ * connection, and the statistics (the loop hands over latencies in batches). A transaction's
+ * parameters are drawn here when every one of them is uniform or constant (the session's own
+ * Mersenne Twister, continued from Python's, so both loops draw the same values); other
+ * distributions are drawn by Python. The state machine mirrors session.py step for step; the same tests run
  * against both (tests/integration/test_sessions.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -98,6 +100,24 @@ typedef struct {
     uint64_t rng;
 } Pace;
 
+/* Parameters the loop draws itself (fastloop.draw_spec): uniform ones from the session's generator, which
+   continues its Python random.Random word for word (getrandbits as CPython computes it), or constants. */
+enum { DRAW_UNIFORM = 0, DRAW_CONSTANT = 1 };
+#define MT_N 624
+#define MT_M 397
+typedef struct {
+    uint32_t mt[MT_N];
+    int index;
+} Twister;
+
+typedef struct {
+    int kind, bits;
+    int64_t low;
+    uint64_t span;
+    const char *constant; /* NULL: SQL NULL */
+    char text[24];        /* the last uniform draw, as decimal text */
+} Draw;
+
 typedef struct Sess {
     PyObject *glue;
     PGconn *conn;  /* NULL: dropped; reconnected at the next attempt */
@@ -113,7 +133,10 @@ typedef struct Sess {
     PGresult *error;
     PyObject *outcome; /* (class, key) of the last failed answer */
     PyObject *failure; /* (class, key) of the failure being handled */
-    PyObject *args;    /* this transaction's parameter texts (a tuple) */
+    PyObject *args;    /* this transaction's parameter texts drawn by Python (a tuple) */
+    const char **texts; /* this transaction's parameter texts, wherever they were drawn */
+    Draw *draws;       /* NULL: Python draws the parameters */
+    Twister *twister;
     const char **values;
     int64_t *timings;
     Buf txn, ends, *stmts;
@@ -461,10 +484,7 @@ static int is_connection_failure(Loop *L, Sess *s) {
     return PyUnicode_Compare(PyTuple_GET_ITEM(s->failure, 0), L->connection_kind) == 0;
 }
 
-static const char *param(Sess *s, int index) {
-    PyObject *v = PyTuple_GET_ITEM(s->args, index);
-    return v == Py_None ? NULL : PyBytes_AS_STRING(v);
-}
+static const char *param(Sess *s, int index) { return s->texts[index]; }
 
 /* The statement with its parameters inlined as quoted literals (postgres._inline). */
 static const char *inline_text(Sess *s, Plan *p) {
@@ -659,7 +679,63 @@ static int complete(Loop *L, Sess *s, int64_t now) {
     return begin(L, s, now);
 }
 
+/* -- drawing parameters ---------------------------------------------------------------- */
+/* The next 32-bit word of MT19937, as CPython's genrand_uint32 gives it. */
+static uint32_t twister_next(Twister *t) {
+    if (t->index >= MT_N) {
+        for (int k = 0; k < MT_N; k++) {
+            uint32_t y = (t->mt[k] & 0x80000000U) | (t->mt[(k + 1) % MT_N] & 0x7fffffffU);
+            t->mt[k] = t->mt[(k + MT_M) % MT_N] ^ (y >> 1) ^ ((y & 1U) ? 0x9908b0dfU : 0U);
+        }
+        t->index = 0;
+    }
+    uint32_t y = t->mt[t->index++];
+    y ^= y >> 11;
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    return y ^ (y >> 18);
+}
+
+/* random.getrandbits(k), 1 <= k <= 64: words from the least significant up, the last one's top bits. */
+static uint64_t twister_bits(Twister *t, int k) {
+    if (k <= 32) return twister_next(t) >> (32 - k);
+    uint64_t low = twister_next(t);
+    uint64_t high = twister_next(t) >> (64 - k);
+    return low | (high << 32);
+}
+
+/* str(v) */
+static const char *decimal(char *buf, int64_t v) {
+    char *p = buf + 23;
+    *p = '\0';
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--p = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0) *--p = '-';
+    return p;
+}
+
+/* distributions._uniform, value for value: rejection sampling on getrandbits(bits). */
+static void draw_here(Sess *s) {
+    for (int i = 0; i < s->n_params; i++) {
+        Draw *d = &s->draws[i];
+        if (d->kind == DRAW_CONSTANT) {
+            s->texts[i] = d->constant;
+            continue;
+        }
+        uint64_t r = twister_bits(s->twister, d->bits);
+        while (r >= d->span) r = twister_bits(s->twister, d->bits);
+        s->texts[i] = decimal(d->text, (int64_t)((uint64_t)d->low + r));
+    }
+}
+
 static int draw(Sess *s) {
+    if (s->draws) {
+        draw_here(s);
+        return 0;
+    }
     PyObject *args = PyObject_CallMethodObjArgs(s->glue, S_draw, NULL);
     if (args == NULL) return -1;
     int ok = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == s->n_params;
@@ -673,7 +749,106 @@ static int draw(Sess *s) {
         return -1;
     }
     Py_XSETREF(s->args, args);
+    for (int i = 0; i < s->n_params; i++) {
+        PyObject *v = PyTuple_GET_ITEM(args, i);
+        s->texts[i] = v == Py_None ? NULL : PyBytes_AS_STRING(v);
+    }
     return 0;
+}
+
+/* A session's draws from its spec: None (Python draws), or (twister state: the 625 ints of
+   random.Random.getstate()[1], or None when nothing is uniform; ((kind, low, span, bits, constant), ...)).
+   Constants' bytes stay alive in `keep`. */
+static int setup_draws(Sess *s, PyObject *spec, PyObject *keep) {
+    if (spec == Py_None) return 0;
+    PyObject *state, *params;
+    if (!PyArg_ParseTuple(spec, "OO!", &state, &PyTuple_Type, &params)) return -1;
+    if (PyTuple_GET_SIZE(params) != s->n_params) {
+        PyErr_SetString(PyExc_ValueError, "one draw per parameter");
+        return -1;
+    }
+    s->draws = PyMem_Calloc(s->n_params + 1, sizeof(Draw));
+    if (s->draws == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (state != Py_None) {
+        if (!PyTuple_Check(state) || PyTuple_GET_SIZE(state) != MT_N + 1) {
+            PyErr_SetString(PyExc_ValueError, "the twister state is random.Random.getstate()[1]");
+            return -1;
+        }
+        s->twister = PyMem_Calloc(1, sizeof(Twister));
+        if (s->twister == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (int i = 0; i < MT_N; i++) {
+            s->twister->mt[i] = (uint32_t)PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, i));
+            if (PyErr_Occurred()) return -1;
+        }
+        s->twister->index = (int)PyLong_AsLong(PyTuple_GET_ITEM(state, MT_N));
+        if (PyErr_Occurred()) return -1;
+    }
+    for (int i = 0; i < s->n_params; i++) {
+        Draw *d = &s->draws[i];
+        long long low;
+        unsigned long long span;
+        PyObject *constant;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "iLKiO", &d->kind, &low, &span, &d->bits, &constant))
+            return -1;
+        d->low = low;
+        d->span = span;
+        if (d->kind == DRAW_UNIFORM && (s->twister == NULL || d->bits < 1 || d->bits > 64 || span == 0)) {
+            PyErr_SetString(PyExc_ValueError, "a uniform draw needs the twister state, 1 to 64 bits and a span");
+            return -1;
+        }
+        if (d->kind == DRAW_CONSTANT) {
+            if (constant != Py_None && !PyBytes_Check(constant)) {
+                PyErr_SetString(PyExc_TypeError, "a constant's text is bytes or None");
+                return -1;
+            }
+            if (constant != Py_None && PyList_Append(keep, constant) < 0) return -1;
+            d->constant = constant == Py_None ? NULL : PyBytes_AS_STRING(constant);
+        }
+    }
+    return 0;
+}
+
+/* draws(spec, n) -> [tuple of bytes or None]: n transactions' parameters as the loop draws them (tests). */
+static PyObject *fl_draws(PyObject *self, PyObject *args) {
+    PyObject *spec, *params;
+    int n;
+    if (!PyArg_ParseTuple(args, "Oi", &spec, &n)) return NULL;
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) != 2 || !PyTuple_Check(params = PyTuple_GET_ITEM(spec, 1))) {
+        PyErr_SetString(PyExc_TypeError, "draws(spec, n): spec is (state, draws)");
+        return NULL;
+    }
+    Sess s;
+    memset(&s, 0, sizeof s);
+    s.n_params = (int)PyTuple_GET_SIZE(params);
+    PyObject *keep = PyList_New(0), *out = PyList_New(0);
+    s.texts = PyMem_Calloc(s.n_params + 1, sizeof(char *));
+    if (keep && out && s.texts && setup_draws(&s, spec, keep) == 0) {
+        for (int k = 0; k < n && out; k++) {
+            draw_here(&s);
+            PyObject *row = PyTuple_New(s.n_params);
+            for (int i = 0; row && i < s.n_params; i++) {
+                PyObject *v = s.texts[i] ? PyBytes_FromString(s.texts[i]) : Py_NewRef(Py_None);
+                if (v == NULL) Py_CLEAR(row);
+                else PyTuple_SET_ITEM(row, i, v);
+            }
+            if (row == NULL || PyList_Append(out, row) < 0) Py_CLEAR(out);
+            Py_XDECREF(row);
+        }
+    } else {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        Py_CLEAR(out);
+    }
+    PyMem_Free(s.texts);
+    PyMem_Free(s.draws);
+    PyMem_Free(s.twister);
+    Py_XDECREF(keep);
+    return out;
 }
 
 static int begin(Loop *L, Sess *s, int64_t now) {
@@ -988,11 +1163,12 @@ static int setup_plan(Loop *L, Plan *p, PyObject *spec, int n_params) {
 }
 
 static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
-    PyObject *glue, *plans, *pace;
+    PyObject *glue, *plans, *pace, *draws;
     unsigned long long ptr;
     long long think, limit, limit_ns;
-    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLiOiiL", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type,
-                          &plans, &s->n_params, &think, &limit, &s->max_tries, &pace, &s->index, &s->paced, &limit_ns))
+    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLiOiiLO", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type,
+                          &plans, &s->n_params, &think, &limit, &s->max_tries, &pace, &s->index, &s->paced, &limit_ns,
+                          &draws))
         return -1;
     s->due = -1;
     s->limit_ns = limit_ns;
@@ -1020,10 +1196,12 @@ static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
     s->timings = PyMem_Calloc(n, sizeof(int64_t));
     s->stmts = PyMem_Calloc(n, sizeof(Buf));
     s->values = PyMem_Calloc(s->n_params + 1, sizeof(char *));
-    if (!s->plans || !s->prepared || !s->timings || !s->stmts || !s->values) {
+    s->texts = PyMem_Calloc(s->n_params + 1, sizeof(char *));
+    if (!s->plans || !s->prepared || !s->timings || !s->stmts || !s->values || !s->texts) {
         PyErr_NoMemory();
         return -1;
     }
+    if (setup_draws(s, draws, L->keep) < 0) return -1;
     for (int i = 0; i < s->n_statements; i++)
         if (setup_plan(L, &s->plans[i], PyTuple_GET_ITEM(plans, i), s->n_params) < 0) return -1;
     return 0;
@@ -1072,6 +1250,9 @@ static void free_session(Sess *s) {
     PyMem_Free(s->timings);
     PyMem_Free(s->stmts);
     PyMem_Free(s->values);
+    PyMem_Free(s->texts);
+    PyMem_Free(s->draws);
+    PyMem_Free(s->twister);
     PyMem_Free(s->txn.data);
     PyMem_Free(s->ends.data);
     PyMem_Free(s->lags.data);
@@ -1173,6 +1354,9 @@ static PyMethodDef methods[] = {
     {"arrivals", fl_arrivals, METH_VARARGS,
      "arrivals(pace, frees) -> ([(when, due)], skipped): a schedule.Pace's answers to sessions becoming free "
      "at the given times, as the loop computes them (for tests)."},
+    {"draws", fl_draws, METH_VARARGS,
+     "draws(spec, n) -> [tuple]: n transactions' parameter texts as the loop draws them from a session's draw "
+     "spec (for tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1189,6 +1373,6 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done) return NULL;
     PyObject *m = PyModule_Create(&module);
     /* fastloop.py refuses a build of other sources: raise this when a function's arguments change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 2) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "INTERFACE", 3) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -3,8 +3,9 @@
 The pure Python loop costs about 10 us of CPU per statement in the worker process; pgbench spends
 about 2. On a machine where the server and the load generator share the cores that difference is
 taken from the server, so the C loop does the per-statement work (libpq calls, timing, buffers)
-and calls back into Python only for what is rare: drawing a transaction's parameters, naming and
-counting a failure, reconnecting, and handing over latencies in batches.
+and calls back into Python only for what is rare: naming and counting a failure, reconnecting, and
+handing over latencies in batches. It draws a transaction's parameters itself when all of them are
+uniform or constant (draw_spec); other distributions are drawn in Python, once per transaction.
 
 The extension is optional: without a C compiler `pip install` skips it and the pure loop runs.
 It calls the libpq psycopg itself is linked with (found through psycopg's compiled pq module), so
@@ -32,7 +33,7 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 2  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
+INTERFACE = 3  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 _bound: list[str] = []  # the libpq file the extension calls, once bound in this process
@@ -112,7 +113,7 @@ class _Glue:
             plans.append((key, text, refs, pieces))
         limit = -1 if s.limit is None else s.limit
         return (self, channel.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
-                s.think, limit, s.pool.max_tries, s.pace, s.index, int(s.paced), s.latency_limit)
+                s.think, limit, s.pool.max_tries, s.pace, s.index, int(s.paced), s.latency_limit, draw_spec(s))
 
     # -- called from C ----------------------------------------------------------------
     def draw(self) -> tuple:
@@ -165,6 +166,31 @@ class _Glue:
         if channel is not None and connected:
             channel._pending = channel._error = None
             channel.prepared.update(channel.plans[i][0] for i in prepared)
+
+
+def draw_spec(session: Session):
+    """What the C loop needs to draw the session's parameters itself, or None when Python must draw them.
+
+    Every parameter uniform or constant: (the state of the session's random.Random, which the C loop
+    continues word for word, so both loops draw the same values; ((kind, low, span, bits, constant
+    text), ...)) with kind 0 uniform, 1 constant. Any other distribution (zipfian, sequence) leaves all
+    the drawing to Python: they share the generator, and the order of draws must stay the same.
+    """
+    draws = []
+    for _name, dist in session.pool.params:
+        if dist.kind == "constant":
+            draws.append((1, 0, 0, 0, pg._text(dist.args[0])))
+        elif dist.kind == "uniform" and -(1 << 63) <= dist.args[0] <= dist.args[1] < (1 << 63):
+            span = dist.args[1] - dist.args[0] + 1
+            if span >= 1 << 64:
+                return None
+            draws.append((0, dist.args[0], span, span.bit_length(), None))
+        else:
+            return None
+    if not draws:
+        return None
+    uniform = any(kind == 0 for kind, *_ in draws)
+    return (session.rng.getstate()[1] if uniform else None), tuple(draws)
 
 
 def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:

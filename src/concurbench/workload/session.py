@@ -67,7 +67,7 @@ class Session:
         self.seed = seed
         self.counter = counter  # shared array: completed measured transactions per session
         self.slot = slot
-        rng = random.Random(f"{seed}:{pool.name}:{index}")
+        self.rng = rng = random.Random(f"{seed}:{pool.name}:{index}")  # the compiled loop may draw from it too
         self.drawers = [(name, make_drawer(dist, rng, index, pool.clients or 1)) for name, dist in pool.params]
         statements = [(st.name, st.sql) for st in pool.transaction]
         if pool.atomic:
