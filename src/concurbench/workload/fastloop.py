@@ -174,7 +174,8 @@ def draw_spec(session: Session):
     Every parameter uniform or constant: (the state of the session's random.Random, which the C loop
     continues word for word, so both loops draw the same values; ((kind, low, span, bits, constant
     text), ...)) with kind 0 uniform, 1 constant. Any other distribution (zipfian, sequence) leaves all
-    the drawing to Python: they share the generator, and the order of draws must stay the same.
+    the session's drawing to Python: a zipfian draw takes from the same generator, so splitting the
+    draws between the loops would change their order and the values.
     """
     draws = []
     for _name, dist in session.pool.params:

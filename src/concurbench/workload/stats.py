@@ -66,7 +66,7 @@ class Latency:
         if not pending:
             return
         self.count += len(pending)
-        self.total_ns += sum(pending)
+        self.total_ns += int(np.frombuffer(pending, dtype=np.int64).sum())  # sum() would make an int of each
         record_many(self.hist, pending)
         del pending[:]
 
