@@ -123,3 +123,15 @@ def test_python_draws_when_any_parameter_needs_it():
     assert fastloop.draw_spec(_session(a="uniform(0, 18446744073709551615)")) is None  # beyond 64-bit integers
     spec = fastloop.draw_spec(_session(a="constant(5)"))
     assert spec == (None, ((1, 0, 0, 0, b"5"),))  # no uniform draw: no generator state
+
+
+def test_a_malformed_draw_spec_is_refused():
+    if fastloop._fastloop is None:
+        pytest.skip("the extension is not built here")
+    state, draws = fastloop.draw_spec(_session(a="uniform(1, 10)"))
+    with pytest.raises(ValueError, match="position"):
+        fastloop._fastloop.draws((state[:-1] + (625,), draws), 1)
+    with pytest.raises(ValueError, match="getstate"):
+        fastloop._fastloop.draws((state[:10], draws), 1)
+    with pytest.raises(ValueError, match="twister state"):
+        fastloop._fastloop.draws((None, draws), 1)

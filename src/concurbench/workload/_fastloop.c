@@ -11,8 +11,8 @@
  * connection, and the statistics (the loop hands over latencies in batches). A transaction's
  * parameters are drawn here when every one of them is uniform or constant (the session's own
  * Mersenne Twister, continued from Python's, so both loops draw the same values); other
- * distributions are drawn by Python. The state machine mirrors session.py step for step; the same tests run
- * against both (tests/integration/test_sessions.py).
+ * distributions are drawn by Python. The state machine mirrors session.py step for step; the same
+ * tests run against both (tests/integration/test_sessions.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -786,8 +786,13 @@ static int setup_draws(Sess *s, PyObject *spec, PyObject *keep) {
             s->twister->mt[i] = (uint32_t)PyLong_AsUnsignedLong(PyTuple_GET_ITEM(state, i));
             if (PyErr_Occurred()) return -1;
         }
-        s->twister->index = (int)PyLong_AsLong(PyTuple_GET_ITEM(state, MT_N));
+        long index = PyLong_AsLong(PyTuple_GET_ITEM(state, MT_N));
         if (PyErr_Occurred()) return -1;
+        if (index < 0 || index > MT_N) {
+            PyErr_SetString(PyExc_ValueError, "the twister state's position is out of range");
+            return -1;
+        }
+        s->twister->index = (int)index;
     }
     for (int i = 0; i < s->n_params; i++) {
         Draw *d = &s->draws[i];
