@@ -156,14 +156,8 @@ class Session:
         if self.pace is not None:
             due, self.due = self.due, -1
             if due < 0:
-                when, due = self.pace.take(self.index, now, window[2])
-                if when >= FAR_FUTURE:
-                    self.state = DONE
-                    return
-                if when > now:  # wait for the arrival (or for the pool to need this session again)
-                    self.due = due
-                    self.state = THINKING
-                    self.wake_at = when
+                due = self._take(now, window[2])
+                if due < 0:
                     return
         # The transaction's time includes drawing its parameters, its first statement's not; with a rate
         # it runs from the due time (coordinated-omission-correct), and the lag is kept apart.
@@ -177,6 +171,20 @@ class Session:
         self.attempt = 0
         self.retries = 0
         self._start_attempt(now, window)
+
+    def _take(self, now: int, window_end: int) -> int:
+        """A timed session is free: the due time of the transaction it starts now, or -1 when it waits for
+        its arrival (or for the pool to need it again) or is done."""
+        when, due = self.pace.take(self.index, now, window_end)
+        if when == now:
+            return due
+        if when >= FAR_FUTURE:
+            self.state = DONE
+        else:
+            self.due = due
+            self.state = THINKING
+            self.wake_at = when
+        return -1
 
     def _start_attempt(self, now: int, window) -> None:
         if self.channel is None and not self._reconnect():
@@ -225,18 +233,11 @@ class Session:
         if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
-        # A timed pool starts here too when its next arrival is already due (as begin() does, inline).
-        pace = self.pace
+        # A timed pool starts here too when its next arrival is already due.
         due = now
-        if pace is not None:
-            when, due = pace.take(self.index, now, window[2])
-            if when != now:  # not due yet: wait for it (or never again)
-                if when >= FAR_FUTURE:
-                    self.state = DONE
-                else:
-                    self.due = due
-                    self.state = THINKING
-                    self.wake_at = when
+        if self.pace is not None:
+            due = self._take(now, window[2])
+            if due < 0:
                 return
         drawers = self.drawers
         self.attempt = self.retries = self.step = 0
