@@ -12,14 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import __version__
+from ..scenario.model import Scenario
 from . import frame as frames
 from .shards import Plan
-
-if TYPE_CHECKING:
-    from ..scenario.model import Scenario
 
 FORMAT_VERSION = 2
 STATUSES = ("ok", "interrupted", "incomplete", "failed")  # of a variant run
