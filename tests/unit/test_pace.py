@@ -81,6 +81,25 @@ def test_poisson_arrivals_have_exponential_gaps(takes):
     assert len({b[1] - a[1] for a, b in zip(fixed, fixed[1:])}) == 1
 
 
+def test_poisson_arrivals_keep_each_phases_rate_up_to_its_end(takes):
+    # the Python Pace draws arrivals in batches: a segment needs several (600 arrivals), and the draw that
+    # reaches a segment's end must end its arrivals (drawing again there would add some just before the end,
+    # half as many again in 2 ms phases that expect 2 each)
+    long = pool(start_after=0.0, phases=(Phase(0.3, rate=2000.0), Phase(0.3, rate=100.0)))
+    short = pool(start_after=0.0, phases=tuple(Phase(0.002, rate=1000.0) for _ in range(20)))
+    firsts = seconds = shorts = 0
+    for seed in range(1, 41):
+        answers, _ = takes(Pace(long, [0, 1, 2, 3], MF, START, seed=seed), [free(MF)] * 800)
+        dues = [due - MF for _when, due in answers if due < FAR]
+        assert dues == sorted(dues) and dues[-1] < 600 * MS and len(dues) < 800
+        firsts += sum(1 for due in dues if due < 300 * MS)
+        seconds += sum(1 for due in dues if due >= 300 * MS)
+        answers, _ = takes(Pace(short, [0, 1, 2, 3], MF, START, seed=seed), [free(MF)] * 120)
+        shorts += sum(1 for _when, due in answers if due < FAR)
+    # expected 40 x 600 (sd 155), 40 x 30 (sd 35), 40 x 40 (sd 40)
+    assert 0.97 < firsts / 24_000 < 1.03 and 0.85 < seconds / 1200 < 1.15 and 0.88 < shorts / 1600 < 1.12
+
+
 def test_a_free_client_that_is_behind_starts_at_once_and_skips_what_is_past_the_limit(takes):
     pace = make(pool(rate=1000.0, arrivals="fixed", latency_limit=0.005))
     # arrivals every 1 ms from START; a client free at START + 20 ms: due times more than 5 ms ago are skipped
@@ -112,6 +131,15 @@ def test_client_phases_hold_the_sessions_beyond_the_active_count(takes):
     answers, _ = takes(pace, [free(MF, index=2, paced=False), free(MF, index=0, paced=False),
                               free(MF + 20 * MS, index=0, paced=False)])
     assert answers == [(MF + 10 * MS, -1), (MF, MF), (FAR, -1)]
+
+
+def test_an_arrival_due_where_its_session_is_not_active_goes_to_one_that_is(takes):
+    # 200/s fixed over 2 clients, then over 1 from 50 ms: the 10th arrival (55 ms) is not the second session's
+    pace = make(pool(clients=2, start_after=0.0, arrivals="fixed",
+                     phases=(Phase(0.05, rate=200.0), Phase(0.05, rate=200.0, clients=1))), local=(0, 1))
+    answers, _ = takes(pace, [free(MF)] * 9 + [free(MF + 46 * MS, index=1), free(MF + 46 * MS, index=0)])
+    assert [due - MF for _when, due in answers[:9]] == [5 * k * MS for k in range(1, 10)]
+    assert answers[9:] == [(FAR, -1), (MF + 55 * MS, MF + 55 * MS)]
 
 
 def test_events_name_every_change_of_the_timeline():
@@ -179,3 +207,19 @@ def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_
     assert "lag" not in pool_metrics(PoolStats("closed", transactions=2), 1.0)  # a closed loop has none
     assert PoolStats.from_dict(stats.to_dict()).skipped == 3
     assert {direction(m) for m in ("lag.p99_ms", "late", "skipped")} == {LOWER}
+
+
+def test_a_rate_pools_sessions_take_arrivals_in_turn_and_only_while_active():
+    # two sessions at 1 ms a transaction, 200/s due every 5 ms; the second phase keeps one client active:
+    # phase 1 (0-50 ms) sends at 5 ... 45 ms over both sessions, phase 2 (50-100 ms) at 55 ... 95 ms over the first
+    clock = Clock()
+    engine = Engine(clock, latency_ns=MS)
+    p = Pool("p", 2, (Statement("s", "SELECT 1"),), arrivals="fixed", start_after=0.0,
+             phases=(Phase(0.05, rate=200.0), Phase(0.05, rate=200.0, clients=1)))
+    sessions = [session(engine, p, 0), session(engine, p, 1)]
+    window = [START, START, START + 100 * MS]
+    pool_mod._loop(sessions, window, [0, 0], [0, 0], clock=clock, sleep=clock.sleep, poller=Poller(clock, engine))
+    sent = {i: [(t - START) // MS for _step, t in engine.channels[i].sent] for i in (0, 1)}
+    assert sorted(sent[0] + sent[1]) == [5 * k for k in range(1, 10)] + [55 + 5 * k for k in range(9)]
+    assert sent[0] and sent[1] and all(t < 50 for t in sent[1])
+    assert all(s.settle_stats().lag.total_ns == 0 for s in sessions)

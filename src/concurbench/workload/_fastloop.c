@@ -97,6 +97,7 @@ typedef struct {
     int *clients;
     double *per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
     int64_t trigger, limit, measure_from;
+    int64_t held; /* an arrival handed back by a session not active when it is due; -1: none */
     uint64_t rng;
 } Pace;
 
@@ -328,6 +329,11 @@ static int64_t pace_gate(Pace *p, int index, int64_t now) {
 }
 
 static int64_t pace_arrival(Pace *p) {
+    if (p->held >= 0) {
+        int64_t held = p->held;
+        p->held = -1;
+        return held;
+    }
     int64_t t = p->trigger;
     while (p->k < p->n_segs) {
         int k = p->k;
@@ -358,6 +364,13 @@ static int64_t pace_take(Pace *p, int index, int paced, int64_t now, int64_t end
     while (p->limit && d < FAR && now - d > p->limit) {
         if (p->measure_from <= d && d <= end) (*skipped)++;
         d = pace_arrival(p);
+    }
+    if (d < FAR && d > now && pace_gate(p, index, d) != d) {
+        /* due where this session is not active (a later segment with fewer clients): back to the stream,
+           for an active session; this one asks again when it is active */
+        p->held = d;
+        *due = -1;
+        return pace_gate(p, index, d);
     }
     *due = d;
     return d > now ? d : now;
@@ -402,6 +415,7 @@ static int pace_from(PyObject *obj, Pace *p) {
         p->limit = PyLong_AsLongLong(limit);
         p->measure_from = PyLong_AsLongLong(from);
         p->trigger = PyLong_AsLongLong(trigger);
+        p->held = -1;
         p->rng = PyLong_AsUnsignedLongLongMask(seed);
         ok = !PyErr_Occurred();
     }
@@ -1378,6 +1392,6 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done) return NULL;
     PyObject *m = PyModule_Create(&module);
     /* fastloop.py refuses a build of other sources: raise this when a function's arguments change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 3) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "INTERFACE", 4) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -33,7 +33,7 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 3  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
+INTERFACE = 4  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 _bound: list[str] = []  # the libpq file the extension calls, once bound in this process

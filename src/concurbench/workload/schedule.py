@@ -8,20 +8,26 @@ means stopped. The events of the results are the segments' changes.
 In a worker process one `Pace` per pool hands its local sessions their next transaction, as a
 pgbench thread does with -R: a session that is free takes the next arrival of the shared stream
 (its *due* time) and waits for it; one that is already too late by `latency_limit` is skipped,
-never sent. Arrivals are Poisson (exponential gaps) or fixed; each worker carries the share of the
-rate that its active sessions make of the pool's. The compiled loop implements the same (its
-`arrivals` function is the same schedule, for tests).
+never sent. A session takes only an arrival due where it is active: one due in a later segment
+that leaves it out goes back to the stream. Arrivals are Poisson (exponential gaps) or fixed; each
+worker carries the share of the rate that its active sessions make of the pool's.
+
+`Pace` draws a segment's arrivals BATCH at a time with numpy into a list (`queue`), so the Python
+loop's session takes its next arrival with a pop() (session.py reads the queue itself in the common
+case). The compiled loop implements the same schedule, drawing one arrival at a time in C (its
+`arrivals` function is that schedule, for tests).
 """
 
 from __future__ import annotations
 
-import math
 import random
+
+import numpy as np
 
 from ..scenario.model import Pool
 from .session import FAR_FUTURE as FAR  # no arrival, or never again
 NEVER = -FAR  # a segment that holds since before the window
-_log = math.log
+BATCH = 256  # arrivals drawn at once (numpy), so a transaction's share is a list's pop()
 
 
 def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
@@ -74,7 +80,6 @@ class Pace:
         self.measure_from = measure_from
         self.stats = stats  # counts the skipped transactions (PoolStats), when given
         self.rng = random.Random(f"{seed}:{pool.name}:pace:{min(local) if local else 0}")
-        self._random = self.rng.random
         self.segs = []  # (from, to, local rate per ns or 0, active clients)
         segs = segments(pool)
         for k, (start, rate, clients) in enumerate(segs):
@@ -84,7 +89,11 @@ class Pace:
             per_ns = rate * mine / clients / 1e9 if rate and clients else 0.0
             self.segs.append((start, max(end, start), per_ns, clients))
         self.k = 0  # the arrivals' segment
-        self.trigger = self.segs[0][0]
+        self.trigger = self.segs[0][0]  # the stream's last arrival drawn (or where it starts)
+        self.queue: list[int] = []  # arrivals drawn ahead, all in segment k, the next one last (pop())
+        self.lo = self.hi = self.active = 0  # segment k's [from, to) and active clients, while the queue holds any
+        self._crossed = False  # the draw after the queue's last arrival crossed segment k's end
+        self._draws = np.random.default_rng(self.rng.getrandbits(64))
 
     def seed64(self) -> int:
         """A seed for the compiled loop's own generator of Poisson gaps."""
@@ -101,55 +110,61 @@ class Pace:
 
     def arrival(self) -> int:
         """The next arrival of the stream (FAR: none)."""
+        queue = self.queue
+        if queue:
+            return queue.pop()
         t = self.trigger
         segs = self.segs
         while self.k < len(segs):
             start, end, per_ns, _clients = segs[self.k]
             if t < start:
                 t = start
-            if per_ns > 0:
-                gap = 1.0 / per_ns if self.fixed else -_log(1.0 - self._random()) / per_ns
-                if t + gap < end:
-                    self.trigger = t = t + int(gap)
-                    return t
+            if per_ns > 0 and not self._crossed:
+                queue, self._crossed = self._batch(t, end, per_ns)
+                if queue:
+                    self.trigger = queue[0]
+                    self.queue = queue
+                    self.lo, self.hi, _per_ns, self.active = segs[self.k]
+                    return queue.pop()
             self.k += 1
+            self._crossed = False
             t = end
         self.trigger = FAR
         return FAR
 
+    def _batch(self, t: int, end: int, per_ns: float) -> tuple[list[int], bool]:
+        """The next BATCH arrivals after `t` that fall before `end`, the next one last, and whether the draw
+        after them crossed `end` (the segment has no more). A gap is drawn as a float and the arrival moves
+        by its whole nanoseconds; the gap that would reach `end` ends the segment's arrivals."""
+        if self.fixed:
+            gaps = np.full(BATCH, 1.0 / per_ns)
+        else:
+            gaps = -np.log1p(-self._draws.random(BATCH)) / per_ns  # exponential: Poisson arrivals
+        steps = gaps.astype(np.int64)
+        dues = t + np.cumsum(steps)
+        inside = (dues - steps) + gaps < end
+        cut = BATCH if inside.all() else int(inside.argmin())
+        return dues[cut - 1::-1].tolist() if cut else [], cut < BATCH
+
     def take(self, index: int, now: int, window_end: int) -> tuple[int, int]:
         """Session `index` is free at `now`: (when to start, due time); due is -1 when it has no transaction
         (it waits until `when`, then asks again; FAR: never again)."""
-        segs = self.segs
-        k = self.k
-        if k < len(segs):
-            # The hot path of a rate-driven session: `now` falls in the arrivals' own segment, the session is
-            # one of its active ones, and the next arrival falls in it too (what arrival() would give).
-            start, end, per_ns, clients = segs[k]
-            if start <= now < end and index < clients:
-                if not self.paced:
-                    return now, now
-                if per_ns > 0:
-                    t = self.trigger
-                    if t < start:
-                        t = start
-                    gap = 1.0 / per_ns if self.fixed else -_log(1.0 - self._random()) / per_ns
-                    if t + gap < end:
-                        self.trigger = due = t + int(gap)
-                        if not self.limit or now - due <= self.limit:
-                            return (due if due > now else now), due
-                        return self._past_limit(due, now, window_end)
-                    self.k = k + 1  # the gap crosses the segment's end: arrival() goes on from the next one
-                    self.trigger = end
         when = self.gate(index, now)
         if when != now or not self.paced:
             return when, (-1 if when != now else now)
         due = self.arrival()
         if self.limit:
-            return self._past_limit(due, now, window_end)
-        return (due if due > now else now), due
+            when, due = self.past_limit(due, now, window_end)
+        else:
+            when = due if due > now else now
+        if now < due < FAR and self.gate(index, due) != due:
+            # due where this session is not active (a later segment with fewer clients): back to the stream,
+            # for an active session; this one asks again when it is active
+            self.queue.append(due)
+            return self.gate(index, due), -1
+        return when, due
 
-    def _past_limit(self, due: int, now: int, window_end: int) -> tuple[int, int]:
+    def past_limit(self, due: int, now: int, window_end: int) -> tuple[int, int]:
         """Skip the arrivals already later than latency_limit (counted when due inside the window)."""
         while due < FAR and now - due > self.limit:
             if self.stats is not None and self.measure_from <= due <= window_end:
