@@ -1,6 +1,6 @@
 """What the open-loop (rate-driven) load generator measures, and what it costs, on one server.
 
-One embedded PostgreSQL serves three measurements, each with every event loop in `--loops`:
+One embedded PostgreSQL serves four measurements, each with every event loop in `--loops`:
 
 - rate: a pool offering `--rate` transactions per second of a primary-key SELECT for
   `--rate-seconds`, once with Poisson arrivals (as pgbench -R) and once with fixed ones: the
@@ -16,16 +16,21 @@ One embedded PostgreSQL serves three measurements, each with every event loop in
   transaction each. Printed: p99, max and mean latency of both, how many transactions took longer
   than half the stall, and the ratios. How far the closed loop's p99 falls depends on the window:
   its `--clients` slow transactions reach its p99 while they are more than 1% of the window's;
-- cpu: the load generator's CPU per transaction (its worker processes, warm-up included, per
-  transaction at the measured rate) and its wakeups per transaction (the workers' voluntary context
-  switches), rate-driven over closed-loop, in three pairs interleaved over `--cpu-rounds` rounds
-  (see part_cpu): busy (both as fast as the server answers: the rate loop's own work), alike (a set
-  rate against one closed client with the same wakeups: the fair pair at a rate) and lockstep
-  (Poisson arrivals against clients that think alike and so wake together).
+- cpu: the load generator's CPU per transaction (its worker processes' load loops, warm-up
+  included, per transaction at the measured rate) and its wakeups per transaction (the workers'
+  voluntary context switches), rate-driven over closed-loop, in three pairs of `--seconds` windows
+  in `--cpu-processes` worker processes, interleaved round by round (see part_cpu): busy (both as
+  fast as the server answers: the rate loop's own work), alike (a set rate over one session against one
+  closed client, with the same wakeups: the fair pair at a rate) and lockstep (Poisson arrivals against clients that
+  think alike and so wake together). The busy and alike ratios are judged against the goal (at most
+  1.10x) with a 95% interval over sequential rounds, as driver_overhead.py judges its goals;
+- instructions: the busy pair's user-space instructions per transaction, one session, counted by
+  valgrind (needs it installed): a figure the machine's state does not move.
 
-    python benchmarks/open_loop.py [--seconds 5] [--rate-seconds 20] [--rate 1000] [--clients 8]
+    python benchmarks/open_loop.py [--seconds 3] [--rate-seconds 20] [--rate 1000] [--clients 8]
         [--stall 1] [--stall-at 1] [--stall-window 5] [--stall-rate 200] [--cpu-rate 500]
-        [--cpu-rounds 3] [--loops python,compiled] [--parts rate,stall,cpu]
+        [--cpu-rounds 20] [--cpu-min-rounds 3] [--cpu-processes 1] [--instructions 1000]
+        [--loops python,compiled] [--parts rate,stall,cpu,instructions]
 
 The figures are one run of each: on a shared or busy machine read them as that, not as a quiet
 machine's (docs/load-generator.md, "Open-loop load").
@@ -37,17 +42,32 @@ import argparse
 import math
 import os
 import resource
+import shutil
 import sys
+import tempfile
+import time
+from array import array
+from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 
 from concurbench.background.kinds import make_background
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres
+from concurbench.results.store import cpu_model
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.scenario.model import Background, Pool, Statement
 from concurbench.workload import fastloop
+from concurbench.workload import pool as pools
 from concurbench.workload.pool import LoadGenerator
+from concurbench.workload.session import FAR_FUTURE, Session
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from driver_overhead import goal_verdict, look_alpha, ratio_interval, ratio_summary  # noqa: E402 - the same rules
+from instructions_per_transaction import per_transaction  # noqa: E402 - the same count
+
+CPU_GOAL = (0.0, 1.10)  # the rate loop's own CPU per transaction within 10% of the closed loop's
 
 ROWS = 1000
 LOOKUP = Statement("lookup", "SELECT n FROM ol_rows WHERE id = :id")
@@ -62,14 +82,15 @@ def setup(conninfo: str) -> None:
         admin.execute("VACUUM ANALYZE ol_rows")
 
 
-def run(conninfo: str, pool: Pool, *, seconds: float, warmup: float, loop: str, background=()):
+def run(conninfo: str, pool: Pool, *, seconds: float, warmup: float, loop: str, background=(),
+        processes: int | None = None):
     """One window of one pool (with background sessions beside it); returns (result, the pool's stats)."""
     sessions = [make_background(spec, conninfo, pg) for spec in background]
     try:
         for bg in sessions:
             bg.start()
         result = LoadGenerator(conninfo, [pool], warmup=warmup, duration=seconds, listeners=sessions,
-                               loop=loop).run()
+                               loop=loop, processes=processes).run()
     finally:
         for bg in sessions:
             bg.close()
@@ -150,36 +171,55 @@ def switches_per_txn(before, after, result, stats) -> float:
 def measured(conninfo: str, pool: Pool, args, loop: str) -> tuple[float, float, float, float]:
     """One window of `pool`: (tps, CPU us per transaction, wakeups per transaction, mean latency ms)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers are this process's children
-    result, stats = run(conninfo, pool, seconds=args.seconds, warmup=args.warmup, loop=loop)
+    result, stats = run(conninfo, pool, seconds=args.seconds, warmup=args.warmup, loop=loop,
+                        processes=args.cpu_processes)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (stats.transactions / result.elapsed_s, cpu_us_per_txn(result, stats),
             switches_per_txn(before, after, result, stats), stats.txn.mean_ms())
 
 
 def part_cpu(conninfo: str, args, loop: str) -> list[str]:
-    """Three pairs, interleaved over --cpu-rounds rounds (the order turns each round):
+    """Three pairs, interleaved round by round (the order turns each round):
     - busy: a rate far above what the server gives (1e6/s) against the closed loop without think.
       Both loops send as fast as answers come, so the pair isolates the rate loop's own work per
-      transaction (drawing arrivals, timing from the due time, the lag histogram);
-    - alike: --cpu-rate with fixed arrivals over --clients sessions against one closed-loop client
-      whose think time reaches the same throughput. Both wait for a timer, send, and wait for the
-      answer: the same wakeups per transaction, so the pair is the fair test at a set rate;
+      transaction (taking arrivals, timing from the due time, the lag histogram);
+    - alike: --cpu-rate with fixed arrivals over one session against one closed-loop client whose
+      think time offers the same throughput. Both wait for a timer, send on their one connection, and
+      wait for the answer: the same system calls and wakeups per transaction, so the pair is the fair
+      test at a set rate. (Over --clients sessions, a rate's arrivals go to each connection in turn, and
+      waking eight backends in turn costs the client more a transaction than waking one: a property of
+      spreading a rate over connections, as pgbench -R does too, not of the loop's work.);
     - lockstep: --cpu-rate with Poisson arrivals against --clients closed-loop clients with think.
       Started together and thinking alike, those clients wake together and share wakeups, which
-      Poisson arrivals (spread out by definition) cannot; the wakeups per transaction say how much."""
+      Poisson arrivals (spread out by definition) cannot; the wakeups per transaction say how much.
+
+    Every window runs its sessions in --cpu-processes worker processes (1): with two, this 2-core VM
+    ran a busy window in one of two states, by where the kernel put the two workers beside the
+    server's backends (the same closed loop at 9.8 or 13.9 us a transaction in back-to-back windows),
+    and a round whose sides fell in different states moved its ratio by up to 45%.
+
+    Rounds are sequential, as in driver_overhead.py: from --cpu-min-rounds on, a pair with a goal (busy,
+    alike: at most CPU_GOAL) stops once the goal is met or missed at that look's level, the others go on
+    up to --cpu-rounds; lockstep, which has no goal, runs the first --cpu-min-rounds rounds."""
     ratios: dict[str, list[float]] = {"busy": [], "alike": [], "lockstep": []}
+    goals = {"busy": CPU_GOAL, "alike": CPU_GOAL, "lockstep": None}
+    first, last = args.cpu_min_rounds, max(args.cpu_rounds, args.cpu_min_rounds)
     lines = []
-    for r in range(args.cpu_rounds):
-        for name in (("busy", "alike", "lockstep") if r % 2 == 0 else ("lockstep", "alike", "busy")):
+    for r in range(last):
+        left = [name for name in ratios if (goals[name] is None and r < first) or
+                (goals[name] is not None and not decided(ratios[name], first, last))]
+        if not left:
+            break
+        for name in (left if r % 2 == 0 else left[::-1]):
             if name == "busy":
                 rated = measured(conninfo, lookups(args.clients, rate=1e6), args, loop)
                 closed = measured(conninfo, lookups(args.clients), args, loop)
                 what = f"rate 1e6/s over {args.clients} / closed loop, {args.clients} clients"
             elif name == "alike":
-                rated = measured(conninfo, lookups(args.clients, rate=args.cpu_rate, arrivals="fixed"), args, loop)
+                rated = measured(conninfo, lookups(1, rate=args.cpu_rate, arrivals="fixed"), args, loop)
                 think = max(1 / rated[0] - rated[3] / 1000, 0.0)  # one client: one transaction per (service + think)
                 closed = measured(conninfo, lookups(1, think=think), args, loop)
-                what = f"rate {args.cpu_rate:g}/s fixed over {args.clients} / closed loop, 1 client, think {think * 1000:.2f} ms"
+                what = f"rate {args.cpu_rate:g}/s fixed over 1 / closed loop, 1 client, think {think * 1000:.2f} ms"
             else:
                 rated = measured(conninfo, lookups(args.clients, rate=args.cpu_rate), args, loop)
                 think = max(args.clients / rated[0] - rated[3] / 1000, 0.0)
@@ -190,19 +230,63 @@ def part_cpu(conninfo: str, args, loop: str) -> list[str]:
             lines.append(f"cpu [{loop}] round {r + 1} {name:8}: {what}: {rated[0]:,.0f} / {closed[0]:,.0f} tps, "
                          f"{rated[1]:.1f} / {closed[1]:.1f} us CPU a transaction ({rated[1] / closed[1]:.3f}x), "
                          f"{rated[2]:.2f} / {closed[2]:.2f} wakeups a transaction")
+            print(lines[-1], flush=True)
+    summary = []
     for name, values in ratios.items():
-        mean = math.exp(sum(math.log(v) for v in values) / len(values))
-        lines.append(f"cpu [{loop}] {name}: CPU per transaction rate / closed, geometric mean of {len(values)} "
-                     f"round(s): {mean:.3f}x (rounds {', '.join(f'{v:.3f}' for v in values)})")
-    return lines
+        alpha = look_alpha(len(values), first, last) if goals[name] else 0.05
+        summary.append(f"cpu [{loop}] {name}: CPU per transaction rate / closed, {args.cpu_processes} worker "
+                       f"process(es): {ratio_summary(values, goals[name], alpha)}")
+    return summary
 
 
-PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu}
+def decided(values: list[float], first: int, last: int) -> bool:
+    """Whether a pair's goal is met or missed after its rounds so far (not looked at before `first`)."""
+    if len(values) < max(first, 2):
+        return False
+    _mean, low, high = ratio_interval(values, look_alpha(len(values), first, last))
+    return goal_verdict(low, high, CPU_GOAL) in ("met", "missed")
+
+
+def part_instructions(conninfo: str, args, loop: str) -> list[str]:
+    """User-space instructions per transaction of one session in this process's own worker loop, rate 1e6/s
+    against the closed loop (the busy pair), counted by valgrind as instructions_per_transaction.py does:
+    runs of N and 4N transactions, the difference over 3N. No other process shares the count, so it does
+    not move with the machine's state; it leaves out the kernel's work (the system calls), which both sides
+    share, so the CPU ratio lies between it and 1."""
+    if shutil.which("valgrind") is None:
+        return [f"instructions [{loop}]: left out, valgrind is not installed (on Debian: apt-get install valgrind)"]
+    counts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in ("rate", "closed"):
+            def command(n: int, kind=kind) -> list[str]:
+                return [sys.executable, __file__, "--drive", conninfo, loop, str(n), kind]
+            counts[kind] = per_transaction(command, args.instructions, Path(tmp), f"{loop}-{kind}")
+    return [f"instructions [{loop}]: one session, rate 1e6/s / closed loop: {counts['rate']:,.0f} / "
+            f"{counts['closed']:,.0f} user-space instructions a transaction ({counts['rate'] / counts['closed']:.3f}x; "
+            f"{args.instructions:,} and {4 * args.instructions:,} transactions)"]
+
+
+def drive(conninfo: str, loop: str, transactions: int, kind: str) -> None:
+    """One session for `transactions` transactions in this process (under valgrind): the busy pair's sides."""
+    pool = replace(lookups(1, rate=1e6) if kind == "rate" else lookups(1), transactions=transactions)
+    counters, status, finished = array("q", [0]), array("b", [0]), array("q", [0])
+    session = Session(conninfo, pool, 0, 1, counters, 0, pg)
+    session.connect()
+    now = time.perf_counter_ns()
+    window = array("q", [now, now, FAR_FUTURE])
+    (pools._compiled_loop if loop == "compiled" else pools._loop)([session], window, status, finished)
+    session.close()
+    done = session.settle_stats()
+    if done.transactions != transactions or done.failed:
+        raise SystemExit(f"{done.transactions} transactions, {done.failed} failed")
+
+
+PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu, "instructions": part_instructions}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="window of each run of the cpu part")
+    parser.add_argument("--seconds", type=float, default=3.0, help="window of each run of the cpu part")
     parser.add_argument("--rate-seconds", type=float, default=20.0, help="window of the rate part")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--rate", type=float, default=1000.0, help="offered rate of the rate part (tps)")
@@ -212,10 +296,20 @@ def main() -> int:
     parser.add_argument("--stall-window", type=float, default=5.0, help="window of the stall part")
     parser.add_argument("--stall-rate", type=float, default=200.0, help="offered rate of the stall part (tps)")
     parser.add_argument("--cpu-rate", type=float, default=500.0, help="offered rate of the cpu part (tps)")
-    parser.add_argument("--cpu-rounds", type=int, default=3, help="interleaved rounds of the cpu part")
+    parser.add_argument("--cpu-rounds", type=int, default=20, help="most interleaved rounds of the cpu part")
+    parser.add_argument("--cpu-min-rounds", type=int, default=3, help="rounds before the cpu part's first look")
+    parser.add_argument("--cpu-processes", type=int, default=1, help="worker processes of the cpu part's windows")
+    parser.add_argument("--instructions", type=int, default=1000,
+                        help="transactions of the instructions part's shorter run (the longer has 4x)")
     parser.add_argument("--loops", default="python,compiled", help="event loops: python, compiled, auto")
-    parser.add_argument("--parts", default="rate,stall,cpu", help="which measurements: rate, stall, cpu")
+    parser.add_argument("--parts", default="rate,stall,cpu,instructions",
+                        help="which measurements: rate, stall, cpu, instructions")
+    parser.add_argument("--drive", nargs=4, metavar=("CONNINFO", "LOOP", "N", "KIND"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.drive:
+        conninfo, loop, n, kind = args.drive
+        drive(conninfo, loop, int(n), kind)
+        return 0
     loops = [name for name in args.loops.split(",") if name]
     parts = [name for name in args.parts.split(",") if name]
     for name in loops:
@@ -231,7 +325,7 @@ def main() -> int:
         print(f"compiled loop left out: {fastloop.unavailable('postgres')}")
         loops.remove("compiled")
     load = os.getloadavg()
-    print(f"{os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
+    print(f"{cpu_model() or 'CPU model unknown'}, {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
           f"loops: {'; '.join(f'{n}: {fastloop.describe(n)}' for n in loops)}", flush=True)
     server = EmbeddedPostgres({"max_connections": str(2 * args.clients + 20)})
     connection = server.start()
