@@ -24,8 +24,9 @@ One embedded PostgreSQL serves four measurements, each with every event loop in 
   closed client, with the same wakeups: the fair pair at a rate) and lockstep (Poisson arrivals against clients that
   think alike and so wake together). The busy and alike ratios are judged against the goal (at most
   1.10x) with a 95% interval over sequential rounds, as driver_overhead.py judges its goals;
-- instructions: the busy pair's user-space instructions per transaction, one session, counted by
-  valgrind (needs it installed): a figure the machine's state does not move.
+- instructions: user-space instructions per transaction of one session, rate-driven over
+  closed-loop, busy and at a set rate, counted by valgrind (needs it installed): figures the
+  machine's state does not move.
 
     python benchmarks/open_loop.py [--seconds 3] [--rate-seconds 20] [--rate 1000] [--clients 8]
         [--stall 1] [--stall-at 1] [--stall-window 5] [--stall-rate 200] [--cpu-rate 500]
@@ -179,17 +180,19 @@ def measured(conninfo: str, pool: Pool, args, loop: str) -> tuple[float, float, 
 
 
 def part_cpu(conninfo: str, args, loop: str) -> list[str]:
-    """Three pairs, interleaved round by round (the order turns each round):
+    """Three pairs, interleaved round by round (the pairs' order and each pair's sides' order turn each round):
     - busy: a rate far above what the server gives (1e6/s) against the closed loop without think.
       Both loops send as fast as answers come, so the pair isolates the rate loop's own work per
       transaction (taking arrivals, timing from the due time, the lag histogram);
-    - alike: --cpu-rate with fixed arrivals over one session against one closed-loop client whose
-      think time offers the same throughput. Both wait for a timer, send on their one connection, and
+    - alike: --cpu-rate with fixed arrivals over one session against one closed-loop client thinking
+      1 / --cpu-rate (the loops' timers wait whole milliseconds, so it runs at about the rate). Both
+      wait for a timer, send on their one connection, and
       wait for the answer: the same system calls and wakeups per transaction, so the pair is the fair
       test at a set rate. (Over --clients sessions, a rate's arrivals go to each connection in turn, and
       waking eight backends in turn costs the client more a transaction than waking one: a property of
       spreading a rate over connections, as pgbench -R does too, not of the loop's work.);
-    - lockstep: --cpu-rate with Poisson arrivals against --clients closed-loop clients with think.
+    - lockstep: --cpu-rate with Poisson arrivals against --clients closed-loop clients thinking
+      --clients / --cpu-rate.
       Started together and thinking alike, those clients wake together and share wakeups, which
       Poisson arrivals (spread out by definition) cannot; the wakeups per transaction say how much.
 
@@ -212,20 +215,22 @@ def part_cpu(conninfo: str, args, loop: str) -> list[str]:
             break
         for name in (left if r % 2 == 0 else left[::-1]):
             if name == "busy":
-                rated = measured(conninfo, lookups(args.clients, rate=1e6), args, loop)
-                closed = measured(conninfo, lookups(args.clients), args, loop)
+                sides = lookups(args.clients, rate=1e6), lookups(args.clients)
                 what = f"rate 1e6/s over {args.clients} / closed loop, {args.clients} clients"
             elif name == "alike":
-                rated = measured(conninfo, lookups(1, rate=args.cpu_rate, arrivals="fixed"), args, loop)
-                think = max(1 / rated[0] - rated[3] / 1000, 0.0)  # one client: one transaction per (service + think)
-                closed = measured(conninfo, lookups(1, think=think), args, loop)
+                think = 1 / args.cpu_rate  # the loops' timers wait whole milliseconds: about the rate's throughput
+                sides = lookups(1, rate=args.cpu_rate, arrivals="fixed"), lookups(1, think=think)
                 what = f"rate {args.cpu_rate:g}/s fixed over 1 / closed loop, 1 client, think {think * 1000:.2f} ms"
             else:
-                rated = measured(conninfo, lookups(args.clients, rate=args.cpu_rate), args, loop)
-                think = max(args.clients / rated[0] - rated[3] / 1000, 0.0)
-                closed = measured(conninfo, lookups(args.clients, think=think), args, loop)
+                think = args.clients / args.cpu_rate
+                sides = lookups(args.clients, rate=args.cpu_rate), lookups(args.clients, think=think)
                 what = (f"rate {args.cpu_rate:g}/s Poisson over {args.clients} / closed loop, {args.clients} clients, "
                         f"think {think * 1000:.1f} ms")
+            # the sides' order turns too (rate first in odd rounds): the pair is A B, then B A
+            if r % 2 == 0:
+                rated, closed = (measured(conninfo, pool, args, loop) for pool in sides)
+            else:
+                closed, rated = (measured(conninfo, pool, args, loop) for pool in sides[::-1])
             ratios[name].append(rated[1] / closed[1])
             lines.append(f"cpu [{loop}] round {r + 1} {name:8}: {what}: {rated[0]:,.0f} / {closed[0]:,.0f} tps, "
                          f"{rated[1]:.1f} / {closed[1]:.1f} us CPU a transaction ({rated[1] / closed[1]:.3f}x), "
@@ -248,27 +253,36 @@ def decided(values: list[float], first: int, last: int) -> bool:
 
 
 def part_instructions(conninfo: str, args, loop: str) -> list[str]:
-    """User-space instructions per transaction of one session in this process's own worker loop, rate 1e6/s
-    against the closed loop (the busy pair), counted by valgrind as instructions_per_transaction.py does:
-    runs of N and 4N transactions, the difference over 3N. No other process shares the count, so it does
-    not move with the machine's state; it leaves out the kernel's work (the system calls), which both sides
-    share, so the CPU ratio lies between it and 1."""
+    """User-space instructions per transaction of one session in this process's own worker loop, rate-driven
+    against closed-loop, counted by valgrind as instructions_per_transaction.py does (runs of N and 4N
+    transactions, the difference over 3N), in two pairs: busy (rate 1e6/s against no think) and timed (200/s
+    fixed against a 4 ms think: both wait for a timer before each transaction). No other process shares the
+    count, so it does not move with the machine's state; it leaves out the kernel's work (the system calls,
+    the same on both sides)."""
     if shutil.which("valgrind") is None:
         return [f"instructions [{loop}]: left out, valgrind is not installed (on Debian: apt-get install valgrind)"]
-    counts = {}
+    lines = []
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in ("rate", "closed"):
-            def command(n: int, kind=kind) -> list[str]:
-                return [sys.executable, __file__, "--drive", conninfo, loop, str(n), kind]
-            counts[kind] = per_transaction(command, args.instructions, Path(tmp), f"{loop}-{kind}")
-    return [f"instructions [{loop}]: one session, rate 1e6/s / closed loop: {counts['rate']:,.0f} / "
-            f"{counts['closed']:,.0f} user-space instructions a transaction ({counts['rate'] / counts['closed']:.3f}x; "
-            f"{args.instructions:,} and {4 * args.instructions:,} transactions)"]
+        for pair, n in (("busy", args.instructions), ("timed", max(args.instructions // 4, 1))):
+            counts = {}
+            for side in ("rate", "closed"):
+                def command(count: int, kind=f"{pair}-{side}") -> list[str]:
+                    return [sys.executable, __file__, "--drive", conninfo, loop, str(count), kind]
+                counts[side] = per_transaction(command, n, Path(tmp), f"{loop}-{pair}-{side}")
+            what = "rate 1e6/s / closed loop" if pair == "busy" else "rate 200/s fixed / closed loop, think 4 ms"
+            lines.append(f"instructions [{loop}] {pair}: one session, {what}: {counts['rate']:,.0f} / "
+                         f"{counts['closed']:,.0f} user-space instructions a transaction "
+                         f"({counts['rate'] / counts['closed']:.3f}x; {n:,} and {4 * n:,} transactions)")
+    return lines
+
+
+DRIVEN = {"busy-rate": {"rate": 1e6}, "busy-closed": {}, "timed-rate": {"rate": 200.0, "arrivals": "fixed"},
+          "timed-closed": {"think": 0.004}}
 
 
 def drive(conninfo: str, loop: str, transactions: int, kind: str) -> None:
-    """One session for `transactions` transactions in this process (under valgrind): the busy pair's sides."""
-    pool = replace(lookups(1, rate=1e6) if kind == "rate" else lookups(1), transactions=transactions)
+    """One session for `transactions` transactions in this process (under valgrind): a side of a pair (DRIVEN)."""
+    pool = replace(lookups(1, **DRIVEN[kind]), transactions=transactions)
     counters, status, finished = array("q", [0]), array("b", [0]), array("q", [0])
     session = Session(conninfo, pool, 0, 1, counters, 0, pg)
     session.connect()
