@@ -1391,7 +1391,8 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     S_done = PyUnicode_InternFromString("done");
     if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done) return NULL;
     PyObject *m = PyModule_Create(&module);
-    /* fastloop.py refuses a build of other sources: raise this when a function's arguments change */
+    /* fastloop.py refuses a build of other sources: raise this when a function's arguments or the schedule
+       change */
     if (m && PyModule_AddIntConstant(m, "INTERFACE", 4) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }
