@@ -38,7 +38,11 @@ from driver_overhead import select1_pool, tpcb_pool  # noqa: E402 - the same poo
 def drive(conninfo: str, loop: str, transactions: int, protocol: str, workload: str) -> None:
     """Run one session for a fixed number of transactions in this process (under valgrind)."""
     pool = select1_pool(1, protocol) if workload == "select1" else tpcb_pool(1, protocol, 1)
-    pool = pool.__class__(**{**pool.__dict__, "transactions": transactions})
+    drive_pool(conninfo, pool.__class__(**{**pool.__dict__, "transactions": transactions}), loop)
+
+
+def drive_pool(conninfo: str, pool, loop: str) -> None:
+    """One session of `pool` (its `transactions` set) in this process's own worker loop, to its last transaction."""
     counters, status, finished = array("q", [0]), array("b", [0]), array("q", [0])
     session = Session(conninfo, pool, 0, 1, counters, 0, pg)
     session.connect()
@@ -47,7 +51,7 @@ def drive(conninfo: str, loop: str, transactions: int, protocol: str, workload: 
     (pools._compiled_loop if loop == "compiled" else pools._loop)([session], window, status, finished)
     session.close()
     done = session.settle_stats()
-    if done.transactions != transactions or done.failed:
+    if done.transactions != pool.transactions or done.failed:
         raise SystemExit(f"{done.transactions} transactions, {done.failed} failed")
 
 

@@ -46,8 +46,6 @@ import resource
 import shutil
 import sys
 import tempfile
-import time
-from array import array
 from dataclasses import replace
 from pathlib import Path
 
@@ -60,13 +58,11 @@ from concurbench.results.store import cpu_model
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.scenario.model import Background, Pool, Statement
 from concurbench.workload import fastloop
-from concurbench.workload import pool as pools
 from concurbench.workload.pool import LoadGenerator
-from concurbench.workload.session import FAR_FUTURE, Session
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_overhead import goal_verdict, look_alpha, ratio_interval, ratio_summary  # noqa: E402 - the same rules
-from instructions_per_transaction import per_transaction  # noqa: E402 - the same count
+from instructions_per_transaction import drive_pool, per_transaction  # noqa: E402 - the same count
 
 CPU_GOAL = (0.0, 1.10)  # the rate loop's own CPU per transaction within 10% of the closed loop's
 
@@ -282,17 +278,7 @@ DRIVEN = {"busy-rate": {"rate": 1e6}, "busy-closed": {}, "timed-rate": {"rate": 
 
 def drive(conninfo: str, loop: str, transactions: int, kind: str) -> None:
     """One session for `transactions` transactions in this process (under valgrind): a side of a pair (DRIVEN)."""
-    pool = replace(lookups(1, **DRIVEN[kind]), transactions=transactions)
-    counters, status, finished = array("q", [0]), array("b", [0]), array("q", [0])
-    session = Session(conninfo, pool, 0, 1, counters, 0, pg)
-    session.connect()
-    now = time.perf_counter_ns()
-    window = array("q", [now, now, FAR_FUTURE])
-    (pools._compiled_loop if loop == "compiled" else pools._loop)([session], window, status, finished)
-    session.close()
-    done = session.settle_stats()
-    if done.transactions != transactions or done.failed:
-        raise SystemExit(f"{done.transactions} transactions, {done.failed} failed")
+    drive_pool(conninfo, replace(lookups(1, **DRIVEN[kind]), transactions=transactions), loop)
 
 
 PARTS = {"rate": part_rate, "stall": part_stall, "cpu": part_cpu, "instructions": part_instructions}
