@@ -20,10 +20,11 @@ One embedded PostgreSQL serves four measurements, each with every event loop in 
   included, per transaction at the measured rate) and its wakeups per transaction (the workers'
   voluntary context switches), rate-driven over closed-loop, in three pairs of `--seconds` windows
   in `--cpu-processes` worker processes, interleaved round by round (see part_cpu): busy (both as
-  fast as the server answers: the rate loop's own work), alike (a set rate over one session against one
-  closed client, with the same wakeups: the fair pair at a rate) and lockstep (Poisson arrivals against clients that
-  think alike and so wake together). The busy and alike ratios are judged against the goal (at most
-  1.10x) with a 95% interval over sequential rounds, as driver_overhead.py judges its goals;
+  fast as the server answers: the rate loop's own work), alike (a set rate over one session against
+  one closed client, with the same wakeups: the fair pair at a rate) and lockstep (Poisson arrivals
+  against clients that think alike and so wake together). The busy and alike ratios are judged
+  against the goal (at most 1.10x) with a 95% interval over sequential rounds, as
+  driver_overhead.py judges its goals;
 - instructions: user-space instructions per transaction of one session, rate-driven over
   closed-loop, busy and at a set rate, counted by valgrind (needs it installed): figures the
   machine's state does not move.
@@ -176,21 +177,21 @@ def measured(conninfo: str, pool: Pool, args, loop: str) -> tuple[float, float, 
 
 
 def part_cpu(conninfo: str, args, loop: str) -> list[str]:
-    """Three pairs, interleaved round by round (the pairs' order and each pair's sides' order turn each round):
+    """Three pairs, interleaved round by round (the order of the pairs and of each pair's sides turns every round):
     - busy: a rate far above what the server gives (1e6/s) against the closed loop without think.
       Both loops send as fast as answers come, so the pair isolates the rate loop's own work per
       transaction (taking arrivals, timing from the due time, the lag histogram);
     - alike: --cpu-rate with fixed arrivals over one session against one closed-loop client thinking
       1 / --cpu-rate (the loops' timers wait whole milliseconds, so it runs at about the rate). Both
-      wait for a timer, send on their one connection, and
-      wait for the answer: the same system calls and wakeups per transaction, so the pair is the fair
-      test at a set rate. (Over --clients sessions, a rate's arrivals go to each connection in turn, and
-      waking eight backends in turn costs the client more a transaction than waking one: a property of
-      spreading a rate over connections, as pgbench -R does too, not of the loop's work.);
+      wait for a timer, send on their one connection and wait for the answer: the same system calls
+      and wakeups per transaction, so the pair is the fair test at a set rate. (Over --clients
+      sessions a rate's arrivals go to each connection in turn, and waking eight backends in turn
+      costs the client more a transaction than waking one: a property of spreading a rate over
+      connections, which pgbench -R shares, not of the loop's work.);
     - lockstep: --cpu-rate with Poisson arrivals against --clients closed-loop clients thinking
-      --clients / --cpu-rate.
-      Started together and thinking alike, those clients wake together and share wakeups, which
-      Poisson arrivals (spread out by definition) cannot; the wakeups per transaction say how much.
+      --clients / --cpu-rate. Started together and thinking alike, those clients wake together and
+      share wakeups, which Poisson arrivals (spread out by definition) cannot; the wakeups per
+      transaction say how much.
 
     Every window runs its sessions in --cpu-processes worker processes (1): with two, this 2-core VM
     ran a busy window in one of two states, by where the kernel put the two workers beside the
@@ -203,7 +204,6 @@ def part_cpu(conninfo: str, args, loop: str) -> list[str]:
     ratios: dict[str, list[float]] = {"busy": [], "alike": [], "lockstep": []}
     goals = {"busy": CPU_GOAL, "alike": CPU_GOAL, "lockstep": None}
     first, last = args.cpu_min_rounds, max(args.cpu_rounds, args.cpu_min_rounds)
-    lines = []
     for r in range(last):
         left = [name for name in ratios if (goals[name] is None and r < first) or
                 (goals[name] is not None and not decided(ratios[name], first, last))]
@@ -228,10 +228,9 @@ def part_cpu(conninfo: str, args, loop: str) -> list[str]:
             else:
                 closed, rated = (measured(conninfo, pool, args, loop) for pool in sides[::-1])
             ratios[name].append(rated[1] / closed[1])
-            lines.append(f"cpu [{loop}] round {r + 1} {name:8}: {what}: {rated[0]:,.0f} / {closed[0]:,.0f} tps, "
-                         f"{rated[1]:.1f} / {closed[1]:.1f} us CPU a transaction ({rated[1] / closed[1]:.3f}x), "
-                         f"{rated[2]:.2f} / {closed[2]:.2f} wakeups a transaction")
-            print(lines[-1], flush=True)
+            print(f"cpu [{loop}] round {r + 1} {name:8}: {what}: {rated[0]:,.0f} / {closed[0]:,.0f} tps, "
+                  f"{rated[1]:.1f} / {closed[1]:.1f} us CPU a transaction ({rated[1] / closed[1]:.3f}x), "
+                  f"{rated[2]:.2f} / {closed[2]:.2f} wakeups a transaction", flush=True)
     summary = []
     for name, values in ratios.items():
         alpha = look_alpha(len(values), first, last) if goals[name] else 0.05
@@ -325,7 +324,8 @@ def main() -> int:
         print(f"compiled loop left out: {fastloop.unavailable('postgres')}")
         loops.remove("compiled")
     load = os.getloadavg()
-    print(f"{cpu_model() or 'CPU model unknown'}, {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
+    print(f"{cpu_model() or 'CPU model unknown'}, {os.cpu_count()} CPUs, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
           f"loops: {'; '.join(f'{n}: {fastloop.describe(n)}' for n in loops)}", flush=True)
     server = EmbeddedPostgres({"max_connections": str(2 * args.clients + 20)})
     connection = server.start()
