@@ -365,12 +365,13 @@ static int64_t pace_take(Pace *p, int index, int paced, int64_t now, int64_t end
         if (p->measure_from <= d && d <= end) (*skipped)++;
         d = pace_arrival(p);
     }
-    if (d < FAR && d > now && pace_gate(p, index, d) != d) {
+    int64_t active_at = d < FAR && d > now ? pace_gate(p, index, d) : d;
+    if (active_at != d) {
         /* due where this session is not active (a later segment with fewer clients): back to the stream,
            for an active session; this one asks again when it is active */
         p->held = d;
         *due = -1;
-        return pace_gate(p, index, d);
+        return active_at;
     }
     *due = d;
     return d > now ? d : now;

@@ -157,11 +157,13 @@ class Pace:
             when, due = self.past_limit(due, now, window_end)
         else:
             when = due if due > now else now
-        if now < due < FAR and self.gate(index, due) != due:
-            # due where this session is not active (a later segment with fewer clients): back to the stream,
-            # for an active session; this one asks again when it is active
-            self.queue.append(due)
-            return self.gate(index, due), -1
+        if now < due < FAR:
+            active_at = self.gate(index, due)
+            if active_at != due:
+                # due where this session is not active (a later segment with fewer clients): back to the
+                # stream, for an active session; this one asks again when it is active
+                self.queue.append(due)
+                return active_at, -1
         return when, due
 
     def past_limit(self, due: int, now: int, window_end: int) -> tuple[int, int]:

@@ -242,13 +242,8 @@ class Session:
             queue = pace.queue
             if queue and pace.lo <= now < pace.hi and self.index < pace.active:
                 due = queue.pop()
-                if due > now:
-                    self.due = due
-                    self.state = THINKING
-                    self.wake_at = due
-                    return
-                if pace.limit and now - due > pace.limit:
-                    due = self._take(now, window[2], pace.past_limit(due, now, window[2]))
+                if due > now or (pace.limit and now - due > pace.limit):  # wait for it, or skip past the limit
+                    due = self._take(now, window[2], pace.past_limit(due, now, window[2]) if pace.limit else (due, due))
                     if due < 0:
                         return
             else:
