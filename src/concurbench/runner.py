@@ -37,7 +37,7 @@ from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
 from .results.shards import SHARD_AND_CHECK, Plan, Shard
-from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
+from .results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
@@ -258,7 +258,7 @@ class Runner:
         s = self.scenario
         shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
             server.version if server.started and server.info else None for server in self._servers])
-        return Run(scenario=ScenarioInfo.of(s), status=status, error=error.message if error else None,
+        return Run(scenario=ScenarioInfo.of(s, checkout_of(s.path)), status=status, error=error.message if error else None,
                    servers=list(self._recorded), target=self.target, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],

@@ -347,16 +347,20 @@ class ScenarioInfo:
     seed: int | None = None
     baselines: dict[str, str] = field(default_factory=dict)
     source: Source = Source()
+    checkout: dict = field(default_factory=dict)  # the scenario file's git checkout: {"commit", "dirty"}; {} outside one
 
     @classmethod
-    def of(cls, s: "Scenario") -> "ScenarioInfo":
+    def of(cls, s: "Scenario", checkout: dict | None = None) -> "ScenarioInfo":
         return cls(s.name, s.title, str(s.path), s.sha256, s.quick, dict(s.parameters), s.engine,
                    [v.name for v in s.variants], s.seed, dict(s.baselines),
-                   Source(s.source.title, s.source.url, s.source.author, s.source.engine, s.source.hardware))
+                   Source(s.source.title, s.source.url, s.source.author, s.source.engine, s.source.hardware),
+                   dict(checkout or {}))
 
     def as_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["source"] = dict(self.source.__dict__)
+        if not self.checkout:
+            del out["checkout"]  # outside a git checkout: written as before it was recorded
         return out
 
     @classmethod
