@@ -13,17 +13,20 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mssql_standin import StandInCursor
+from mssql_standin import StandInCursor, StandInSqlServer
 
 from concurbench import doctor
 from concurbench.engines import mssql, sqlserver
 from concurbench.engines import mssql_config as mc
-from concurbench.errors import ConfigError, EngineError
+from concurbench.errors import ConfigError, EngineError, ProvisionError
 from concurbench.probe import probe
 from concurbench.provisioners.base import Connection
+from concurbench.report.server_facts import server_facts_table
+from concurbench.results.model import ServerInfo
 from concurbench.scenarios import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
+NO_LIMIT = "none"  # how the scenario stores `server: cpus:` left empty (engines/mssql_limits.py)
 
 
 # -- 1. the probe reads a sampler of a table only the setup creates ---------------------------------------
@@ -168,3 +171,178 @@ def test_the_probe_reads_index_physical_stats_after_the_setup_created_its_table(
     sampler = checks["sampler index_physical_stats"]
     assert sampler.status == "failed" and not report.ok
     assert sampler.server_says == "index_physical_stats: no table 'dbo.ghost_dmeo'"
+
+
+# -- 6. DBCC TRACESTATUS(-1) with no flag on -----------------------------------------------------------------
+def test_no_trace_flag_on_is_recorded_as_an_empty_list():
+    """Stand-in for SQL Server with no trace flag on: DBCC TRACESTATUS(-1) returns no result set (only the
+    informational message, which NO_INFOMSGS suppresses), so pyodbc's fetchall() raises. The old code took that
+    for a missing permission and the manifest lost its `trace_flags` key instead of recording []."""
+    server = StandInSqlServer()
+    conn = server.connect("Driver={FreeTDS};Database=concurbench;")
+    assert mc.read_server(conn, [])["trace_flags"] == []
+    assert sqlserver.server_info(conn, [])["settings"]["trace_flags"] == []
+    server.trace_flags.add(7006)
+    assert mc.read_server(conn, [])["trace_flags"] == [7006]
+
+
+# -- 6. one list of ODBC drivers for doctor and the engine ---------------------------------------------------
+@pytest.mark.parametrize("installed", [["ODBC Driver 13 for SQL Server"], ["SQL Server Native Client 11.0"],
+                                       ["Devart ODBC Driver for SQL Server"], ["TDS"],
+                                       ["ODBC Driver 18 for SQL Server"], ["FreeTDS"], ["PostgreSQL Unicode"]])
+def test_doctor_accepts_exactly_the_drivers_the_engine_connects_with(monkeypatch, installed):
+    """A stand-in for pyodbc's driver list (no driver manager needed). The old doctor passed any name holding
+    "SQL Server" or "TDS", while the engine connects only with Driver 18, 17 or FreeTDS: a machine with only
+    Driver 13 was told it was ready, and the run then failed with "no ODBC driver for SQL Server found"."""
+    monkeypatch.setattr(doctor, "odbc_drivers", lambda: (installed, "pyodbc"))
+    try:
+        engine_takes = bool(mssql.detect_driver(installed))
+    except EngineError:
+        engine_takes = False
+    check = doctor.check_odbc()
+    assert check.ok is engine_takes
+    assert engine_takes is (installed[0] in mssql.PREFERRED_DRIVERS)
+    if not check.ok:
+        assert "ODBC Driver 18 for SQL Server" in check.detail
+
+
+# -- 2 and 3. the container's CPUs: pinned where the host can, never a quota --------------------------------
+class StandInDockerEngine:
+    """Stand-in for a Docker engine (docker-py's client), answering `info()` and `containers.run` as moby's
+    daemon does (daemon/daemon_unix.go, verifyPlatformContainerResources): NanoCPUs without the kernel's CFS
+    bandwidth control is an error; a cpuset on a host without cpuset support is dropped with only a warning;
+    a cpuset naming CPUs the host does not offer is an error naming the ones it does."""
+
+    def __init__(self, cpus: int = 8, cfs: bool = True, cpuset: bool = True, available: str | None = None):
+        self.cfs, self.cpuset = cfs, cpuset
+        self.available = available or f"0-{cpus - 1}"
+        self.answer = {"NCPU": cpus, "CpuCfsQuota": cfs, "CpuCfsPeriod": cfs, "CPUSet": cpuset}
+        self.runs: list[dict] = []
+        self.containers = self
+        self.made: dict[str, SimpleNamespace] = {}
+
+    def info(self):
+        return dict(self.answer)
+
+    def run(self, **config):
+        from docker.errors import APIError
+
+        from concurbench.provisioners.containers import cpu_list
+        self.runs.append(config)
+        host_config = {"NanoCpus": config.get("nano_cpus", 0), "CpusetCpus": config.get("cpuset_cpus", "")}
+        if host_config["NanoCpus"] and not self.cfs:
+            raise APIError("400 Client Error", explanation="NanoCPUs can not be set, as your kernel does not support "
+                                                           "CPU CFS scheduler or the cgroup is not mounted")
+        if host_config["CpusetCpus"] and not self.cpuset:
+            host_config["CpusetCpus"] = ""  # "Your kernel does not support cpuset ... Cpuset discarded."
+        if host_config["CpusetCpus"] and not set(cpu_list(host_config["CpusetCpus"])) <= set(cpu_list(self.available)):
+            raise APIError("400 Client Error", explanation=f"Requested CPUs are not available - requested "
+                                                           f"{host_config['CpusetCpus']}, available: {self.available}")
+        container = SimpleNamespace(id=f"c{len(self.runs)}", attrs={"HostConfig": host_config, "Mounts": []})
+        self.made[container.id] = container
+        return container
+
+    def get(self, container_id):
+        return self.made[container_id]
+
+    def list(self, all=False, filters=None):  # what the target removes when a start fails: nothing was made
+        return []
+
+    volumes = SimpleNamespace(list=lambda filters=None: [])
+
+
+def start_standin_container(monkeypatch, engine: StandInDockerEngine, settings: dict) -> Connection:
+    """The docker target's start() against the stand-in engine; the server's readiness and database are left out."""
+    from concurbench.provisioners import docker as target
+    monkeypatch.setattr(target, "mssql_odbc_driver", lambda: "FreeTDS")
+    monkeypatch.setattr(target.docker_engine, "connect", lambda: engine)
+    monkeypatch.setattr(target.docker_engine, "ensure_image", lambda client, image, progress: SimpleNamespace(
+        id="sha256:standin", attrs={}))
+    monkeypatch.setattr(target.DockerServer, "_wait_ready", lambda self, container: None)
+    monkeypatch.setattr(target.DockerServer, "_prepare", lambda self: self.connection())
+    server = target.DockerServer("mssql", "mcr.microsoft.com/mssql/server:2022-latest", settings, run_id="r34")
+    return server.start()
+
+
+def test_a_host_without_cfs_or_cpusets_still_starts_the_container(monkeypatch):
+    """Stand-in Docker engine without CFS bandwidth control or cpusets (rootless Docker on an older systemd, some
+    NAS kernels). The old configuration always set nano_cpus (half the host's CPUs), which such an engine refuses,
+    so the container never started; `cpus` could not be turned off either. Now the default there is no CPU limit,
+    recorded with the reason, and `server: cpus:` left empty asks for none anywhere."""
+    engine = StandInDockerEngine(cpus=8, cfs=False, cpuset=False)
+    connection = start_standin_container(monkeypatch, engine, {})
+    assert "nano_cpus" not in engine.runs[-1] and "cpuset_cpus" not in engine.runs[-1]
+    assert connection.extra["cpu_limit"] == "none (this Docker host cannot pin a container to CPUs (docker info: " \
+                                            "CPUSet false))"
+    assert connection.extra["cpus_pinned"] is None
+    able = StandInDockerEngine(cpus=8)
+    connection = start_standin_container(monkeypatch, able, {"cpus": NO_LIMIT})
+    assert "nano_cpus" not in able.runs[-1] and "cpuset_cpus" not in able.runs[-1]
+    assert connection.extra["cpu_limit"] == "none (`server: cpus:` is empty)"
+    with pytest.raises(ProvisionError, match="cannot pin a container to CPUs") as refused:
+        start_standin_container(monkeypatch, StandInDockerEngine(cpus=8, cpuset=False), {"cpus": "2"})
+    assert "leave cpus: empty" in refused.value.message
+
+
+def test_the_container_is_pinned_to_cpus_never_given_a_quota(monkeypatch):
+    """Stand-in Docker engine with 8 CPUs. The old configuration gave the container a CFS quota of 4 CPUs
+    (nano_cpus), under which SQL Server keeps 8 schedulers and every thread stops for the rest of the 100 ms
+    period once the quota is spent, latch and lock holders included. Now it is pinned to 4 CPUs (the last four),
+    and the CPUs it really got are recorded beside SQL Server's scheduler count."""
+    engine = StandInDockerEngine(cpus=8)
+    connection = start_standin_container(monkeypatch, engine, {})
+    assert "nano_cpus" not in engine.runs[-1] and engine.runs[-1]["cpuset_cpus"] == "4-7"
+    assert connection.extra["cpu_limit"] == "cpuset 4-7" and connection.extra["cpus_pinned"] == 4
+    assert start_standin_container(monkeypatch, StandInDockerEngine(cpus=8), {"cpus": "2"}).extra["cpus_pinned"] == 2
+    # an engine that offers fewer CPUs to cpusets than it counts names them when it refuses: pinned to those
+    narrow = StandInDockerEngine(cpus=8, available="0-3")
+    connection = start_standin_container(monkeypatch, narrow, {})
+    assert [r["cpuset_cpus"] for r in narrow.runs] == ["4-7", "2-3"] and connection.extra["cpus_pinned"] == 2
+
+
+def test_a_scheduler_count_that_differs_from_the_pinned_cpus_is_said_in_the_report():
+    """The server's facts (sys.dm_os_sys_info: scheduler_count) beside the CPUs the container was pinned to: the
+    report says when SQL Server made more schedulers than it has CPUs, which the old report could not tell."""
+    facts = {"cpu_count": 8, "scheduler_count": 8, "query_store": "READ_WRITE", "adr": 0, "optimized_locking": None,
+             "lightweight_query_profiling": 1}
+    servers = [ServerInfo(version_short="2019-CU27", extra={"facts": facts, "cpus_pinned": 4,
+                                                            "cpu_limit": "cpuset 4-7"}),
+               ServerInfo(version_short="2022-CU14", extra={"facts": {**facts, "scheduler_count": 4},
+                                                            "cpus_pinned": 4, "cpu_limit": "cpuset 4-7"})]
+    notes = server_facts_table(servers)["notes"]
+    assert any("2019-CU27: 8 schedulers on 4 pinned CPUs" in n for n in notes)
+    assert not any("2022-CU14" in n for n in notes)
+
+
+@pytest.mark.parametrize("cpus, ok", [("", True), ("2", True), ("1.5", False), ("0", False), ("true", False)])
+def test_cpus_takes_a_whole_number_or_nothing(tmp_path, cpus, ok):
+    """`server: cpus:` left empty means no CPU limit (before, it was refused and the limit could not be turned
+    off); a fraction, which only a quota could give, is refused with the file and line."""
+    path = tmp_path / "cpus.yaml"
+    path.write_text(f"name: cpus\nengine: mssql\nserver:\n  cpus: {cpus}\nduration: 1s\nvariants:\n  a:\n"
+                    f"    pools:\n      p: {{clients: 1, transaction: SELECT 1}}\n")
+    if ok:
+        assert dict(load_scenario(path).settings)["cpus"] == (cpus or NO_LIMIT)
+    else:
+        with pytest.raises(ConfigError, match=r"cpus.yaml:4.*whole number of CPUs"):
+            load_scenario(path)
+
+
+# -- 6. memory_limit has a floor ------------------------------------------------------------------------------
+@pytest.mark.parametrize("memory, ok", [("2g", False), ("2400m", False), ("2500m", True), ("2.5g", True),
+                                        ("4g", True), ("lots", False)])
+def test_validate_refuses_a_memory_limit_sql_server_cannot_start_in(tmp_path, memory, ok):
+    """Below 2,500 MB the container's 80% (MSSQL_MEMORY_LIMIT_MB) is under the 2,000 MB SQL Server needs, and the
+    container just exits. The old validation took any size; now `validate` refuses it with the file, the line
+    and the minimum."""
+    path = tmp_path / "memory.yaml"
+    path.write_text(f"name: memory\nengine: mssql\nserver:\n  versions: ['2022']\n  memory_limit: {memory}\n"
+                    f"duration: 1s\nvariants:\n  a:\n    pools:\n      p: {{clients: 1, transaction: SELECT 1}}\n")
+    if ok:
+        assert dict(load_scenario(path).settings)["memory_limit"] == memory
+        return
+    with pytest.raises(ConfigError) as refused:
+        load_scenario(path)
+    assert re.search(r"memory.yaml:5\b.*server.memory_limit", refused.value.message), refused.value.message
+    if memory != "lots":
+        assert "2500m" in refused.value.message and "2,000 MB" in refused.value.message
