@@ -346,3 +346,115 @@ def test_validate_refuses_a_memory_limit_sql_server_cannot_start_in(tmp_path, me
     assert re.search(r"memory.yaml:5\b.*server.memory_limit", refused.value.message), refused.value.message
     if memory != "lots":
         assert "2500m" in refused.value.message and "2,000 MB" in refused.value.message
+
+
+# -- 4. tempdb_latches never makes the other samplers wait --------------------------------------------------
+LATCH_COLUMNS = ("wait_type", "resource_description", "tasks")
+WAIT_COLUMNS = ("wait_type", "waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
+PAGE_COLUMNS = ("object_id", "object_name", "index_id", "page_type")
+
+
+class StandInLatchedPages:
+    """Stand-in for the sampler's own connection to SQL Server 2019 under 100 callers: sys.dm_db_page_info reads the
+    page header, so each lookup waits for that page's latch, here until `release` is set (or `hold_s` passes).
+    Records the query timeout the connection was given (pyodbc's Connection.timeout) and each lookup."""
+
+    def __init__(self, hold_s: float = 5.0):
+        import threading
+        self.release = threading.Event()
+        self.hold_s = hold_s
+        self.looked_up: list[tuple] = []
+        self.timeout = 0
+        self.closed = False
+
+    def execute(self, sql, *params):
+        from concurbench.samplers.mssql_pages import PAGE_INFO
+        assert sql == PAGE_INFO, f"only page lookups on this connection, not: {sql}"
+        self.looked_up.append(params)
+        self.release.wait(self.hold_s)
+        return StandInCursor(PAGE_COLUMNS, [(7, "sysallocunits", 1, 1)])
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_sampling_thread_never_waits_for_a_page_lookup():
+    """Stand-in for SQL Server 2019: the lookup of page 2:1:118 waits on the latch the callers hold. The old sampler
+    ran sys.dm_db_page_info inline on the connection and thread all samplers share, so every reading waited with
+    it; now readings return at once, the lookup runs on a connection of its own, and the page is named all the same."""
+    from mssql_standin import CannedDmvs
+
+    from concurbench.samplers.mssql import TempdbLatches
+    import time
+    shared = CannedDmvs({TempdbLatches.QUERY: (LATCH_COLUMNS, [("PAGELATCH_EX", "2:1:118", 40),
+                                                               ("PAGELATCH_UP", "2:1:2", 3)]),
+                         TempdbLatches.WAIT_STATS: (WAIT_COLUMNS, [("PAGELATCH_EX", 10, 5, 1)])})
+    own = StandInLatchedPages()
+    sampler = TempdbLatches()
+    sampler.prepare(shared, 15_000_000)
+    sampler.attach(lambda: own)
+    took = []
+    for _ in range(5):
+        started = time.perf_counter()
+        sampler.read(shared)
+        took.append(time.perf_counter() - started)
+    assert max(took) < 0.05, took  # while the lookup waits on its latch
+    assert all(sql in (TempdbLatches.QUERY, TempdbLatches.WAIT_STATS) for sql, _ in shared.executed)
+    own.release.set()
+    sampler.detach()
+    assert own.looked_up == [(1, 118)] and own.timeout == 1 and own.closed
+    out = sampler.summarize(None, None, [{"t_s": 0.1, "latch": "PAGELATCH_EX:other", "tasks": 200}], 0.5)
+    assert out["object.sysallocunits_tasks"] == 200 and out["pages_named"] == 1 and out["pages_not_named"] == 0
+
+
+def test_page_lookups_stop_at_their_time_budget():
+    """Stand-in whose every lookup waits 0.1 s on its page's latch: with a budget of 0.25 s, three pages are looked
+    up and the others are left unnamed with the reason; `finish` returns within the budget and one lookup."""
+    import time
+
+    from concurbench.samplers.mssql_pages import PageNamer
+    own = StandInLatchedPages(hold_s=0.1)
+    namer = PageNamer(lambda: own, budget_s=0.25, timeout_s=1)
+    started = time.perf_counter()
+    namer.ask([(1, page) for page in range(100, 108)])
+    namer.finish()
+    assert time.perf_counter() - started < 0.25 + 0.1 + 0.2
+    names = namer.names()
+    assert len(own.looked_up) == 3 and sum("object" in v for v in names.values()) == 3
+    assert sum("budget for naming pages was spent" in v.get("error", "") for v in names.values()) == 5
+
+
+def test_the_driver_attaches_samplers_for_the_window_and_detaches_them_before_the_summaries():
+    """A recording stand-in sampler: the driver hands it a way to connect when the window is set (after prepare)
+    and ends that work when it closes, before the summaries. The old driver had no such hook, so the page lookups
+    could only run on the shared thread."""
+    from concurbench.samplers.base import Sampler, SamplerDriver
+
+    seen: list[str] = []
+
+    class Recording(Sampler):
+        name, kind = "recording", "periodic"
+
+        def prepare(self, conn, version_num):
+            seen.append("prepare")
+
+        def attach(self, connect):
+            seen.append(f"attach {connect()}")
+
+        def detach(self):
+            seen.append("detach")
+
+        def read(self, conn):
+            return []
+
+        def summarize(self, before, after, rows, elapsed_s):
+            seen.append("summarize")
+            return {}
+
+    driver = SamplerDriver([Recording()], lambda: "conn", 16_000_000)
+    driver.open()
+    driver.window_set(0, None)
+    driver.measurement_ended(1)
+    driver.close()
+    driver.summaries(1.0)
+    assert seen == ["prepare", "attach conn", "detach", "summarize"]
