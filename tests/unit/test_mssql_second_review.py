@@ -458,3 +458,60 @@ def test_the_driver_attaches_samplers_for_the_window_and_detaches_them_before_th
     driver.close()
     driver.summaries(1.0)
     assert seen == ["prepare", "attach conn", "detach", "summarize"]
+
+
+# -- 5. the same unmeasured warm-up for every arm, recorded ---------------------------------------------------
+TEMPDB_SCENARIO = ROOT / "scenarios" / "mssql" / "tempdb-gam-contention.yaml"
+
+
+def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_restart(monkeypatch, tmp_path):
+    """Stand-in for SQL Server (8 tempdb files, as a container starts) and for the worker pools, which record each
+    load they are asked to run. The old runner started dynamic and dynamic_memopt seconds after a container restart,
+    so a cold buffer pool, plan cache and tempdb fell into their timed calls while static ran warm. Now every arm
+    first runs its own procedure 10 times per client (quick form) with nothing measuring, right before its timed
+    load, and the variant run records the pass and whether a restart came before it."""
+    import mssql_standin
+
+    from concurbench import runner as runner_module
+    from concurbench.runner import Runner, _Server
+    from concurbench.results.model import VariantRun
+    from concurbench.workload.pool import PoolRunResult
+    from concurbench.workload.stats import PoolStats
+
+    server = StandInSqlServer.with_tempdb_files(8, holding_pages=False)
+    monkeypatch.setattr(mssql, "connect", server.connect)
+    monkeypatch.setattr(mssql_standin, "FACTS", [*mssql_standin.FACTS, (
+        "AS data_files", ("data_files", "memory_optimized_metadata"), (1, 0))])  # the scenario's `before` probe
+    loads: list[tuple] = []
+
+    class StandInLoad:
+        """Stand-in for the worker pools: what each load was, and how many restarts the server had by then."""
+
+        def __init__(self, conninfo, pools, *, warmup, duration, seed=1, listeners=None, **options):
+            self.pools, self.seed, self.measured = pools, seed, bool(listeners)
+
+        def run(self):
+            loads.append(("measured" if self.measured else "warm", {p.name: (p.clients, p.transactions)
+                                                                     for p in self.pools}, self.seed, server.restarts))
+            return PoolRunResult({p.name: PoolStats(p.name, sessions=p.clients, transactions=p.clients * p.transactions)
+                                  for p in self.pools}, elapsed_s=0.5, workers=1, reported=1)
+
+    monkeypatch.setattr(runner_module, "LoadGenerator", StandInLoad)  # the timed load's and the pass's
+    monkeypatch.setattr(runner_module, "build_samplers", lambda specs: [])  # the samplers are tested apart
+    provisioner = mssql_standin.StandInProvisioner(server, name="docker")
+    runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="docker")
+    state = _Server(provisioner)
+    runner._start(state)
+    results: list = []
+    for variant in runner.scenario.variants:
+        runner._variant_on(state, variant, 1, results)
+    assert [kind for kind, *_ in loads] == ["warm", "measured"] * 3
+    warm, measured = loads[0::2], loads[1::2]
+    assert all(w[1] == {"callers": (50, 10)} for w in warm) and all(m[1] == {"callers": (50, 60)} for m in measured)
+    assert all(w[3] == m[3] for w, m in zip(warm, measured))  # no restart between a pass and its timed load
+    assert all(w[2] != m[2] for w, m in zip(warm, measured))  # the pass draws its own parameters
+    passes = [r.warmup_pass for r in results]
+    assert [p["after_restart"] for p in passes] == [True, True, False]  # dynamic_memopt restarted; static did not
+    assert all(p["transactions_per_client"] == 10 and p["transactions"] == 500 and p["status"] == "ok" for p in passes)
+    again = VariantRun.from_dict(results[1].as_dict(), "result")
+    assert again.warmup_pass == passes[1]
