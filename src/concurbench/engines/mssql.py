@@ -28,8 +28,8 @@ from ..errors import EngineError
 from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION
 
 __all__ = ["CONNECTION", "DEADLOCK", "LOCK_NOT_AVAILABLE", "OTHER", "RETRYABLE", "SERIALIZATION",
-           "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "usable_drivers", "installed_drivers", "connection_string",
-           "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
+           "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "usable_drivers", "installed_drivers",
+           "connection_string", "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
            "error_number_from_pyodbc", "error_key", "first_line", "nocount", "server_info_query", "connect"]
 
 DRIVER_18 = "ODBC Driver 18 for SQL Server"

@@ -10,7 +10,7 @@ container exits (the message of the 2017 CU2 and later images; microsoft/mssql-d
 CPUs: a whole number of CPUs the container is pinned to (`cpuset_cpus`), or NO_LIMIT (`cpus:` left
 empty) for none. A fractional CPU limit would be a CFS quota, which freezes every thread of the server
 for the rest of the 100 ms period once it is spent, latch and lock holders included: the docker target
-does not set one (docs/mssql.md, "CPUs").
+does not set one (docs/mssql.md, "The container's CPUs and memory").
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 the permissions; read each sampler once (one that fails is read again after the setup, inside its
 transaction, as it may need what the setup creates: deferred.py); start and stop each background
 session; run the setup, the probe queries and the teardown inside a transaction that is rolled
-back; check that nothing was left behind; let the server go. A step that fails is a failed `Check` and the probe goes on with
-the next one, so one probe lists every problem it can reach.
+back; check that nothing was left behind; let the server go. A step that fails is a failed `Check`
+and the probe goes on with the next one, so one probe lists every problem it can reach.
 
 What differs by engine is in postgres.py and mssql.py (`side_for`). The provisioner is made without
 the scenario's settings, so starting it applies none (a dsn server's `start` only connects): the

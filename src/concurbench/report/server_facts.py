@@ -41,4 +41,4 @@ def server_facts_table(servers: list[ServerInfo]) -> dict | None:
                       "database recovery, optimized locking (– where the version has none), lightweight query "
                       "profiling; CPUs and schedulers from sys.dm_os_sys_info."]
             + ([f"SQL Server did not make one scheduler per CPU the container is pinned to ({'; '.join(mismatched)}): "
-                f"its schedulers share those CPUs, see docs/mssql.md (CPUs)."] if mismatched else [])}
+                f"its schedulers share those CPUs (docs/mssql.md, The container's CPUs and memory)."] if mismatched else [])}
