@@ -51,14 +51,17 @@ class StandInFreshSqlServer:
 
     As Microsoft Learn documents it: OBJECT_ID returns NULL for an object that does not exist; a table created
     inside a transaction is seen by that session until the transaction is rolled back (and by no other one
-    here, the others are not in it); SAVE TRANSACTION sets a savepoint, @@TRANCOUNT counts open transactions.
-    Every statement is logged with the connection that ran it; any other statement is an AssertionError."""
+    here, the others are not in it); SAVE TRANSACTION sets a savepoint (error 628 outside a transaction),
+    @@TRANCOUNT counts open transactions, XACT_STATE() is 0 outside one; a deadlock victim's whole transaction is
+    rolled back (error 1205). Every statement is logged with the connection that ran it; any other statement is an
+    AssertionError."""
 
     OBJECT_ID = 901578250
 
-    def __init__(self):
+    def __init__(self, deadlock_victim: bool = False):
         self.log: list[tuple[int, str]] = []
         self.connections = 0
+        self.deadlock_victim = deadlock_victim  # the reading of the physical stats is chosen as a deadlock victim
 
     def connect(self, conninfo, application_name=""):
         self.connections += 1
@@ -85,8 +88,10 @@ class StandInSession:
         if sql == "IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION":
             self.trancount, self.created = 0, set()
             return StandInCursor()
-        if sql.startswith(("SAVE TRANSACTION", "IF XACT_STATE() = 1 ROLLBACK TRANSACTION")):
+        if sql.startswith("SAVE TRANSACTION"):
             assert self.trancount, "a savepoint outside a transaction (error 628)"
+            return StandInCursor()
+        if sql.startswith("IF XACT_STATE() = 1 ROLLBACK TRANSACTION"):  # XACT_STATE() is 0 outside a transaction
             return StandInCursor()
         if sql == "SELECT @@TRANCOUNT":
             return StandInCursor(("n",), [(self.trancount,)])
@@ -101,6 +106,11 @@ class StandInSession:
             return StandInCursor(("index_id", "name"), [(1, "PK__ghost_demo")])
         if sql == sampler.QUERY:
             assert params == (5, self.server.OBJECT_ID)
+            if self.server.deadlock_victim:  # SQL Server rolls the victim's whole transaction back (error 1205)
+                self.trancount, self.created = 0, set()
+                raise RuntimeError("[40001] [Microsoft][ODBC Driver 18 for SQL Server][SQL Server]Transaction (Process "
+                                   "ID 57) was deadlocked on lock resources with another process and has been chosen "
+                                   "as the deadlock victim. Rerun the transaction. (1205) (SQLExecDirectW)")
             return StandInCursor(("index_id", "partition_number", "index_level", "page_count", "record_count",
                                   "ghost_record_count", "version_ghost_record_count", "avg_page_space_used_in_percent"),
                                  [(1, 1, 0, 1, 0, 0, 0, 0.0)])
@@ -138,10 +148,10 @@ class StandInOwnedProvisioner:
         pass
 
 
-def probe_standin(tmp_path, text: str):
+def probe_standin(tmp_path, text: str, deadlock_victim: bool = False):
     path = tmp_path / "fresh.yaml"
     path.write_text(text)
-    server = StandInFreshSqlServer()
+    server = StandInFreshSqlServer(deadlock_victim)
     engine = SimpleNamespace(connect=server.connect,
                              server_info=lambda conn, names: {"version": "Microsoft SQL Server 2022",
                                                               "version_num": 16_000_004_135, "version_short": "2022"},
@@ -171,6 +181,19 @@ def test_the_probe_reads_index_physical_stats_after_the_setup_created_its_table(
     sampler = checks["sampler index_physical_stats"]
     assert sampler.status == "failed" and not report.ok
     assert sampler.server_says == "index_physical_stats: no table 'dbo.ghost_dmeo'"
+
+
+def test_a_reading_that_ends_the_probes_transaction_stops_the_setup_there(tmp_path):
+    """Stand-in for a fresh SQL Server that picks the reading after the setup as a deadlock victim (error 1205),
+    which rolls back the probe's whole transaction: nothing after it may run outside a transaction (it would
+    stay on the server), so the probe says so and tries no further step."""
+    text = GHOSTS.replace("      p: {clients: 1, transaction: [SELECT 1]}\n",
+                          "      p: {clients: 1, transaction: [SELECT 1]}\n    teardown: [DROP TABLE dbo.ghost_demo]\n")
+    report, checks, server = probe_standin(tmp_path, text, deadlock_victim=True)
+    assert "(1205)" in checks["sampler index_physical_stats"].server_says
+    assert checks["v: samplers after the setup"].status == "failed"
+    assert checks["v: teardown (inline)"].status == "skipped"
+    assert not any(sql.startswith("DROP TABLE") for _, sql in server.log)
 
 
 # -- 6. DBCC TRACESTATUS(-1) with no flag on -----------------------------------------------------------------

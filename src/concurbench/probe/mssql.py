@@ -161,8 +161,9 @@ class SqlServerSide:
         try:
             for i, (check, sql, query) in enumerate(steps):
                 if query is AFTER_SETUP:
-                    checks += after_setup(conn, sql, lambda: _savepoint(conn))
-                    if _perm(conn, "SELECT @@TRANCOUNT"):
+                    read = after_setup(conn, sql, lambda: _savepoint(conn))
+                    checks += read
+                    if not read or _perm(conn, "SELECT @@TRANCOUNT"):  # nothing read, or the transaction goes on
                         continue
                     checks.append(failed(check, "reading a sampler ended the probe's transaction",
                                          "report the probe's JSON as a bug"))
