@@ -64,10 +64,11 @@ class PageNamer:
     def ask(self, pages) -> None:
         """Queue the pages not asked for yet (up to max_pages in all); never waits."""
         for page in pages:
-            if page in self._asked or len(self._asked) >= self.max_pages:
-                continue
-            self._asked.add(page)
-            self._queue.put(page)
+            if len(self._asked) >= self.max_pages:
+                return
+            if page not in self._asked:
+                self._asked.add(page)
+                self._queue.put(page)
 
     def finish(self) -> None:
         """No more pages; wait for the lookups under way, at most the rest of the budget and one lookup's timeout."""
