@@ -13,16 +13,18 @@ The method (docs/history.md gives the reasons and the simulated error and power)
      is significant; windows overlap by half, as Hunter does. It looks at a copy of the series in
      which a run more than three noise units from the medians of both its left and its right
      neighbours is replaced by the nearer median (a Hampel filter that leaves steps alone), so one
-     wild run cannot attract a split.
-  3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were three noise
+     wild run cannot attract a split. The mean-shift statistic then moves each split by up to
+     REFINE runs to where a step fits best, first in its window, then between its final neighbours.
+  3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were HUBER_C noise
      units out) of up to `window` runs on each side, their difference over its standard error,
      against Student's t. Splits are dropped, weakest first, until every one left has p <= alpha
-     and moves the metric by at least `min_change`; a stretch between two splits shorter than
-     `confirm` runs drops its weaker end (a wild run or two is not a level).
-  4. How final. A change with `confirm` or more runs after it is confirmed. One seen only in the
-     newest runs (at least `min_after` of them, and fewer than `confirm`) is a candidate, and only
-     when each of those runs lies outside the band of the level before it (its own noise and the
-     before-level's uncertainty, at 95%): a run whose interval spans the step is no evidence.
+     and moves the metric by at least `min_change`. A stretch between two splits shorter than
+     `confirm` runs drops its weaker end, and a side shorter than TRUST runs is believed only when
+     each of its runs lies outside the other side's 95% band (its own noise and that level's
+     uncertainty): two wild runs among three are not a level, a run whose interval spans the step
+     is no evidence.
+  4. How final. A change with `confirm` or more runs after it is confirmed; one seen only in the
+     newest runs (at least `min_after` of them) is a candidate.
 """
 
 from __future__ import annotations
