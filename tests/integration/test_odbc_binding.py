@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is not installed (pip install pyodbc, with unixodbc)")
+from needs import import_pyodbc
+
+pyodbc = import_pyodbc()
 
 pytestmark = pytest.mark.integration
 DRIVER = "PostgreSQL Unicode"

@@ -13,7 +13,9 @@ import threading
 
 import pytest
 
-pyodbc = pytest.importorskip("pyodbc", reason="pyodbc is not installed (pip install pyodbc, with unixodbc)")
+from needs import import_pyodbc
+
+pyodbc = import_pyodbc()
 
 from concurbench.engines import mssql, sqlserver  # noqa: E402
 from concurbench.engines.classes import CONNECTION  # noqa: E402
