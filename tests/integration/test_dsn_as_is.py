@@ -95,6 +95,16 @@ def test_the_readme_scenario_runs_as_is_and_names_the_two_differences(cluster, t
     before = settings(admin)
     refused = concurbench("run", README_SCENARIO, "--quick", *dsn_args(dsn, tmp_path / "refused"))
     assert refused.returncode == 2 and "--server-settings as-is" in refused.stderr  # the way on is named
+    for as_is, code in (([], 1), (["--server-settings", "as-is"], 0)):  # the probe says the same
+        probe = concurbench("probe", README_SCENARIO, "--quick", *dsn_args(dsn, tmp_path / "probes", *as_is))
+        assert probe.returncode == code, probe.stdout[-3000:]
+        checks = {c["check"]: c for c in json.loads(run_dir(probe).read_text())["probes"][0]["checks"]}
+        assert [c["check"] for c in checks.values() if c["status"] == "failed"] == \
+            ([] if as_is else ["setting max_connections", "setting shared_buffers"])
+        assert ("--server-settings as-is" in checks["setting shared_buffers"]["fix" if not as_is else "server_says"])
+        assert checks["connections"]["server_says"].startswith("92 at most (for_update, 90 clients (sweep point 90)")
+        assert "the server gives this run 147: max_connections is 150, 3 are reserved" in \
+            checks["connections"]["server_says"]
     result = concurbench("run", README_SCENARIO, "--quick", *dsn_args(dsn, tmp_path, "--server-settings", "as-is"))
     assert result.returncode == 0, result.stderr[-3000:]
     directory = run_dir(result)

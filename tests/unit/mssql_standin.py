@@ -158,6 +158,10 @@ class StandInConnection:
         if m:
             server.objects.get(self.database, set()).discard(m.group(1))
             return StandInCursor()
+        m = re.fullmatch(r"DBCC TRACE(ON|OFF)\((\d+), -1\)", sql)
+        if m:
+            (server.trace_flags.add if m.group(1) == "ON" else server.trace_flags.discard)(int(m.group(2)))
+            return StandInCursor()
         if sql == "DBCC TRACESTATUS(-1) WITH NO_INFOMSGS":
             return StandInCursor(("TraceFlag", "Status", "Global", "Session"),
                                  [(f, 1, 1, 0) for f in sorted(server.trace_flags)])
