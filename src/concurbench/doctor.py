@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass
 
 from . import gc
+from .engines import mssql
 from .errors import ConcurbenchError
 from .provisioners import binaries, docker_engine, embedded
 from .workload import fastloop
@@ -162,10 +163,11 @@ def check_odbc() -> Check:
     drivers, source = odbc_drivers()
     if drivers is None:
         return Check(name, False, source, fix)
-    usable = [d for d in drivers if "SQL Server" in d or "TDS" in d.upper()]
+    usable = mssql.usable_drivers(drivers)  # the names the engine connects with, no others
     if not usable:
         listed = ", ".join(drivers) or "none"
-        return Check(name, False, f"no SQL Server driver among the ODBC drivers ({listed}; from {source})", fix)
+        return Check(name, False, f"none of {', '.join(mssql.PREFERRED_DRIVERS)} among the ODBC drivers ({listed}; "
+                                  f"from {source})", fix)
     if source != "pyodbc":
         return Check(name, False, f"{', '.join(usable)} installed, but pyodbc is not", "pip install pyodbc")
     return Check(name, True, f"{', '.join(usable)} (from pyodbc)")

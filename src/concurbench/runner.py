@@ -37,11 +37,12 @@ from .report.render import write_report
 from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
 from .results.shards import SHARD_AND_CHECK, Plan, Shard
-from .results.store import create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
+from .results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from .samplers.base import SamplerDriver
 from .samplers.registry import build as build_samplers
 from .scenario.model import Scenario, Variant
 from .util import suggest
+from .warmup_pass import warm_up
 from .workload.pool import LoadGenerator, resolve_clients
 from .workload.session import application_name
 
@@ -100,6 +101,7 @@ class _Server:
     config: object = None
     info: dict = field(default_factory=dict)
     current: dict = field(default_factory=dict)  # the settings it runs with now
+    fresh: bool = False  # started or restarted since its last variant run (a warm-up pass records it)
     scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
 
     @property
@@ -259,7 +261,7 @@ class Runner:
         s = self.scenario
         shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
             server.version if server.started and server.info else None for server in self._servers])
-        return Run(scenario=ScenarioInfo.of(s), status=status, error=error.message if error else None,
+        return Run(scenario=ScenarioInfo.of(s, checkout_of(s.path)), status=status, error=error.message if error else None,
                    servers=list(self._recorded), target=self.target, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
@@ -312,6 +314,7 @@ class Runner:
         self.progress({"event": "provisioning", "target": self.target})
         server.started = True
         server.connection = server.provisioner.start()
+        server.fresh = True
         server.conn = self._admin(server)
         # before anything is changed or created on the server: the run's connections against what it gives
         check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
@@ -396,6 +399,7 @@ class Runner:
                 server.conn.close()
                 server.connection = server.provisioner.restart(wanted)
                 server.conn = self._admin(server)
+                server.fresh = True
             server.current = wanted
         if server.config is not None:
             self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
@@ -448,6 +452,7 @@ class Runner:
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self._admin(server)
+            server.fresh = True
             # what only a fresh server allows (removing tempdb files); what it could not do is a warning
             for problem in server.config.after_restart(server.conn):
                 self.progress({"event": "warning", "message": problem})
@@ -466,6 +471,19 @@ class Runner:
     def _variants(self) -> list[Variant]:
         return chosen_variants(self.scenario, self.only)
 
+    def _warm_up(self, server: "_Server", variant: Variant, pools) -> dict | None:
+        """The variant's warm-up pass (warmup_pass.py), when it has one; the server is no longer fresh after it."""
+        fresh, server.fresh = server.fresh, False
+        if not variant.warmup_transactions:
+            return None
+        self.progress({"event": "warm_pass", "variant": variant.name, "transactions": variant.warmup_transactions,
+                       "after_restart": fresh})
+        warm = warm_up(server.connection.conninfo, pools, variant.warmup_transactions, engine=self.scenario.engine,
+                       seed=self.scenario.seed, processes=self.processes, after_restart=fresh, load=LoadGenerator)
+        if warm["status"] == "interrupted":
+            raise KeyboardInterrupt
+        return warm
+
     def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
         conninfo, conn, version_num = server.connection.conninfo, server.conn, server.info["version_num"]
         pools = resolve_clients(variant.pools, point)
@@ -474,6 +492,7 @@ class Runner:
                        "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
         for step in variant.setup:
             self.eng.run_script(conn, step.sql, step.origin)
+        warm = self._warm_up(server, variant, pools)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
@@ -532,7 +551,7 @@ class Runner:
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
             settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
-            unavailable=driver.unavailable, events=events)
+            unavailable=driver.unavailable, events=events, warmup_pass=warm)
         self.progress({"event": "variant_done", "result": result})
         return result
 

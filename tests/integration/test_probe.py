@@ -226,3 +226,23 @@ def test_a_timed_statement_is_tried_in_the_rolled_back_transaction_not_at_its_ti
     assert checks["v: background alter"]["server_says"] == "1 statement ran and was rolled back"
     typo = checks["v: background typo"]
     assert typo["status"] == "failed" and 'relation "probe_tt" does not exist' in typo["server_says"]
+
+
+def test_a_sampler_of_a_table_only_the_setup_creates_is_read_after_the_setup(probe, tmp_path):
+    """The probe reads each sampler before its rolled-back setup, when a table only the setup creates is not
+    there yet (issue 34): table_stats of it is read again after the setup, inside the probe's transaction,
+    and passes; a name no setup creates still fails. The fixture checks that the table is gone after each probe."""
+    text = ("setup:\n  - CREATE TABLE probe_sampled (id int PRIMARY KEY); INSERT INTO probe_sampled VALUES (1)\n"
+            "samplers:\n  table_stats: {{tables: [{table}]}}\n"
+            "variants:\n  v:\n    pools:\n      p: {{clients: 1, transaction: [SELECT 1]}}\n")
+    code, _, report, checks = probe(scenario_file(tmp_path, text.format(table="probe_sampled")), "super")
+    sampler = checks["sampler table_stats"]
+    assert code == 0, [c for c in report["checks"] if c["status"] != "ok"]
+    assert sampler["status"] == "ok" and "after v's setup, inside the probe's rolled-back transaction" \
+        in sampler["server_says"]
+    assert "no user table named probe_sampled" in sampler["server_says"]  # what the reading before the setup met
+    assert checks["nothing left behind"]["status"] == "ok"
+    code, _, _, checks = probe(scenario_file(tmp_path, text.format(table="probe_sampeld")), "super")
+    sampler = checks["sampler table_stats"]
+    assert code == 1 and sampler["status"] == "failed"
+    assert sampler["server_says"].startswith("table_stats: no user table named probe_sampeld")

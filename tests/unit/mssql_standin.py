@@ -111,6 +111,19 @@ class StandInCursor:
         return False
 
 
+class NoResultSet(StandInCursor):
+    """A statement that returned no result set: pyodbc leaves `description` None, and fetching raises."""
+
+    def fetchone(self):
+        raise StandInProgrammingError("No results.  Previous SQL was not a query.")
+
+    fetchall = fetchone
+
+
+class StandInProgrammingError(Exception):
+    """Shaped like pyodbc.ProgrammingError."""
+
+
 class StandInConnection:
     def __init__(self, server: StandInSqlServer, database: str):
         self.server = server
@@ -162,9 +175,10 @@ class StandInConnection:
         if m:
             (server.trace_flags.add if m.group(1) == "ON" else server.trace_flags.discard)(int(m.group(2)))
             return StandInCursor()
-        if sql == "DBCC TRACESTATUS(-1) WITH NO_INFOMSGS":
+        if sql == "DBCC TRACESTATUS(-1) WITH NO_INFOMSGS":  # no flag on: no result set at all
             return StandInCursor(("TraceFlag", "Status", "Global", "Session"),
-                                 [(f, 1, 1, 0) for f in sorted(server.trace_flags)])
+                                 [(f, 1, 1, 0) for f in sorted(server.trace_flags)]) if server.trace_flags \
+                else NoResultSet()
         if sql == "SELECT CAST(SERVERPROPERTY('IsTempdbMetadataMemoryOptimized') AS int)":
             return StandInCursor(("v",), [(int(server.memory_optimized),)])
         if sql == "SELECT COUNT(*) FROM tempdb.sys.database_files WHERE type = 0":

@@ -14,6 +14,7 @@ from concurbench.samplers.mssql import LockWaits, PerfCounters, Requests, Tempdb
 from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT,
                                               PERF_LARGE_RAW_BASE, PERF_LARGE_RAW_FRACTION, counter_rates, one_second_max,
                                               pool_of)
+from concurbench.samplers.mssql_pages import PAGE_INFO
 from concurbench.samplers.mssql_requests import blocking, resource_kind, wait_key
 from concurbench.samplers.mssql_waits import SessionWaits, WaitStats
 from concurbench.results.model import PoolResult, VariantRun
@@ -253,22 +254,23 @@ def test_a_claim_on_gam_shares_needs_enough_samples():
 
 def test_tempdb_latches_wait_statistics_and_the_objects_of_other_pages():
     """Stand-in for SQL Server 2019: two polls; page 2:1:118 belongs to sysallocunits (object 7), named once
-    with sys.dm_db_page_info; PAGELATCH_* wait statistics grow between the polls."""
+    with sys.dm_db_page_info on the sampler's own connection (never the shared one); PAGELATCH_* wait
+    statistics grow between the polls."""
     polls = [[("PAGELATCH_EX", "2:1:118", 30), ("PAGELATCH_UP", "2:1:2", 2)],
              [("PAGELATCH_SH", "2:1:118", 10), ("PAGELATCH_EX", "2:1:3000", 1)]]
     stats = [[("PAGELATCH_EX", 100, 40, 1), ("PAGELATCH_UP", 10, 5, 0)],
              [("PAGELATCH_EX", 2100, 900, 30), ("PAGELATCH_UP", 60, 25, 2), ("PAGELATCH_SH", 7, 1, 0)]]
     conn = CannedDmvs({TempdbLatches.QUERY: [(LATCH_COLUMNS, p) for p in polls],
-                       TempdbLatches.WAIT_STATS: [(WAIT_COLUMNS, s) for s in stats],
-                       TempdbLatches.PAGE_INFO: [(("object_id", "object_name", "index_id", "page_type"),
-                                                  [(7, "sysallocunits", 1, 1)]),
-                                                 (("object_id", "object_name", "index_id", "page_type"),
-                                                  [(34, None, 1, 1)])]})
+                       TempdbLatches.WAIT_STATS: [(WAIT_COLUMNS, s) for s in stats]})
+    own = CannedDmvs({PAGE_INFO: [(("object_id", "object_name", "index_id", "page_type"), [(7, "sysallocunits", 1, 1)]),
+                                  (("object_id", "object_name", "index_id", "page_type"), [(34, None, 1, 1)])]})
+    own.close = lambda: None
     sampler = TempdbLatches()
     sampler.prepare(conn, 15_000_000)
+    sampler.attach(lambda: own)
     rows = [{"t_s": t, **row} for t in (0.1, 0.2) for row in sampler.read(conn)]
-    described = [params for sql, params in conn.executed if sql == TempdbLatches.PAGE_INFO]
-    assert described == [(1, 118), (1, 3000)]  # each page once, by file and page
+    sampler.detach()
+    assert [params for sql, params in own.executed if sql == PAGE_INFO] == [(1, 118), (1, 3000)]  # each page once
     out = sampler.summarize(None, None, rows, 0.2)
     assert out["task_samples"] == 43 and out["other_tasks"] == 41 and out["other_share"] == pytest.approx(41 / 43, 1e-3)
     assert out["wait_ms.PAGELATCH_EX"] == 860 and out["waits.PAGELATCH_EX"] == 2000 and out["waits.PAGELATCH_SH"] == 7
@@ -284,6 +286,8 @@ def test_tempdb_latches_name_no_page_before_2019():
                        TempdbLatches.WAIT_STATS: (WAIT_COLUMNS, [])})
     sampler = TempdbLatches()
     sampler.prepare(conn, 14_000_000)
+    sampler.attach(lambda: pytest.fail("no connection of its own is needed before 2019"))
     sampler.read(conn)
-    assert all(sql != TempdbLatches.PAGE_INFO for sql, _ in conn.executed)
+    sampler.detach()
+    assert sampler.namer is None and all(sql != PAGE_INFO for sql, _ in conn.executed)
     assert sampler.summarize(None, None, [], 0.1)["other_pages"] == [{"page": "2:1:118", "tasks": 3}]

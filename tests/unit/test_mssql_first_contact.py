@@ -235,7 +235,7 @@ def test_the_configurator_never_falls_back_to_master():
 def mssql_config(settings: dict, host_cpus: int | None = None) -> dict:
     return containers.mssql_container_config(image="mcr.microsoft.com/mssql/server:2019-latest", name="c",
                                              settings=settings, password="Pw-1234567890abcd", port=51433,
-                                             labels={}, host_cpus=host_cpus)
+                                             labels={}, host=containers.DockerHost(host_cpus, cpuset=True))
 
 
 @pytest.mark.parametrize("memory, limit_mb", [("4g", 3276), ("8G", 6553), ("6144m", 4915), ("2.5g", 2048)])
@@ -253,12 +253,13 @@ def test_a_memory_limit_that_is_not_a_size_is_a_config_error():
 
 
 def test_the_container_gets_a_cpu_limit_by_default_and_as_asked():
-    """The old configuration had none: the server's schedulers and the clients shared every CPU."""
-    assert mssql_config({}, host_cpus=8)["nano_cpus"] == 4_000_000_000  # half the Docker host's
-    assert mssql_config({}, host_cpus=1)["nano_cpus"] == 1_000_000_000
-    assert mssql_config({"cpus": "1.5"}, host_cpus=8)["nano_cpus"] == 1_500_000_000
-    assert containers.cpu_limit({"NanoCpus": 1_500_000_000}) == "1.5 CPUs"  # what the run records
-    for bad in ("0", "-1", "two", "9"):
+    """The old configuration had none: the server's schedulers and the clients shared every CPU. (Since issue 34
+    the limit is the CPUs the container is pinned to, never a quota: test_mssql_second_review.py.)"""
+    assert mssql_config({}, host_cpus=8)["cpuset_cpus"] == "4-7"  # half the Docker host's
+    assert mssql_config({}, host_cpus=1)["cpuset_cpus"] == "0"
+    assert mssql_config({"cpus": "3"}, host_cpus=8)["cpuset_cpus"] == "5-7"
+    assert containers.cpu_limit({"CpusetCpus": "5-7"}) == "cpuset 5-7"  # what the run records
+    for bad in ("0", "-1", "two", "9", "1.5"):
         with pytest.raises(ConfigError, match="cpus"):
             mssql_config({"cpus": bad}, host_cpus=8)
 

@@ -142,7 +142,7 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
         values.append(float(value))
         repeats.append(run.repeat)
         if window:
-            est, events = _within(run, pool, ref.metric)
+            est, events = window_estimate(run, pool, ref.metric)
             within.append(est)
             if events < MIN_EVENTS:
                 thin.append(f"{run.label} saw {events} {'sampled sessions' if ref.metric.startswith('waits.') else 'transactions'}"
@@ -160,7 +160,7 @@ def _percentile(metric: str) -> bool:
     return bool(re.search(r"\.p\d+(\.\d+)?_ms$", metric))
 
 
-def _within(run: VariantRun, pool: str, metric: str) -> tuple[stats.Estimate | None, int]:
+def window_estimate(run: VariantRun, pool: str, metric: str) -> tuple[stats.Estimate | None, int]:
     """A window figure's within-run estimate from one run, and the events (transactions, sessions) behind it."""
     if metric.startswith("waits."):
         return _wait_share(run, metric.removeprefix("waits."))

@@ -26,6 +26,7 @@ from ..runner import Runner
 from ..scenarios import load_scenario
 from .console import err
 from .exits import EXIT_RUN_FAILED, check_exit_code
+from .history import add_to_history, history_options, parse_pairs
 from .options import dsn_options, target_of
 from .progress import Progress
 
@@ -52,10 +53,13 @@ DEFAULT_VERSIONS = "14,15,16,17,18"
               help="Write the table as Markdown to FILE (default: standard output).")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table as one self-contained HTML page.")
+@history_options
 def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str | None, target: str, dsn: str | None,
            password_env: str | None, allow_server_changes: bool, server_settings: str, quick: bool, max_repeats: int,
-           check_budget: str, out_dir: Path, output: Path | None, html_file: Path | None) -> None:
+           check_budget: str, out_dir: Path, output: Path | None, html_file: Path | None, history: str | None,
+           labels: tuple[str, ...]) -> None:
     """Check every SCENARIO's claims on every server version and write one claims-by-version table."""
+    run_labels = parse_pairs(labels, "--label")
     if bool(scenarios) == bool(stored):
         raise ConfigError("give scenario files to run, or --from RUN_DIR... to tabulate stored runs (not both)")
     if target == "dsn" and versions:
@@ -72,6 +76,8 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str 
         for model in models:
             run, error = _run(model, wanted, target, where, out_dir, policy)
             runs.append(run)
+            if history is not None and run.path is not None:
+                add_to_history(history, run.path, run_labels)
             if error is not None:
                 failed = True
                 err.print(f"[red]error:[/red] {model.name}: {error.message}", highlight=False, soft_wrap=True)

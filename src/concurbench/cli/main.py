@@ -1,5 +1,8 @@
 """The command line: a thin layer that builds library objects, calls them and prints.
 
+Commands are imported when they are called (`concurbench history add` does not load the runner, the
+provisioners or pandas), from the modules COMMANDS names.
+
 Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 3 a claim failed
 (`--check`), 4 a claim could not be decided (`--check`), 130 interrupted.
 """
@@ -7,190 +10,30 @@ Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario er
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import traceback
-from pathlib import Path
 
 import click
-from rich.table import Table
 
 from .. import __version__
-from ..check import CheckPolicy
-from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
-from ..errors import ConcurbenchError, ConfigError
-from ..guards import check_scenario
-from ..provisioners.registry import make_provisioner
-from ..report.render import terminal
-from ..report.tables import build_report
-from ..results.shards import SHARD_AND_CHECK, Shard
-from ..runner import Runner
-from ..samplers.registry import SAMPLERS
-from ..scenarios import load_scenario
-from .admin import doctor, gc_command
-from .claims import claims as claims_command
-from .compare import compare
-from .console import err, out
-from .exits import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE, check_exit_code
-from .merge import merge
-from .options import parse_params, server_versions, target_of, target_options
-from .probe import default_json, probe as probe_command, probe_all
-from .progress import Progress
-from .stored import report as report_command, results as results_command, write_and_list_plots
+from ..errors import ConcurbenchError
+from .console import err
+from .errors import fail as _fail
+from .exits import EXIT_INTERRUPTED, EXIT_RUN_FAILED, EXIT_USAGE
+from .lazy import LazyGroup
+
+COMMANDS = {  # name -> module of concurbench.cli : the command object
+    "run": "run:run", "validate": "scenario_files:validate", "list": "scenario_files:list_",
+    "probe": "probe:probe", "doctor": "admin:doctor", "gc": "admin:gc_command", "report": "stored:report",
+    "results": "stored:results", "compare": "compare:compare", "claims": "claims:claims", "merge": "merge:merge",
+    "history": "history:history",
+}
 
 
-def _fail(exc: ConcurbenchError) -> None:
-    text = exc.message
-    cause = exc.cause
-    if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in text:
-        text += f" ({str(cause).strip().splitlines()[0]})"
-    err.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
-    sys.exit(exc.exit_code)
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, where=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="concurbench")
 def cli() -> None:
     """Database concurrency experiments: one YAML scenario, one command."""
-
-
-@cli.command()
-@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
-              show_default=True, help="Where run directories are written.")
-@target_options
-@click.option("--keep", is_flag=True, help="Leave the server running at the end and print how to connect.")
-@click.option("--probe", "probe_first", is_flag=True,
-              help="Probe the target first (`concurbench probe`); stop with its table and exit 1 when a check fails.")
-@click.option("--processes", type=click.IntRange(min=1), default=None,
-              help="Worker processes for the client sessions [default: one per CPU].")
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
-@click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
-@click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
-              "decided; exit 3 when a claim fails, 4 when one is left undecided.")
-@click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
-              help="--check: the most runs of a variant point it may take to decide a claim.")
-@click.option("--check-budget", default="15m", show_default=True, metavar="DURATION",
-              help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
-@click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Run every variant N times, interleaved (A B, then B A); reports give means with 95% intervals.")
-@click.option("--shard", "shard_text", default=None, metavar="I/N",
-              help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
-              "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
-def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
-        password_env: str | None, image: str | None, host_network: bool, keep: bool,
-        allow_server_changes: bool, server_settings: str, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
-        repeat: int, shard_text: str | None, probe_first: bool) -> None:
-    """Run SCENARIO and print its comparison tables; the last line is the run directory."""
-    progress = Progress(err)
-    try:
-        policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
-        model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
-        shard = Shard.parse(shard_text) if shard_text is not None else None
-        if shard is not None and check:
-            raise ConfigError(SHARD_AND_CHECK)
-        provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
-            target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
-            allow_server_changes=allow_server_changes, server_settings=server_settings, keep=keep, model=model,
-            progress=progress)) for version in server_versions(model, target, versions, image)]
-        if probe_first and not probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env,
-                                         image=image, host_network=host_network,
-                                         allow_server_changes=allow_server_changes, server_settings=server_settings,
-                                         variants=variants,
-                                         json_path=default_json(out_dir, model.name)):
-            progress.close()
-            err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
-            sys.exit(EXIT_RUN_FAILED)
-    except ConcurbenchError as exc:
-        progress.close()
-        _fail(exc)
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target, repeat=repeat, check=policy,
-                         shard=shard).run()
-    finally:
-        progress.close()
-        signal.signal(signal.SIGTERM, previous)
-    if outcome.results:
-        terminal(build_report(outcome.run), out)
-        if plots:
-            try:
-                write_and_list_plots(outcome.run_dir)
-            except ConcurbenchError as exc:
-                err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
-    if keep:
-        for p in provisioners:
-            hint = getattr(p, "connect_hint", None)
-            if hint:
-                err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
-    if outcome.error is not None:
-        err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
-    code = check_exit_code(outcome.claims) if check and outcome.error is None else None
-    out.print(str(outcome.run_dir), soft_wrap=True)
-    if outcome.error is not None:
-        sys.exit(outcome.error.exit_code)
-    if code:
-        sys.exit(code)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-@cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--quick", is_flag=True, help="Validate with the `quick` overrides applied as well.")
-def validate(files: tuple[Path, ...], quick: bool) -> None:
-    """Check scenario files without touching a server; report every problem with file, line and field.
-    A variant that would open more sessions than the server's max_connections, this machine's open-file
-    limit or its memory allow is a problem too (for the default target and worker processes)."""
-    failed = False
-    for file in files:
-        for q in sorted({False, quick}):
-            try:
-                s = load_scenario(file, quick=q)
-                check_scenario(s)
-            except ConfigError as exc:
-                failed = True
-                err.print(exc.message, highlight=False, soft_wrap=True)
-                break
-        else:
-            points = sum(len(v.sweep) for v in s.variants)
-            out.print(f"ok: {file} ({s.name}: {len(s.variants)} variants, {points} runs)")
-    if failed:
-        sys.exit(EXIT_USAGE)
-
-
-@cli.command(name="list")
-@click.argument("path", required=False, type=click.Path(path_type=Path), default=Path("scenarios"))
-@click.option("--samplers", "show_samplers", is_flag=True, help="List the samplers scenarios can name.")
-def list_(path: Path, show_samplers: bool) -> None:
-    """List the scenarios under PATH (default ./scenarios), or the samplers."""
-    if show_samplers:
-        table = Table("sampler", "engine", "kind", "what it reads")
-        for name, cls in SAMPLERS.items():
-            table.add_row(name, cls.engine, cls.kind, cls.description)
-        out.print(table)
-        return
-
-    files = sorted(path.rglob("*.yaml")) if path.is_dir() else [path]
-    table = Table("file", "name", "engine", "variants", "title")
-    for file in files:
-        try:
-            s = load_scenario(file)
-            table.add_row(str(file), s.name, s.engine, ", ".join(v.name for v in s.variants), s.title)
-        except ConfigError as exc:
-            table.add_row(str(file), "[red]invalid[/red]", "", "", f"{len(exc.problems) or 1} problem(s)")
-    out.print(table)
-
-
-for command in (probe_command, doctor, gc_command, report_command, results_command, compare, claims_command, merge):
-    cli.add_command(command)
 
 
 def main() -> None:

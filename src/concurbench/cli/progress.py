@@ -100,6 +100,10 @@ class Progress:
                 self._status(text)
             elif not event.get("layer"):
                 self.console.print("  " + text, highlight=False)
+        elif kind == "warm_pass":
+            after = " after the restart" if event.get("after_restart") else ""
+            self._line(f"  {event['variant']}: warm-up pass{after}, {event['transactions']} transactions per "
+                       f"client (not measured)")
         elif kind == "restart":
             settings = ", ".join(f"{k}={v}" for k, v in event["settings"].items()) or "the scenario's own"
             self._line(f"restarting the server with settings: {settings}")

@@ -28,8 +28,8 @@ from ..errors import EngineError
 from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION
 
 __all__ = ["CONNECTION", "DEADLOCK", "LOCK_NOT_AVAILABLE", "OTHER", "RETRYABLE", "SERIALIZATION",
-           "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "installed_drivers", "connection_string",
-           "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
+           "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "usable_drivers", "installed_drivers",
+           "connection_string", "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
            "error_number_from_pyodbc", "error_key", "first_line", "nocount", "server_info_query", "connect"]
 
 DRIVER_18 = "ODBC Driver 18 for SQL Server"
@@ -56,12 +56,17 @@ def installed_drivers() -> list[str]:
         return []
 
 
+def usable_drivers(installed: list[str]) -> list[str]:
+    """The drivers among `installed` that concurbench connects with (PREFERRED_DRIVERS, by their exact names), best
+    first: what `detect_driver` picks from and `concurbench doctor` lists."""
+    return [name for wanted in PREFERRED_DRIVERS for name in installed if name.strip().lower() == wanted.lower()]
+
+
 def detect_driver(installed: list[str]) -> str:
     """The best driver among `installed`: Driver 18, then 17, then FreeTDS."""
-    for wanted in PREFERRED_DRIVERS:
-        for name in installed:
-            if name.strip().lower() == wanted.lower():
-                return name
+    usable = usable_drivers(installed)
+    if usable:
+        return usable[0]
     listed = ", ".join(installed) if installed else "none"
     raise EngineError(f"no ODBC driver for SQL Server found (installed ODBC drivers: {listed}); {DRIVER_HELP}")
 

@@ -155,7 +155,9 @@ def read_server(conn, names) -> dict:
     out: dict = {}
     names = list(names or [])
     try:
-        rows = conn.execute("DBCC TRACESTATUS(-1) WITH NO_INFOMSGS").fetchall()
+        cursor = conn.execute("DBCC TRACESTATUS(-1) WITH NO_INFOMSGS")
+        # with no flag on there is no result set at all (pyodbc: no description, and fetchall() raises)
+        rows = cursor.fetchall() if cursor.description is not None else []
         out["trace_flags"] = sorted(int(r[0]) for r in rows if int(r[2]) == 1)  # TraceFlag, Status, Global
     except Exception:  # noqa: BLE001 - needs sysadmin; leave it out
         pass

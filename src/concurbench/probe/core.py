@@ -1,8 +1,10 @@
 """The probe's steps, in order, on a server from any provisioner: connect; plan the settings; count the
-connections the run opens at once against what the server gives; check the permissions; read each sampler once; start and stop each background session; run the setup,
-the probe queries and the teardown inside a transaction that is rolled back; check that nothing was
-left behind; let the server go. A step that fails is a failed `Check` and the probe goes on with
-the next one, so one probe lists every problem it can reach.
+connections the run opens at once against what the server gives; check the permissions; read each
+sampler once (one that fails is read again after the setup, inside its transaction, as it may need
+what the setup creates: deferred.py); start and stop each background session; run the setup, the
+probe queries and the teardown inside a transaction that is rolled back; check that nothing was left
+behind; let the server go. A step that fails is a failed `Check` and the probe goes on with the next
+one, so one probe lists every problem it can reach.
 
 What differs by engine is in postgres.py and mssql.py (`side_for`). The provisioner is made without
 the scenario's settings, so starting it applies none (a dsn server's `start` only connects): the
@@ -23,6 +25,7 @@ from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
 from .common import connections, first_line
+from .deferred import DeferredSamplers, spec_key
 from .report import Check, ProbeReport, failed, ok
 
 SIDES = {"postgres": postgres.PostgresSide, "mssql": mssql.SqlServerSide}
@@ -63,10 +66,12 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
         _step(report, "connections", lambda: [connections(here, chosen, lambda sql: eng.query_rows(
             conn, sql, "reading the server's connection limit"), owned=target != "dsn")])
         _step(report, "permissions", lambda: side.permissions(conn, here, chosen))
+        deferred = DeferredSamplers(info.get("version_num", 0), side.fix)
         _step(report, "samplers", lambda: _samplers(eng, connection.conninfo, info.get("version_num", 0), chosen,
-                                                    side))
+                                                    side, deferred))
         _step(report, "background sessions", lambda: _backgrounds(eng, connection.conninfo, chosen, side, backgrounds))
-        _step(report, "setup", lambda: side.setup(conn, here, chosen))
+        _step(report, "setup", lambda: side.setup(conn, here, chosen, after_setup=deferred.read))
+        report.add(*deferred.unread())
         if before is not None:
             _step(report, "nothing left behind", lambda: [side.left_behind(conn, here, chosen, before)])
     finally:
@@ -92,9 +97,11 @@ def _step(report: ProbeReport, name: str, run: Callable):
     return result
 
 
-def _samplers(eng, conninfo: str, version_num: int, variants: list[Variant], side) -> list[Check]:
-    """Each distinct sampler of the variants, read once on a connection of its own, as the runner's driver does."""
-    specs = list({(spec.name, repr(spec.options)): spec for v in variants for spec in v.samplers}.values())
+def _samplers(eng, conninfo: str, version_num: int, variants: list[Variant], side,
+              deferred: DeferredSamplers) -> list[Check]:
+    """Each distinct sampler of the variants, read once on a connection of its own, as the runner's driver does;
+    one that fails is handed to `deferred`, to be read again after the setup (it may need what the setup creates)."""
+    specs = list({spec_key(spec): spec for v in variants for spec in v.samplers}.values())
     if not specs:
         return []
     try:
@@ -103,14 +110,13 @@ def _samplers(eng, conninfo: str, version_num: int, variants: list[Variant], sid
         return [failed("samplers: connect", first_line(exc), CONNECT_FIX)]
     checks = []
     try:
-        for sampler in build_samplers(specs):
+        for spec, sampler in zip(specs, build_samplers(specs)):
             name = f"sampler {sampler.name}"
             try:
                 sampler.prepare(conn, version_num)
                 sampler.read(conn)
             except Exception as exc:  # noqa: BLE001 - a driver error is the server's answer
-                words = first_line(exc)
-                checks.append(failed(name, words, side.fix(words, "read the sampler's views")))
+                deferred.add(spec, first_line(exc))
                 with contextlib.suppress(Exception):
                     conn.rollback()
                 continue

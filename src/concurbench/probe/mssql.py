@@ -15,6 +15,8 @@ CREATE TABLE and CREATE PROCEDURE in it for the setup."""
 
 from __future__ import annotations
 
+import contextlib
+
 from ..engines import mssql_config as mc
 from ..errors import ConcurbenchError
 from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
@@ -27,9 +29,25 @@ SESSIONS = ("SELECT session_id FROM sys.dm_exec_sessions WHERE program_name LIKE
 EVENT_SESSIONS = "SELECT name FROM sys.server_event_sessions WHERE name LIKE 'concurbench%'"
 
 
+AFTER_SETUP = object()  # a step of setup(): the samplers read after a variant's setup
+
+
 def _perm(conn, sql: str) -> bool:
     row = conn.execute(sql).fetchone()
     return bool(row and row[0])
+
+
+@contextlib.contextmanager
+def _savepoint(conn):
+    """What runs inside is undone when it fails, back to a savepoint; the probe's transaction goes on unless
+    the error doomed it (XACT_STATE() -1), which the caller finds by @@TRANCOUNT. Microsoft Learn: SAVE
+    TRANSACTION, ROLLBACK TRANSACTION (to a savepoint name), XACT_STATE."""
+    conn.execute("SAVE TRANSACTION probe_sampler")
+    try:
+        yield
+    except BaseException:
+        conn.execute("IF XACT_STATE() = 1 ROLLBACK TRANSACTION probe_sampler")
+        raise
 
 
 class SqlServerSide:
@@ -136,10 +154,14 @@ class SqlServerSide:
         return checks
 
     # -- the setup, rolled back -------------------------------------------------------------------------
-    def setup(self, conn, scenario, variants) -> list[Check]:
+    def setup(self, conn, scenario, variants, after_setup=None) -> list[Check]:
+        """`after_setup(conn, variant, guard)` runs after each variant's setup, inside the transaction (the
+        samplers that need the setup's objects); `guard()` undoes what fails in it back to a savepoint."""
         steps = [(check, s.sql, False) for check, s in labelled("setup", scenario.setup)]
         for v in variants:
             steps += [(check, s.sql, False) for check, s in labelled(f"{v.name}: setup", v.setup)]
+            if after_setup is not None:
+                steps.append((f"{v.name}: samplers after the setup", v, AFTER_SETUP))
             steps += [(f"{v.name}: {what}", sql, True) for what, sql in background_statements(v)]
             steps += [(f"{v.name}: probe {p.name}", p.sql, True) for p in v.probes]
             steps += [(check, s.sql, False) for check, s in labelled(f"{v.name}: teardown", v.teardown)]
@@ -148,6 +170,16 @@ class SqlServerSide:
         conn.execute("BEGIN TRANSACTION")
         try:
             for i, (check, sql, query) in enumerate(steps):
+                if query is AFTER_SETUP:
+                    read = after_setup(conn, sql, lambda: _savepoint(conn))
+                    checks += read
+                    if not read or _perm(conn, "SELECT @@TRANCOUNT"):  # nothing read, or the transaction goes on
+                        continue
+                    checks.append(failed(check, "reading a sampler ended the probe's transaction",
+                                         "report the probe's JSON as a bug"))
+                    checks += [skipped(c, "not tried: the probe's transaction ended") for c, _, q in steps[i + 1:]
+                               if q is not AFTER_SETUP]
+                    break
                 why = why_not_run(sql)
                 if why:
                     checks.append(skipped(check, f"not run: {why}; the run does run it"))
@@ -164,7 +196,7 @@ class SqlServerSide:
                     else:
                         checks.append(failed(check, words, self.fix(words, "run it")))
                     checks += [skipped(c, "not tried: an earlier step failed and the probe's transaction was "
-                                          "rolled back") for c, _, _ in steps[i + 1:]]
+                                          "rolled back") for c, _, q in steps[i + 1:] if q is not AFTER_SETUP]
                     break
                 checks.append(ok(check, "ran and was rolled back"))
         finally:

@@ -10,6 +10,7 @@ failure; the next script is still tried.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -193,7 +194,9 @@ class PostgresSide:
                       f"have a superuser run CREATE EXTENSION {name}; in database {db} first, or use a superuser role")
 
     # -- the setup, rolled back -------------------------------------------------------------------------
-    def setup(self, conn, scenario, variants) -> list[Check]:
+    def setup(self, conn, scenario, variants, after_setup=None) -> list[Check]:
+        """`after_setup(conn, variant, guard)` runs after each variant's setup, inside the transaction (the
+        samplers that need the setup's objects); `guard()` undoes what fails in it under a savepoint."""
         checks: list[Check] = []
         conn.execute("BEGIN")
         try:
@@ -203,6 +206,10 @@ class PostgresSide:
                 conn.execute("SAVEPOINT probe_variant")
                 for check, step in labelled(f"{variant.name}: setup", variant.setup):
                     checks += self._script(conn, check, step.sql)
+                if after_setup is not None:
+                    checks += after_setup(conn, variant, lambda: _savepoint(conn))
+                    if conn.info.transaction_status != pq.TransactionStatus.INTRANS:
+                        raise RuntimeError(f"{variant.name}: reading a sampler ended the probe's transaction")
                 for what, sql in background_statements(variant):
                     checks += self._script(conn, f"{variant.name}: {what}", sql, query=True)
                 for p in variant.probes:
@@ -287,3 +294,15 @@ class PostgresSide:
             return failed("nothing left behind", "; ".join(found),
                           "remove them by hand, and report the probe's JSON as a bug")
         return ok("nothing left behind", "no session, object, extension, role or setting of the probe remains")
+
+
+@contextlib.contextmanager
+def _savepoint(conn):
+    """What runs inside is undone when it fails, and the probe's transaction goes on."""
+    conn.execute("SAVEPOINT probe_sampler")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK TO SAVEPOINT probe_sampler")
+        raise
+    conn.execute("RELEASE SAVEPOINT probe_sampler")

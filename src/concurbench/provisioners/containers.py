@@ -6,10 +6,18 @@ SQL Server's container gets two limits besides its memory limit (`mem_limit`):
   takes 80% of the host's memory by default, and before 2022 CU20 it does not see a cgroup v2
   limit, so without this it sizes itself to the host and the kernel kills it ("Performance best
   practices: SQL Server memory on Linux": keep 10 to 20% of the container's memory as headroom, and
-  `MSSQL_MEMORY_LIMIT_MB` below the container's limit).
-- a CPU limit (`nano_cpus`, as `docker run --cpus`): `server: cpus:`, by default half of the Docker
-  host's CPUs, so the server and the load generator's clients do not share every CPU. SQL Server
-  still counts the host's CPUs (its schedulers), which the run records beside the limit.
+  `MSSQL_MEMORY_LIMIT_MB` below the container's limit). engines/mssql_limits.py has the arithmetic
+  and SQL Server's 2,000 MB floor.
+- the CPUs it runs on (`cpuset_cpus`, as `docker run --cpuset-cpus`): `server: cpus: N` pins it to
+  N CPUs, by default half of the Docker host's, the highest-numbered ones, so the server and the
+  load generator's clients do not share every CPU. Never a CPU quota (`nano_cpus`, `--cpus`): once
+  a quota is spent every thread of the server stops for the rest of the 100 ms period, the holders
+  of latches and locks included, and the waits grow by an amount no run can tell apart; Docker
+  also refuses a quota where the kernel's CFS bandwidth control is missing. Where the Docker host
+  cannot pin (`docker info` says CPUSet false: rootless Docker without the cpuset controller
+  delegated, some NAS kernels) the default is no CPU limit, and the run records why; `server:
+  cpus:` left empty asks for no limit anywhere. SQL Server's scheduler count is recorded with the
+  server's facts, to compare with the CPUs pinned.
 """
 
 from __future__ import annotations
@@ -17,8 +25,10 @@ from __future__ import annotations
 import re
 import secrets
 import string
+from dataclasses import dataclass
 
-from ..errors import ConfigError
+from ..engines.mssql_limits import MEMORY_DEFAULT, pinned_cpus, size_mb, sql_memory_limit_mb  # noqa: F401 - size_mb
+from ..errors import ConfigError, ProvisionError
 from . import registry
 
 LABEL_RUN = "concurbench.run_id"
@@ -35,8 +45,7 @@ MSSQL_DEFAULT = "2022"
 MSSQL_DATA = "/var/opt/mssql"
 MSSQL_COMMAND = "/opt/mssql/bin/sqlservr"
 MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation", "cpus")
-MSSQL_MEMORY_DEFAULT = "4g"
-MSSQL_MEMORY_SHARE = 0.8  # of the container's memory, for SQL Server (the rest is headroom)
+MSSQL_MEMORY_DEFAULT = MEMORY_DEFAULT
 READY_TIMEOUT = {"postgres": 60.0, "mssql": 180.0}
 PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an ODBC string or a shell
 
@@ -74,38 +83,75 @@ def cpu_limit(host_config: dict | None) -> str:
     return ", ".join(parts) or "none"
 
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}
+@dataclass(frozen=True)
+class DockerHost:
+    """What the Docker engine says of its host (`docker info`): its CPUs, whether a container can be pinned to
+    some of them (CPUSet), and which ones a cpuset may name when the engine said so (in a refusal)."""
+
+    cpus: int | None = None  # NCPU
+    cpuset: bool = False  # CPUSet
+    available: str | None = None  # "0-7": the CPUs the engine offers to a cpuset
 
 
-def size_mb(text) -> int:
-    """A Docker memory size (`4g`, `4096m`, `2.5g`; units of 1,024) in MB."""
-    m = _SIZE.match(str(text))
-    if not m:
-        raise ConfigError(f"memory_limit must be a size such as 4g or 4096m, got {text!r}")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()] // 1024 ** 2)
+def cpu_list(text: str) -> list[int]:
+    """The CPUs of a cpuset list (`0-3,8,10-11`)."""
+    out = []
+    for part in (p.strip() for p in str(text).split(",") if p.strip()):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise ValueError(f"not a CPU list: {text!r}")
+        out += range(int(low), int(high or low) + 1)
+    return sorted(set(out))
 
 
-def sql_memory_limit_mb(memory_limit) -> int:
-    """MSSQL_MEMORY_LIMIT_MB for a container of `memory_limit`: its share, leaving headroom."""
-    return int(size_mb(memory_limit) * MSSQL_MEMORY_SHARE)
+def cpuset_text(cpus: list[int]) -> str:
+    """`[4, 5, 6, 7, 9]` as `4-7,9`."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][-1] + 1:
+            runs[-1].append(cpu)
+        else:
+            runs.append([cpu])
+    return ",".join(f"{r[0]}-{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
 
 
-def cpus_for(settings: dict, host_cpus: int | None) -> float | None:
-    """The CPU limit of a SQL Server container: `cpus` of the scenario, else half the host's CPUs (at
-    least one); None when neither is known."""
-    value = settings.get("cpus")
-    if value is None:
-        return float(max(1, host_cpus // 2)) if host_cpus else None
-    try:
-        cpus = float(value)
-    except (TypeError, ValueError):
-        cpus = 0.0
-    if cpus <= 0:
-        raise ConfigError(f"cpus must be a number of CPUs above 0 (such as 2 or 1.5), got {value!r}")
-    if host_cpus and cpus > host_cpus:
-        raise ConfigError(f"cpus is {value}, and the Docker host has {host_cpus} CPUs; ask for {host_cpus} or fewer")
-    return cpus
+def cpu_pinning(settings: dict, host: DockerHost) -> tuple[str | None, str]:
+    """(the cpuset to pin a SQL Server container to, or None; why it is not pinned, or "").
+
+    `cpus` absent: half the host's CPUs (at least one) where the host can pin, else no limit; `cpus` empty
+    (NO_LIMIT): no limit; `cpus: N`: N CPUs, a ProvisionError where the host cannot pin. The highest-numbered
+    CPUs the host offers are taken (CPU 0 tends to take more of the kernel's own work)."""
+    asked = "cpus" in settings
+    wanted = pinned_cpus(settings["cpus"]) if asked else None
+    if asked and wanted is None:
+        return None, "`server: cpus:` is empty"
+    if not host.cpuset:
+        if asked:
+            raise ProvisionError(f"server: cpus: {wanted} pins the container to {wanted} CPUs, and this Docker host "
+                                 f"cannot pin a container to CPUs (docker info: CPUSet false; rootless Docker needs "
+                                 f"the cpuset controller delegated to the user's systemd slice); leave cpus: empty "
+                                 f"to run without a CPU limit")
+        return None, "this Docker host cannot pin a container to CPUs (docker info: CPUSet false)"
+    offered = cpu_list(host.available) if host.available else list(range(host.cpus or 0))
+    if not offered:
+        if asked:
+            raise ProvisionError(f"server: cpus: {wanted}: the Docker host did not say how many CPUs it has")
+        return None, "the Docker host did not say how many CPUs it has"
+    count = wanted if asked else max(1, len(offered) // 2)
+    if count > len(offered):
+        raise ConfigError(f"cpus is {wanted}, and the Docker host offers {len(offered)} CPUs "
+                          f"({cpuset_text(offered)}); ask for {len(offered)} or fewer")
+    return cpuset_text(offered[-count:]), ""
+
+
+_REFUSED = re.compile(r"Requested CPUs are not available - requested (\S+), available: ([0-9,\-]+)", re.I)
+
+
+def cpus_offered(refusal: str) -> str | None:
+    """The CPUs the Docker engine offers, from its refusal of a cpuset ("Requested CPUs are not available -
+    requested 4-7, available: 0-3"), or None when `refusal` is another error."""
+    m = _REFUSED.search(refusal or "")
+    return m.group(2) if m else None
 
 
 def generate_password(length: int = 24) -> str:
@@ -192,9 +238,9 @@ def postgres_container_config(*, image: str, name: str, settings: dict, password
 
 
 def mssql_container_config(*, image: str, name: str, settings: dict, password: str, port: int,
-                           labels: dict[str, str], host_network: bool = False, host_cpus: int | None = None) -> dict:
-    """The keyword arguments of `containers.run` for a SQL Server container (`host_cpus`: the Docker
-    host's CPUs, for the default CPU limit)."""
+                           labels: dict[str, str], host_network: bool = False, host: DockerHost | None = None) -> dict:
+    """The keyword arguments of `containers.run` for a SQL Server container (`host`: what the Docker engine said
+    of its CPUs, for the CPUs the container is pinned to)."""
     config = _common_config(image, name, labels, MSSQL_DATA, host_network, 1433, port)
     memory = str(settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
     env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": str(settings.get("pid") or "Developer"),
@@ -207,7 +253,7 @@ def mssql_container_config(*, image: str, name: str, settings: dict, password: s
     if flags:
         config["command"] = [MSSQL_COMMAND, *flags]
     config.update(environment=env, mem_limit=memory)
-    cpus = cpus_for(settings, host_cpus)
-    if cpus is not None:
-        config["nano_cpus"] = int(cpus * 1e9)
+    cpuset, _ = cpu_pinning(settings, host or DockerHost())
+    if cpuset:
+        config["cpuset_cpus"] = cpuset
     return config

@@ -38,9 +38,9 @@ from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
-                         MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, container_labels, cpu_limit, generate_password,
-                         mssql_container_config, mssql_image, postgres_container_config, postgres_image,
-                         sql_memory_limit_mb)
+                         MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
+                         cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
+                         postgres_container_config, postgres_image, sql_memory_limit_mb)
 from .docker_engine import Progress, first_line, remove_volumes, volume_names
 from .local import free_port
 
@@ -103,7 +103,8 @@ class DockerServer:
         self._generation = 0
         self._odbc_driver: str | None = None
         self.cpu_limit: str | None = None  # read from the running container
-        self.host_cpus: int | None = None  # the Docker host's, for SQL Server's default CPU limit
+        self.cpus_pinned: int | None = None  # how many CPUs its cpuset names (None: not pinned)
+        self.host = DockerHost()  # the Docker host's CPUs, for the ones SQL Server is pinned to
 
     @property
     def server_settings(self) -> dict:
@@ -120,7 +121,9 @@ class DockerServer:
             self._odbc_driver = mssql_odbc_driver()  # before pulling gigabytes for nothing
         self._client = self._client or docker_engine.connect()
         try:
-            self.host_cpus = self._client.info().get("NCPU") if self.engine == "mssql" else None
+            if self.engine == "mssql":
+                info = self._client.info()
+                self.host = DockerHost(info.get("NCPU"), bool(info.get("CPUSet")))
             image = docker_engine.ensure_image(self._client, self.image, self.progress)
             self.image_id = image.id
             if self.engine == "postgres":
@@ -139,7 +142,7 @@ class DockerServer:
 
     def _config(self) -> dict:
         build = postgres_container_config if self.engine == "postgres" else mssql_container_config
-        extra = {"data_dir": self.data_dir} if self.engine == "postgres" else {"host_cpus": self.host_cpus}
+        extra = {"data_dir": self.data_dir} if self.engine == "postgres" else {"host": self.host}
         return build(image=self.image, name=self.container_name, settings=self.settings, password=self._password,
                      port=self.port, labels=self.labels, host_network=self.host_network, **extra)
 
@@ -153,13 +156,26 @@ class DockerServer:
         try:
             container = self._client.containers.run(**config)
         except DockerException as exc:
-            detail = getattr(exc, "explanation", None) or first_line(exc)
-            raise ProvisionError(f"cannot start a container from {self.image}: {first_line(detail)}", exc) from None
+            detail = first_line(getattr(exc, "explanation", None) or first_line(exc))
+            offered = cpus_offered(detail) if "cpuset_cpus" in config and self.host.available is None else None
+            if offered:  # the engine names the CPUs a cpuset may use: pin to those (once)
+                self.host = DockerHost(self.host.cpus, self.host.cpuset, offered)
+                return self._run_container(volumes_from)
+            raise ProvisionError(f"cannot start a container from {self.image}: {detail}", exc) from None
         started = self._client.containers.get(container.id)
         self._volumes.update(volume_names(started))
-        self.cpu_limit = cpu_limit(started.attrs.get("HostConfig"))
+        self._record_cpus(started.attrs.get("HostConfig") or {})
         self._wait_ready(container)
         return self._prepare()
+
+    def _record_cpus(self, host_config: dict) -> None:
+        """The CPU limit the container really has (Docker drops a cpuset it cannot apply, with only a warning),
+        and why it has none when SQL Server's would have been pinned."""
+        self.cpu_limit = cpu_limit(host_config)
+        self.cpus_pinned = len(cpu_list(host_config["CpusetCpus"])) if host_config.get("CpusetCpus") else None
+        if self.engine == "mssql" and self.cpu_limit == "none":
+            _, why = cpu_pinning(self.settings, self.host)
+            self.cpu_limit = f"none ({why or 'Docker dropped the cpuset it was given'})"
 
     def _wait_ready(self, container) -> None:
         from docker.errors import DockerException
@@ -219,7 +235,8 @@ class DockerServer:
                               extra)
         memory = sql_memory_limit_mb(self.settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
         return Connection(self._odbc(DATABASE), f"mssql://sa@127.0.0.1:{self.port}/{DATABASE}",
-                          {**extra, "driver": self._odbc_driver, "sql_memory_limit_mb": memory})
+                          {**extra, "cpus_pinned": self.cpus_pinned, "driver": self._odbc_driver,
+                           "sql_memory_limit_mb": memory})
 
     def restart(self, settings: dict | None = None) -> Connection:
         """Recreate the container with these settings (replacing the previous ones) over the same volumes."""

@@ -40,7 +40,7 @@ def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | Non
     """The page as text. `plots` are the chart files written (PNG and/or SVG; SVG is preferred when
     both exist); None means no charts were drawn, for `no_charts_reason` (default: no matplotlib)."""
     report = build_report(run)
-    out = _head(report)
+    out = page_head(report)
     source = run.scenario.source
     url = source.url or ""
     if url.startswith(("https://", "http://")):
@@ -48,7 +48,7 @@ def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | Non
     out.append("</ul>")
     for table in report.tables:
         if table.rows:
-            out += _table(table)
+            out += table_html(table)
     if report.warnings:
         out += ["<h2>Warnings</h2>", '<ul class="warnings">']
         out += [f"<li>{escape(w)}</li>" for w in report.warnings]
@@ -61,15 +61,15 @@ def html_page(run: Run, *, plots: list[Path] | None, no_charts_reason: str | Non
 
 def report_page(report: Report) -> str:
     """Any report (its lines, tables and notes) as one self-contained page."""
-    out = _head(report) + ["</ul>"]
+    out = page_head(report) + ["</ul>"]
     for table in report.tables:
         if table.rows:
-            out += _table(table)
+            out += table_html(table)
     out += [f"<footer>concurbench {escape(__version__)}</footer>", "</body>", "</html>", ""]
     return "\n".join(out)
 
 
-def _head(report: Report) -> list[str]:
+def page_head(report: Report) -> list[str]:
     """The page's head and title, and its report lines as an open list."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            f"<title>{escape(report.title)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>",
@@ -77,7 +77,7 @@ def _head(report: Report) -> list[str]:
     return out + [f"<li>{escape(line)}</li>" for line in report.lines]
 
 
-def _table(table) -> list[str]:
+def table_html(table) -> list[str]:
     numeric = numeric_columns(table)
     out = [f"<h2>{escape(table.title)}</h2>", "<table>", "<thead><tr>"]
     out += [f'<th{_num(n)}>{escape(str(c))}</th>' for c, n in zip(table.columns, numeric)]
@@ -112,7 +112,7 @@ def _charts(plots: list[Path] | None, reason: str | None) -> list[str]:
         return out + ['<p class="note">No chart applies to this run.</p>']
     for n, path in enumerate(files, 1):
         if path.suffix == ".svg":
-            body = _inline_svg(path.read_text(encoding="utf-8"), f"c{n}-")
+            body = inline_svg(path.read_text(encoding="utf-8"), f"c{n}-")
         else:
             data = base64.b64encode(path.read_bytes()).decode("ascii")
             body = f'<img alt="{escape(_caption(path.stem))}" src="data:image/png;base64,{data}">'
@@ -122,7 +122,7 @@ def _charts(plots: list[Path] | None, reason: str | None) -> list[str]:
     return out
 
 
-def _inline_svg(text: str, prefix: str) -> str:
+def inline_svg(text: str, prefix: str) -> str:
     """The <svg> element alone (no XML prolog, doctype or metadata), its ids prefixed so that several
     charts on one page do not share ids."""
     start = text.find("<svg")

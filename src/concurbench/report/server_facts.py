@@ -23,9 +23,12 @@ def server_facts_table(servers: list[ServerInfo]) -> dict | None:
     known = [s for s in servers if isinstance(s.extra.get("facts"), dict)]
     if not known:
         return None
-    rows = []
+    rows, mismatched = [], []
     for s in known:
         facts = s.extra["facts"]
+        pinned, schedulers = s.extra.get("cpus_pinned"), facts.get("scheduler_count")
+        if pinned and schedulers and pinned != schedulers:
+            mismatched.append(f"{s.version_short}: {schedulers} schedulers on {pinned} pinned CPUs")
         cpus = "–" if facts.get("cpu_count") is None else f"{facts['cpu_count']} ({facts.get('scheduler_count')} schedulers)"
         rows.append([s.version_short, s.extra.get("image") or "–", cpus, s.extra.get("cpu_limit") or "–",
                      _switch(facts.get("query_store")), _switch(facts.get("adr")),
@@ -36,4 +39,6 @@ def server_facts_table(servers: list[ServerInfo]) -> dict | None:
             "rows": rows,
             "notes": ["Read from the run's database when the server started: Query Store's actual state, accelerated "
                       "database recovery, optimized locking (– where the version has none), lightweight query "
-                      "profiling; CPUs and schedulers from sys.dm_os_sys_info."]}
+                      "profiling; CPUs and schedulers from sys.dm_os_sys_info."]
+            + ([f"SQL Server did not make one scheduler per CPU the container is pinned to ({'; '.join(mismatched)}): "
+                f"its schedulers share those CPUs (docs/mssql.md, The container's CPUs and memory)."] if mismatched else [])}

@@ -100,6 +100,8 @@ class VariantRun:
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
     # the timeline: {"t_s", "source", "kind", "detail"} in time order (background/events.py); written when any
     events: list[dict] = field(default_factory=list)
+    # the unmeasured pass before the load (warmup_pass.py): transactions, failed, elapsed_s, after_restart; None: none
+    warmup_pass: dict | None = None
 
     @property
     def complete(self) -> bool:
@@ -175,6 +177,8 @@ class VariantRun:
             out["loop"] = self.loop
         if self.events:
             out["events"] = [dict(e) for e in self.events]
+        if self.warmup_pass is not None:
+            out["warmup_pass"] = dict(self.warmup_pass)
         return out
 
     @classmethod
@@ -200,7 +204,8 @@ class VariantRun:
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
             unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
-            workers=data.get("workers"), loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"))
+            workers=data.get("workers"), loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
+            warmup_pass=_mapping(data["warmup_pass"], f"{where}.warmup_pass") if data.get("warmup_pass") else None)
 
 
 def _events(value, where: str) -> list[dict]:
@@ -347,16 +352,20 @@ class ScenarioInfo:
     seed: int | None = None
     baselines: dict[str, str] = field(default_factory=dict)
     source: Source = Source()
+    checkout: dict = field(default_factory=dict)  # the scenario file's git checkout: {"commit", "dirty"}; {} outside one
 
     @classmethod
-    def of(cls, s: "Scenario") -> "ScenarioInfo":
+    def of(cls, s: "Scenario", checkout: dict | None = None) -> "ScenarioInfo":
         return cls(s.name, s.title, str(s.path), s.sha256, s.quick, dict(s.parameters), s.engine,
                    [v.name for v in s.variants], s.seed, dict(s.baselines),
-                   Source(s.source.title, s.source.url, s.source.author, s.source.engine, s.source.hardware))
+                   Source(s.source.title, s.source.url, s.source.author, s.source.engine, s.source.hardware),
+                   dict(checkout or {}))
 
     def as_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["source"] = dict(self.source.__dict__)
+        if not self.checkout:
+            del out["checkout"]  # outside a git checkout: written as before it was recorded
         return out
 
     @classmethod

@@ -29,6 +29,7 @@ import os
 import platform
 import re
 import socket
+import subprocess
 import sys
 import tempfile
 from dataclasses import replace
@@ -69,6 +70,25 @@ def cpu_model() -> str | None:
     except OSError:
         return None
     return None
+
+
+def checkout_of(path: Path | str | None) -> dict:
+    """The git commit of the checkout a file sits in, and whether the checkout had changes; {} when the
+    file is outside a git checkout or git is not installed (runs and the history record it)."""
+    if not path:
+        return {}
+    folder = Path(path).resolve().parent
+    env = {**os.environ, "GIT_OPTIONAL_LOCKS": "0"}  # reading only: never take the index lock
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, env=env)
+        if head.returncode != 0:
+            return {}
+        status = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, env=env)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
 def now_iso() -> str:

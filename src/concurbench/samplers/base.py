@@ -40,6 +40,13 @@ class Sampler:
         """Called once per connection before the window; may check what the server offers."""
         self.version_num = version_num
 
+    def attach(self, connect: Callable[[], Any]) -> None:
+        """Called once the window is set (after `prepare`), with a way to open a connection of the sampler's own,
+        for work that must not hold up the thread every sampler shares (nothing by default)."""
+
+    def detach(self) -> None:
+        """Called once the samplers have read for the last time, before the summaries: end that work, bounded."""
+
     def read(self, conn) -> Any:
         raise NotImplementedError
 
@@ -100,11 +107,19 @@ class SamplerDriver:
         self._thread: threading.Thread | None = None
         self.conn = None
         self._reconnected = False  # the connection is made again once per variant run when its backend is gone
+        self._attached: list[Sampler] = []  # samplers given a way to connect on their own (attach), until close
         self._given_up = False
 
     # WindowListener -----------------------------------------------------------
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
         self._measure_from = measure_from_ns
+        if self.conn is not None:
+            for sampler in self.samplers:
+                self._attached.append(sampler)
+                try:
+                    sampler.attach(self.connect)
+                except Exception as exc:  # noqa: BLE001 - the sampler reads without its own work
+                    self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
         self._thread = threading.Thread(target=self._loop, name="concurbench-samplers", daemon=True)
         self._thread.start()
 
@@ -126,6 +141,12 @@ class SamplerDriver:
                             closing=False)
 
     def close(self) -> None:
+        attached, self._attached = self._attached, []
+        for sampler in attached:  # their own work ends before the summaries are made
+            try:
+                sampler.detach()
+            except Exception as exc:  # noqa: BLE001 - reported; the readings taken stand
+                self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
         if self.conn is not None:
             try:
                 self.conn.close()

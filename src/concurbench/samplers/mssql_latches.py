@@ -14,12 +14,12 @@ Two views, because each misses what the other sees:
 A page that is not an allocation page is named, the first time it is seen (at most 32 pages), with
 sys.dm_db_page_info (SQL Server 2019 and later; `resolve_pages: false` turns it off): its object
 (for the article's 2019 arm, tempdb's system table sysallocunits), index and page type. The
-function reads the page header, so it queues for that page's latch like the sessions it watches,
-once per page.
+function reads the page header, so it queues for that page's latch like the sessions it watches:
+the lookups run on a thread and connection of their own, within a time budget (`mssql_pages`), and
+the sampling thread, which the other samplers share, never waits for them. `pages_named` and
+`pages_not_named` count how that went.
 
-Sources (Microsoft Learn): sys.dm_os_waiting_tasks (resource_description), sys.dm_os_wait_stats,
-sys.dm_db_page_info (DatabaseId, FileId, PageId, Mode; 'LIMITED' leaves the description columns
-NULL; object_id, index_id, page_type), OBJECT_NAME (object_id, database_id).
+Sources (Microsoft Learn): sys.dm_os_waiting_tasks (resource_description), sys.dm_os_wait_stats.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from collections import Counter
 
 from .base import Sampler
 from .mssql_logic import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
+from .mssql_pages import PageNamer
 
 SQL_SERVER_2019 = 15_000_000
 
@@ -55,8 +56,6 @@ class TempdbLatches(Sampler):
              "GROUP BY wait_type, resource_description")
     WAIT_STATS = ("SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms "
                   "FROM sys.dm_os_wait_stats WHERE wait_type LIKE N'PAGELATCH[_]%'")
-    PAGE_INFO = ("SELECT p.object_id, OBJECT_NAME(p.object_id, p.database_id) AS object_name, p.index_id, "
-                 "p.page_type FROM sys.dm_db_page_info(2, ?, ?, 'LIMITED') AS p")
     NONE = "none"
     MAX_PAGES = 32
 
@@ -65,41 +64,38 @@ class TempdbLatches(Sampler):
         self.min_task_samples = int(self.spec.option("min_task_samples", 20))
         self.resolve_pages = bool(self.spec.option("resolve_pages", True))
         self.version_num = 0  # until prepare() says which server it is
+        self.namer: PageNamer | None = None  # names the other pages, once the driver attached it
         self._reset()
 
     def _reset(self) -> None:
         self._stats_first: list[dict] | None = None
         self._stats_last: list[dict] | None = None
         self.pages: Counter = Counter()  # (file, page) -> waiting tasks seen
-        self.page_info: dict[tuple[int, int], dict] = {}
 
     def prepare(self, conn, version_num):
         super().prepare(conn, version_num)
         self._reset()
 
+    def attach(self, connect):
+        if self.resolve_pages and self.version_num >= SQL_SERVER_2019 and self.namer is None:
+            self.namer = PageNamer(connect, max_pages=self.MAX_PAGES)
+
+    def detach(self):
+        if self.namer is not None:
+            self.namer.finish()
+
     def read(self, conn):
         found = [(r[0], r[1], r[2]) for r in conn.execute(self.QUERY).fetchall()]
         counts = latch_page_counts(found)
         self.pages.update(other_page_counts(found))
-        if self.resolve_pages and self.version_num >= SQL_SERVER_2019:
-            for page in [p for p in self.pages if p not in self.page_info][: self.MAX_PAGES - len(self.page_info)]:
-                self.page_info[page] = self._describe(conn, *page)
+        if self.namer is not None:
+            self.namer.ask(self.pages)  # queued for the namer's thread; nothing here waits on a page
         self._stats_last = dict_rows(conn.execute(self.WAIT_STATS))
         if self._stats_first is None:
             self._stats_first = self._stats_last
         if not counts:
             return [{"latch": self.NONE, "tasks": 0}]
         return [{"latch": f"{wait}:{page}", "tasks": n} for (wait, page), n in sorted(counts.items())]
-
-    def _describe(self, conn, file_id: int, page_id: int) -> dict:
-        try:
-            row = conn.execute(self.PAGE_INFO, int(file_id), int(page_id)).fetchone()
-        except Exception as exc:  # noqa: BLE001 - a page freed meanwhile; naming it is a nicety
-            return {"error": str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__}
-        if row is None:
-            return {}
-        return {"object_id": row[0], "object": row[1] or (f"object_{row[0]}" if row[0] is not None else None),
-                "index_id": row[2], "page_type": row[3]}
 
     def summarize(self, before, after, rows, elapsed_s):
         per_sample: Counter = Counter()
@@ -143,12 +139,16 @@ class TempdbLatches(Sampler):
     def _objects(self) -> dict:
         named = []
         by_object: Counter = Counter()
+        page_info = self.namer.names() if self.namer is not None else {}
         for (file_id, page_id), tasks in self.pages.most_common():
-            info = self.page_info.get((file_id, page_id), {})
+            info = page_info.get((file_id, page_id), {})
             named.append({"page": f"{TEMPDB_ID}:{file_id}:{page_id}", "tasks": tasks, **info})
             if info.get("object"):
                 by_object[info["object"]] += tasks
         out: dict = {"other_pages": named[:10]}
+        if self.namer is not None:
+            out["pages_named"] = sum(1 for info in page_info.values() if "error" not in info)
+            out["pages_not_named"] = sum(1 for info in page_info.values() if "error" in info)
         for obj, tasks in by_object.most_common():
             out[f"object.{obj}_tasks"] = tasks
         return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..errors import EngineError
 from . import pgstats
 from .base import Sampler, numeric_delta
 
@@ -165,6 +166,19 @@ class TableStats(CumulativeStats):
     TABLE_KEYS = ("seq_scan", "seq_tup_read", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del",
                   "n_dead_tup", "n_live_tup", "vacuums")
     INDEX_KEYS = ("idx_scan", "idx_tup_read", "idx_tup_fetch")
+    FOUND = "SELECT DISTINCT relname FROM pg_stat_user_tables WHERE relname = ANY(%s)"
+
+    def prepare(self, conn, version_num):
+        """A table named in `tables` that pg_stat_user_tables does not list (a typo, or a table the setup has
+        not created yet) is an error: its figures would be silent zeros."""
+        super().prepare(conn, version_num)
+        tables = list(self.spec.option("tables") or [])
+        if tables:
+            found = {r[0] for r in conn.execute(self.FOUND, (tables,)).fetchall()}
+            missing = [t for t in tables if t not in found]
+            if missing:
+                raise EngineError(f"table_stats: no user table named {', '.join(missing)} in this database "
+                                  f"(pg_stat_user_tables lists tables by their name, without the schema)")
 
     def read(self, conn):
         tables = self.spec.option("tables")

@@ -28,10 +28,10 @@ from .versions import VersionSpec, parse_versions
 from .yamlpos import Checker, as_int, describe, join, load_yaml, read_text
 
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
-            "setup", "teardown", "duration", "warmup", "sweep", "samplers", "baseline", "seed", "variants", "probes",
-            "expect"]
+            "setup", "teardown", "duration", "warmup", "warmup_transactions", "sweep", "samplers", "baseline", "seed",
+            "variants", "probes", "expect"]
 VARIANT_KEYS = ["description", "group", "pools", "background", "setup", "teardown", "duration", "warmup",
-                "sweep", "samplers", "server", "database", "probes"]
+                "warmup_transactions", "sweep", "samplers", "server", "database", "probes"]
 PROBE_KEYS = ["name", "sql", "when", "versions"]
 POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transactions", "max_tries", "think", "protocol",
              "init", *TIMELINE_KEYS]
@@ -187,10 +187,11 @@ class _Builder(ServerSections):
         teardown = self._sql_steps(doc, "teardown", "teardown")
         duration = c.duration(doc, "duration", "", default=DEFAULT_DURATION)
         warmup = c.duration(doc, "warmup", "", default=DEFAULT_WARMUP)
+        warm_pass = c.integer(doc, "warmup_transactions", "", minimum=1, default=None)
         sweep = self._sweep(doc, "sweep", default=None)
         samplers = self._samplers(doc, "samplers", "samplers", default=())
         probes = self._probes(doc, "probes", ())
-        variants = self._variants(doc, duration, warmup, sweep, samplers, probes)
+        variants = self._variants(doc, duration, (warmup, warm_pass), sweep, samplers, probes)
         baselines = self._baselines(doc, variants)
         source = self._source(doc, variants)
         seed = c.integer(doc, "seed", "", default=1)
@@ -325,7 +326,9 @@ class _Builder(ServerSections):
             specs.append(spec)
         return tuple(specs)
 
-    def _variants(self, doc, duration, warmup, sweep, samplers, probes) -> tuple[Variant, ...]:
+    def _variants(self, doc, duration, warmups, sweep, samplers, probes) -> tuple[Variant, ...]:
+        """`warmups`: the scenario's (warmup, warmup_transactions), which a variant may override."""
+        warmup, warm_pass = warmups
         node = self.check.mapping(doc, "variants", "variants", required=False)
         if node is None:
             return ()
@@ -357,6 +360,8 @@ class _Builder(ServerSections):
                 setup=self._sql_steps(vnode, "setup", join(path, "setup")),
                 teardown=self._sql_steps(vnode, "teardown", join(path, "teardown")),
                 duration=v_duration, warmup=self.check.duration(vnode, "warmup", path, default=warmup),
+                warmup_transactions=self.check.integer(vnode, "warmup_transactions", path, minimum=1,
+                                                       default=warm_pass),
                 sweep=tuple(v_sweep) if (uses_sweep and v_sweep) else (None,),
                 samplers=self._samplers(vnode, "samplers", join(path, "samplers"), default=samplers),
                 settings=self._settings(vnode, path), database=self._database(vnode, path),

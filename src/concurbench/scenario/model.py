@@ -138,6 +138,9 @@ class Variant:
     settings: tuple[tuple[str, str], ...] = ()  # server settings for this variant (applied with a restart)
     database: tuple[tuple[str, object], ...] = ()  # SQL Server database options for this variant
     probes: tuple[Probe, ...] = ()
+    # each client of each measured pool runs this many transactions before the measured load, in a pass of their
+    # own that nothing measures (runner.py: warm_up); None: no such pass
+    warmup_transactions: int | None = None
 
     @property
     def uses_sweep(self) -> bool:

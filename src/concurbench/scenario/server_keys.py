@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
+from ..engines.mssql_limits import NO_LIMIT, memory_problem
 from ..util import suggest
 from .yamlpos import as_int, describe, join
 
@@ -70,17 +71,24 @@ class ServerSections:
             files = self.check.integer(server, "tempdb_files", path, minimum=1, default=None)
             if files is not None:
                 out.append(("tempdb_files", str(files)))
-        if "cpus" in server:  # the container's CPU limit (docker target)
+        if "cpus" in server:  # the CPUs the container is pinned to (docker target); empty: no CPU limit
             cpus = server["cpus"]
-            if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus <= 0:
+            if cpus is None:
+                out.append(("cpus", NO_LIMIT))
+            elif isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or cpus < 1 or cpus != int(cpus):
                 self.check.add(server, "cpus", join(path, "cpus"),
-                               f"must be a number of CPUs above 0, such as 2 or 1.5, got {describe(cpus)}")
+                               f"must be a whole number of CPUs to pin the container to, such as 2, or empty "
+                               f"(`cpus:`) for no CPU limit, got {describe(cpus)} (a fraction would be a CPU "
+                               f"quota, which stalls the server's latch holders: docs/mssql.md)")
             else:
-                out.append(("cpus", str(cpus)))
+                out.append(("cpus", str(int(cpus))))
         for key in ("memory_limit", "pid", "collation"):
             if key in server:
                 value = self.check.string(server, key, path, default=None)
-                if value:
+                problem = memory_problem(value) if key == "memory_limit" and value else None
+                if problem:
+                    self.check.add(server, key, join(path, key), problem)
+                elif value:
                     out.append((key, value))
         return out
 

@@ -6,7 +6,7 @@ One package serves claims (`expect`), repeats and `compare`, so a figure means t
   - testing.py: Welch's t, and runs of one figure tested against another, paired by round;
   - decisions.py: PASS, FAIL or INCONCLUSIVE, Holm over claims, alpha spending over looks, and the
     runs that would decide an open claim;
-  - tdist.py: Student's t and the normal distribution (no SciPy).
+  - tdist.py: Student's t and the normal distribution (SciPy's, imported on first use).
 docs/claims.md says what the model assumes and when; tests/unit/test_decision_rule.py measures its
 error rate and power on simulated runs.
 """

@@ -1,0 +1,118 @@
+"""`run`: one scenario from provisioning to cleanup, its tables printed, its run directory the last line."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from ..check import CheckPolicy
+from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
+from ..errors import ConcurbenchError, ConfigError
+from ..provisioners.registry import make_provisioner
+from ..report.render import terminal
+from ..report.tables import build_report
+from ..results.shards import SHARD_AND_CHECK, Shard
+from ..runner import Runner
+from ..scenarios import load_scenario
+from .console import err, out
+from .errors import fail
+from .exits import EXIT_RUN_FAILED, check_exit_code
+from .history import add_to_history, history_options, parse_pairs
+from .options import parse_params, server_versions, target_of, target_options
+from .probe import default_json, probe_all
+from .progress import Progress
+from .stored import write_and_list_plots
+
+
+@click.command()
+@click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
+              show_default=True, help="Where run directories are written.")
+@target_options
+@click.option("--keep", is_flag=True, help="Leave the server running at the end and print how to connect.")
+@click.option("--probe", "probe_first", is_flag=True,
+              help="Probe the target first (`concurbench probe`); stop with its table and exit 1 when a check fails.")
+@click.option("--processes", type=click.IntRange(min=1), default=None,
+              help="Worker processes for the client sessions [default: one per CPU].")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
+@click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
+@click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
+              "decided; exit 3 when a claim fails, 4 when one is left undecided.")
+@click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
+              help="--check: the most runs of a variant point it may take to decide a claim.")
+@click.option("--check-budget", default="15m", show_default=True, metavar="DURATION",
+              help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
+@click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Run every variant N times, interleaved (A B, then B A); reports give means with 95% intervals.")
+@click.option("--shard", "shard_text", default=None, metavar="I/N",
+              help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
+              "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
+@history_options
+def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
+        password_env: str | None, image: str | None, host_network: bool, keep: bool,
+        allow_server_changes: bool, server_settings: str, processes: int | None, params: tuple[str, ...],
+        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
+        repeat: int, shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
+    """Run SCENARIO and print its comparison tables; the last line is the run directory."""
+    progress = Progress(err)
+    try:
+        run_labels = parse_pairs(labels, "--label")
+        policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
+        model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
+        shard = Shard.parse(shard_text) if shard_text is not None else None
+        if shard is not None and check:
+            raise ConfigError(SHARD_AND_CHECK)
+        provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
+            target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
+            allow_server_changes=allow_server_changes, server_settings=server_settings, keep=keep, model=model,
+            progress=progress)) for version in server_versions(model, target, versions, image)]
+        if probe_first and not probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env,
+                                         image=image, host_network=host_network,
+                                         allow_server_changes=allow_server_changes, server_settings=server_settings,
+                                         variants=variants, json_path=default_json(out_dir, model.name)):
+            progress.close()
+            err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
+            sys.exit(EXIT_RUN_FAILED)
+    except ConcurbenchError as exc:
+        progress.close()
+        fail(exc)
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
+                         variants=list(variants) or None, target=target, repeat=repeat, check=policy,
+                         shard=shard).run()
+    finally:
+        progress.close()
+        signal.signal(signal.SIGTERM, previous)
+    if outcome.results:
+        terminal(build_report(outcome.run), out)
+        if plots:
+            try:
+                write_and_list_plots(outcome.run_dir)
+            except ConcurbenchError as exc:
+                err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
+    if keep:
+        for p in provisioners:
+            hint = getattr(p, "connect_hint", None)
+            if hint:
+                err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
+    if outcome.error is not None:
+        err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
+    code = check_exit_code(outcome.claims) if check and outcome.error is None else None
+    if history is not None and outcome.run_dir is not None:
+        add_to_history(history, outcome.run_dir, run_labels)
+    out.print(str(outcome.run_dir), soft_wrap=True)
+    if outcome.error is not None:
+        sys.exit(outcome.error.exit_code)
+    if code:
+        sys.exit(code)
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

@@ -1,0 +1,238 @@
+"""The store's points as series in run order, with their change points grouped by where they are.
+
+A series is keyed by the scenario's name, not its file's hash. Ordered by time, each server version
+is a series of its own, in the order the runs started; ordered by version, one series runs through
+every version in version order ("16.9" before "16.10"), runs of one version in the order they
+started. A run whose scenario file or parameters differ from the run before it in its series is
+marked there, and a change point at it says that the scenario changed with it. A point whose run
+failed or ended early is kept and shown, and left out of the detection.
+
+Change points of several metrics of one location (scenario, variant, pool, clients, point, server)
+within one run of each other are one change: the metric with the smallest p leads, the others are
+listed with it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from ..report.compare import HIGHER, LOWER, NEUTRAL, direction
+from .detect import Change, Level, Method, detect
+from .store import HistoryStore, SeriesKey, StoredPoint, StoredRun
+
+ORDERS = ("time", "version")
+ALL_SERVERS = "*"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's figure in a series, with the server version it ran on."""
+
+    run: StoredRun
+    stored: StoredPoint
+    server: str
+    scenario_changed: bool = False  # the scenario file or parameters differ from the run before in the series
+
+    @property
+    def included(self) -> bool:
+        """Whether the detection uses it: the run and its variant run ended normally."""
+        return self.stored.status == "ok" and self.run.record.status == "ok"
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One metric's move at a change: the detector's finding on that metric's series."""
+
+    metric: str
+    change: float | None
+    p: float
+    before: Level
+    after: Level
+    way: str  # "worse", "better" or "neutral" (the metric has no better direction)
+
+
+@dataclass(frozen=True)
+class ChangeGroup:
+    """One change at one location: where (the last run before it and the first after), and what moved."""
+
+    key: SeriesKey
+    status: str  # "confirmed" or "candidate"
+    before_run: Point
+    after_run: Point
+    moved: list[Moved]
+    scenario_changed: bool
+
+    @property
+    def lead(self) -> Moved:
+        return self.moved[0]
+
+    @property
+    def worse(self) -> list[Moved]:
+        return [m for m in self.moved if m.way == "worse"]
+
+
+@dataclass
+class Series:
+    key: SeriesKey
+    points: list[Point]
+    changes: list[Change] = field(default_factory=list)  # indices into the included points
+
+    @property
+    def included(self) -> list[Point]:
+        return [p for p in self.points if p.included]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    store: str
+    order: str
+    method: Method
+    runs: list[StoredRun]
+    series: list[Series]
+    groups: list[ChangeGroup]
+
+
+def version_key(version: str) -> tuple:
+    """Orders server versions as releases: 16.9 before 16.10, 18beta1 before 18.0, 2019-CU2 before 2019-CU10."""
+    parts = re.findall(r"\d+|[A-Za-z]+", str(version))
+    return tuple((1, int(p)) if p.isdigit() else (0, p.lower()) for p in parts)
+
+
+def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
+            order: str = "time", method: Method = Method(), directions: dict[str, str] | None = None) -> Analysis:
+    """Every series of the store (of one scenario, of metrics matching the globs), its change points and
+    their groups."""
+    runs = {r.id: r for r in store.runs(scenario)}
+    keys = {sid: k for sid, k in store.series(scenario).items() if not metrics or any(fnmatchcase(k.metric, g)
+                                                                                          for g in metrics)}
+    stored = store.points(sorted(keys))
+    merged: dict[SeriesKey, list[Point]] = {}
+    for sid, key in keys.items():
+        series_key = key if order == "time" else _without_server(key)
+        for sp in stored.get(sid, []):
+            if sp.run in runs:
+                merged.setdefault(series_key, []).append(Point(runs[sp.run], sp, key.server))
+    series = []
+    for key, items in merged.items():
+        series.append(Series(key, _mark_changes(sorted(items, key=lambda p: _order(p, order)))))
+    series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.point, version_key(s.key.server),
+                               s.key.metric))
+    for s in series:
+        s.changes = _detect(s, method)
+    return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,
+                    _groups(series, directions or {}))
+
+
+def _without_server(key: SeriesKey) -> SeriesKey:
+    return SeriesKey(key.scenario, key.variant, key.pool, key.clients, key.point, ALL_SERVERS, key.metric)
+
+
+def _order(p: Point, order: str) -> tuple:
+    when = (p.run.record.started, p.run.id)
+    return (version_key(p.server), *when) if order == "version" else when
+
+
+def _mark_changes(points: list[Point]) -> list[Point]:
+    out, before = [], None
+    for p in points:
+        r = p.run.record
+        now = (r.scenario_sha256, _canon(r.parameters), r.quick)
+        changed = before is not None and now != before
+        out.append(Point(p.run, p.stored, p.server, changed))
+        before = now
+    return out
+
+
+def _canon(parameters: dict) -> tuple:
+    return tuple(sorted((str(k), repr(v)) for k, v in parameters.items()))
+
+
+def _detect(s: Series, method: Method) -> list[Change]:
+    pts = s.included
+    if len(pts) < method.min_after + 2:
+        return []
+    return detect([p.stored.mean for p in pts], [_se(p.stored) for p in pts], method)
+
+
+def _se(p: StoredPoint) -> float | None:
+    if p.se is not None:
+        return p.se
+    if p.given_low is None or p.given_high is None:
+        return None
+    return (p.given_high - p.given_low) / (2 * 1.959964)
+
+
+def better_way(metric: str, directions: dict[str, str] | None = None) -> str:
+    """Which way a metric is better: the first of `directions` (glob -> higher, lower or neutral) that
+    matches, else compare's rule (throughput up; latency, lag, errors down), with per-transaction figures
+    (`*_per_txn`) better lower and a claim's figure better on the side its operator wants."""
+    for glob, better in (directions or {}).items():
+        if fnmatchcase(metric, glob):
+            return better
+    if metric.endswith("_per_txn"):
+        return LOWER
+    claim = re.search(r" (<=?|>=?) ", metric)
+    if claim:
+        return LOWER if claim.group(1).startswith("<") else HIGHER
+    return direction(metric)
+
+
+def way(metric: str, change: float | None, directions: dict[str, str] | None = None) -> str:
+    """worse, better or neutral: how a move of `change` (relative) reads for the metric."""
+    better = better_way(metric, directions)
+    if better == NEUTRAL or change == 0:
+        return "neutral"
+    rose = change is None or change > 0  # None: from exactly 0, so the level rose
+    return "worse" if rose == (better == LOWER) else "better"
+
+
+def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGroup]:
+    found: dict[tuple, list[tuple[Series, Change]]] = {}
+    for s in series:
+        for c in s.changes:
+            found.setdefault(_location(s.key), []).append((s, c))
+    groups = []
+    for items in found.values():
+        items.sort(key=lambda i: _index_in_points(i[0], i[1]))
+        while items:
+            s0, c0 = items[0]
+            at = _index_in_points(s0, c0)
+            near = [i for i in items if abs(_index_in_points(*i) - at) <= 1]
+            items = [i for i in items if i not in near]
+            near.sort(key=lambda i: (not i[1].confirmed, i[1].p))
+            lead_s, lead_c = near[0]
+            pts = lead_s.included
+            before, after = pts[lead_c.index - 1], pts[lead_c.index]
+            moved = [Moved(s.key.metric, c.change, c.p, c.before, c.after,
+                           way(s.key.metric, c.change, directions)) for s, c in near]
+            changed = any(p.scenario_changed for p in _between(lead_s, before, after))
+            groups.append(ChangeGroup(lead_s.key, lead_c.status, before, after, moved, changed))
+    groups.sort(key=lambda g: (g.key.scenario, g.key.variant, g.key.pool, g.key.point, g.after_run.run.record.started))
+    return groups
+
+
+def _location(key: SeriesKey) -> tuple:
+    return (key.scenario, key.variant, key.pool, key.clients, key.point, key.server)
+
+
+def _index_in_points(s: Series, c: Change) -> int:
+    """Where a change sits among all of the series' points (failed runs included), to line up metrics."""
+    after = s.included[c.index]
+    return s.points.index(after)
+
+
+def _between(s: Series, before: Point, after: Point) -> list[Point]:
+    """The points after `before` up to and including `after` (failed runs between them included)."""
+    i, j = s.points.index(before), s.points.index(after)
+    return s.points[i + 1:j + 1]
+
+
+def relative(change: float | None) -> str:
+    if change is None:
+        return "from 0"
+    if math.isinf(change):
+        return "∞"
+    return f"{change:+.1%}"

@@ -1,0 +1,434 @@
+"""Change points in one series of runs: where a metric moved beyond its noise, and how sure that is.
+
+The method (docs/history.md gives the reasons and the simulated error and power):
+
+  1. Scale and noise. A series of positive values is worked on the log scale (run-to-run noise is
+     roughly proportional to the figure, and a change is a ratio); others on their own scale. The
+     noise of one run is estimated from the whole series, robustly: the median absolute difference
+     of neighbouring runs (a step or a wild run moves one or two differences, not the median; a
+     slow drift moves none). A run that carries its own standard error (repeats) adds it, so a run
+     with a wide interval weighs less than one with a narrow one.
+  2. Where. E-divisive means (Matteson and James) splits each window of `window` runs where the
+     energy distance between the two parts is largest, and splits the parts again while the split
+     is significant; windows overlap by half, as Hunter does. It looks at a copy of the series in
+     which a run more than three noise units from the medians of both its left and its right
+     neighbours is replaced by the nearer median (a Hampel filter that leaves steps alone), so one
+     wild run cannot attract a split.
+  3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were three noise
+     units out) of up to `window` runs on each side, their difference over its standard error,
+     against Student's t. Splits are dropped, weakest first, until every one left has p <= alpha
+     and moves the metric by at least `min_change`; a stretch between two splits shorter than
+     `confirm` runs drops its weaker end (a wild run or two is not a level).
+  4. How final. A change with `confirm` or more runs after it is confirmed. One seen only in the
+     newest runs (at least `min_after` of them, and fewer than `confirm`) is a candidate, and only
+     when each of those runs lies outside the band of the level before it (its own noise and the
+     before-level's uncertainty, at 95%): a run whose interval spans the step is no evidence.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..stats.tdist import t_quantile, t_sf
+
+HUBER_C = 2.0  # Huber's constant, in noise units
+WINSOR_VAR = 0.9195  # E[min(Z^2, HUBER_C^2)] for a standard normal Z: winsorized residuals' variance
+MIN_SCALE = 0.05  # the residuals may show at most this much less noise than the series (variance ratio)
+HUBER_STEPS = 12  # iterations of the Huber mean (it settles in 3-6 on these sizes)
+SPLIT_FACTOR = 10  # a window is split where p <= alpha * SPLIT_FACTOR; the pruning then holds alpha
+SETTLE_ROUNDS = 3  # times the change points left are placed again and pruned again
+REFINE = 3  # runs either side of the energy's split that the mean-shift statistic may move it
+HAMPEL_T = 3.0  # how far (noise units) a run may sit from its neighbours' median when splits are placed
+HAMPEL_K = 2  # neighbours on each side
+BAND_Z = 1.96  # the runs of a short side lie outside the other side's 95% band
+TRUST = 5  # a side with fewer runs than this is believed only run by run (see _believable)
+NOISE_FLOOR = 1e-6  # relative: a series that never moves still has this much noise
+
+
+@dataclass(frozen=True)
+class Method:
+    """The detector's settings; the defaults are those the simulations of docs/history.md measured."""
+
+    window: int = 30
+    alpha: float = 0.001
+    min_change: float = 0.02
+    confirm: int = 3
+    min_after: int = 2
+
+    def __post_init__(self):
+        if self.window < 6:
+            raise ValueError("window must be at least 6 runs")
+        if not 0 < self.alpha < 1:
+            raise ValueError("alpha must be between 0 and 1")
+        if not 1 <= self.min_after <= self.confirm:
+            raise ValueError("min_after must be between 1 and confirm")
+
+
+@dataclass(frozen=True)
+class Level:
+    """The runs between two change points: their mean with its 95% interval, and how many."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+
+    def as_dict(self) -> dict:
+        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change point: `index` is the first run after it."""
+
+    index: int
+    before: Level
+    after: Level
+    change: float | None  # after / before - 1; None when the level before is 0
+    p: float
+    confirmed: bool
+
+    @property
+    def status(self) -> str:
+        return "confirmed" if self.confirmed else "candidate"
+
+
+@dataclass
+class _Series:
+    y: np.ndarray  # on the working scale
+    log: bool  # the working scale is the log of the values
+    w: np.ndarray  # each run's weight: 1 / its variance on that scale
+    room: np.ndarray  # how far a run may sit from a mean at full weight (HUBER_C of its noise)
+    located: np.ndarray  # y with wild runs pulled in (where splits are placed)
+
+
+@dataclass(frozen=True)
+class _Tests:
+    """Splits (a, tau, b) tested at once: p, the Huber means on each side, t, the information before."""
+
+    p: np.ndarray
+    before: np.ndarray
+    after: np.ndarray
+    t: np.ndarray
+    info_before: np.ndarray
+    info_after: np.ndarray
+
+
+def detect(values, se=None, method: Method = Method()) -> list[Change]:
+    """The change points of a series in run order; `se` gives each run's own standard error (None or
+    NaN where unknown)."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < method.min_after + 2 or not np.all(np.isfinite(x)):
+        return []
+    s = _prepare(x, se)
+    cuts = _prune(s, _settle(s, _locate(s, method), method), method)
+    for _ in range(SETTLE_ROUNDS):  # placed again between the change points that are left, and pruned again
+        settled = _settle(s, cuts, method)
+        if settled == cuts:
+            break
+        cuts = _prune(s, settled, method)
+    return _finish(x, s, cuts, method)
+
+
+# 1. scale and noise -----------------------------------------------------------------------------------
+
+def _prepare(x: np.ndarray, se) -> _Series:
+    log = bool(np.all(x > 0))
+    y = np.log(x) if log else x.copy()
+    own = np.full(len(x), np.nan) if se is None else np.array([np.nan if v is None else v for v in se], float)
+    if log:
+        own = own / x
+    diffs = np.abs(np.diff(y))
+    sigma = 1.4826 * float(np.median(diffs)) / math.sqrt(2)
+    floor = NOISE_FLOOR * (1.0 if log else max(float(np.median(np.abs(y))), 1e-12))
+    sigma = max(sigma, floor)
+    known = np.isfinite(own)
+    var = np.full(len(x), sigma * sigma)
+    if known.any():
+        between = max(sigma * sigma - float(np.median(own[known] ** 2)), 0.0)
+        var[known] = np.maximum(between + own[known] ** 2, floor * floor)
+    return _Series(y, log, 1 / var, HUBER_C * np.sqrt(var), _hampel(y, sigma))
+
+
+def _hampel(y: np.ndarray, sigma: float) -> np.ndarray:
+    """y with each run that sits more than HAMPEL_T noise units from both its left and its right neighbours'
+    medians replaced by the nearer median: a wild run is taken out, a run at a step (near the neighbours
+    on its own side) is left alone."""
+    k = HAMPEL_K
+    padded = np.concatenate([np.full(k, np.nan), y, np.full(k, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an end run has no neighbours on one side
+        left, right = np.nanmedian(windows[:, :k], axis=1), np.nanmedian(windows[:, k + 1:], axis=1)
+    gap_l = np.where(np.isfinite(left), np.abs(y - left), np.inf)
+    gap_r = np.where(np.isfinite(right), np.abs(y - right), np.inf)
+    near = np.where(gap_l <= gap_r, left, right)
+    far = np.minimum(gap_l, gap_r) > HAMPEL_T * sigma
+    far &= np.isfinite(left) & np.isfinite(right)  # an end run has one side only: it may start a new level
+    return np.where(far, near, y)
+
+
+# 2. where: windowed e-divisive ------------------------------------------------------------------------
+
+def _locate(s: _Series, method: Method) -> list[int]:
+    """Splits of every window, found at once for the windows' first split, one segment at a time below."""
+    n, size = len(s.y), method.window
+    starts = list(range(0, max(1, n - size), max(1, size // 2)))
+    if n > size and starts[-1] != n - size:
+        starts.append(n - size)
+    found: set[int] = set()
+    segments = [(a, min(n, a + size)) for a in starts]
+    while segments:
+        taus, p = _best_splits(s, segments, method)
+        kept = p <= min(0.5, method.alpha * SPLIT_FACTOR)
+        found.update(int(t) for t in taus[kept])
+        segments = [half for (a, b), t in zip(np.array(segments)[kept], taus[kept])
+                    for half in ((int(a), int(t)), (int(t), int(b)))]
+        segments = [seg for seg in segments if seg[1] - seg[0] >= _low(seg[0], method) + _high(seg[1], n, method)]
+    return sorted(found)
+
+
+def _low(a: int, method: Method) -> int:
+    return 2 if a > 0 else method.min_after  # the first and the newest runs may form a shorter end
+
+
+def _high(b: int, n: int, method: Method) -> int:
+    return 2 if b < n else method.min_after
+
+
+def _best_splits(s: _Series, segments: list[tuple[int, int]], method: Method) -> tuple[np.ndarray, np.ndarray]:
+    """For each segment [a, b): where e-divisive splits it (refined, see _refine), and that split's p."""
+    n = len(s.y)
+    a = np.array([seg[0] for seg in segments])
+    b = np.array([seg[1] for seg in segments])
+    length = b - a
+    size = int(length.max())
+    cols = np.arange(size)
+    valid = cols[None, :] < length[:, None]
+    idx = np.minimum(a[:, None] + cols[None, :], n - 1)
+    z = np.where(valid, s.located[idx], 0.0)
+    w = np.where(valid, s.w[idx], 0.0)
+    t = np.arange(size + 1)[None, :]
+    low = np.array([_low(x, method) for x in a])[:, None]
+    high = (length - np.array([_high(x, n, method) for x in b]))[:, None]
+    allowed = (t >= low) & (t <= high)
+    q = np.where(allowed, _energy(z, valid, length), -np.inf)
+    first = np.argmax(q, axis=1)[:, None]
+    near = allowed & (np.abs(t - first) <= REFINE)
+    stat = np.where(near, _shift_statistic(z, w, length), -np.inf)
+    taus = a + np.argmax(stat, axis=1)
+    return taus, _tests(s, a, taus, b, method.window).p
+
+
+def _energy(z: np.ndarray, valid: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """E-divisive's divergence Q(tau) of each row's first `length` values, for tau = 0..size (the first
+    run of the right part)."""
+    rows, size = z.shape
+    d = np.abs(z[:, :, None] - z[:, None, :]) * (valid[:, :, None] & valid[:, None, :])
+    p = np.zeros((rows, size + 1, size + 1))
+    p[:, 1:, 1:] = d.cumsum(1).cumsum(2)
+    r = np.arange(rows)[:, None]
+    t = np.arange(size + 1)[None, :]
+    n = length[:, None].astype(float)
+    full = p[r, length[:, None], length[:, None]]
+    head = p[r, t, length[:, None]]
+    corner = p[r, t, t]
+    m = n - t
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = 2 * (head - corner) / (t * m)
+        within_left = np.where(t > 1, corner / (t * (t - 1)), 0.0)
+        within_right = np.where(m > 1, (full - 2 * head + corner) / (m * (m - 1)), 0.0)
+        q = t * m / n * (between - within_left - within_right)
+    return np.where(np.isfinite(q), q, -np.inf)
+
+
+def _shift_statistic(z: np.ndarray, w: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """For every split tau of each row: the weighted means' difference in standard errors. The energy
+    finds the region of a change; this places a step more exactly in Gaussian noise (it reads the
+    Hampel-filtered copy, so a wild run cannot pull it)."""
+    rows = np.arange(len(z))
+    cw = np.concatenate([np.zeros((len(z), 1)), np.cumsum(w, axis=1)], axis=1)
+    cz = np.concatenate([np.zeros((len(z), 1)), np.cumsum(w * z, axis=1)], axis=1)
+    total_w, total_z = cw[rows, length][:, None], cz[rows, length][:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        wr = total_w - cw
+        stat = np.abs((total_z - cz) / wr - cz / cw) / np.sqrt(1 / cw + 1 / wr)
+    return np.where(np.isfinite(stat), stat, -np.inf)
+
+
+# 3. whether -------------------------------------------------------------------------------------------
+
+def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
+    """Each split tau of the runs [a, b), at most `cap` runs on each side: the two Huber means' difference
+    over its standard error, against Student's t.
+
+    The noise is the series' (each run's variance) scaled by what the two sides' own residuals show,
+    winsorized at HUBER_C, so a quiet stretch is judged by its own quiet and a wild run adds at most
+    HUBER_C noise units."""
+    n = len(s.y)
+    a, tau, b = (np.atleast_1d(np.asarray(v, dtype=int)) for v in (a, tau, b))
+    lo, hi = np.maximum(a, tau - cap), np.minimum(b, tau + cap)
+    cols = np.arange(int((hi - lo).max()))[None, :]
+    where = lo[:, None] + cols
+    valid = where < hi[:, None]
+    idx = np.minimum(where, n - 1)
+    y, w, room = s.y[idx], s.w[idx], s.room[idx]
+    left, right = valid & (where < tau[:, None]), valid & (where >= tau[:, None])
+    mu_l, wl = _huber(y, w, room, left)
+    mu_r, wr = _huber(y, w, room, right)
+    df = (hi - lo - 2).astype(float)
+    resid = np.where(left, y - mu_l[:, None], np.where(right, y - mu_r[:, None], 0.0)) * np.sqrt(w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.maximum(np.sum(np.clip(resid, -HUBER_C, HUBER_C) ** 2, axis=1) / df / WINSOR_VAR, MIN_SCALE)
+        info_l, info_r = wl.sum(axis=1), wr.sum(axis=1)
+        t = np.abs(mu_r - mu_l) / np.sqrt(scale * (1 / info_l + 1 / info_r))
+    ok = (df >= 1) & np.isfinite(t)
+    p = np.where(ok, np.minimum(1.0, 2 * t_sf(np.where(ok, t, 0.0), np.maximum(df, 1.0))), 1.0)
+    return _Tests(p, mu_l, mu_r, np.where(ok, t, 0.0), info_l, info_r)
+
+
+def _huber(y: np.ndarray, w: np.ndarray, room: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's Huber mean over its masked runs, and each run's weight in it (0 outside the mask)."""
+    mu = _masked_median(y, mask)
+    tol = 1e-9 * float(room.max())
+    wh = np.where(mask, w, 0.0)
+    for _ in range(HUBER_STEPS):
+        wh = np.where(mask, w * np.minimum(1.0, room / np.maximum(np.abs(y - mu[:, None]), 1e-300)), 0.0)
+        with np.errstate(all="ignore"):
+            new = np.sum(wh * y, axis=1) / np.sum(wh, axis=1)
+        settled = np.nanmax(np.abs(new - mu), initial=0.0) <= tol
+        mu = new
+        if settled:
+            break
+    return mu, wh
+
+
+def _masked_median(y: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Each row's median over its masked values (NaN for a row with none)."""
+    ordered = np.sort(np.where(mask, y, np.inf), axis=1)
+    k = mask.sum(axis=1)
+    rows = np.arange(len(y))
+    low, high = ordered[rows, np.maximum((k - 1) // 2, 0)], ordered[rows, np.maximum(k // 2, 0)]
+    with np.errstate(invalid="ignore"):
+        return np.where(k > 0, (low + high) / 2, np.nan)
+
+
+def _settle(s: _Series, cuts: list[int], method: Method) -> list[int]:
+    """Each change point moved (by up to REFINE runs) to where the mean-shift statistic between its two
+    neighbours peaks: a window's split saw only the window, this sees the whole stretch on either side."""
+    n = len(s.y)
+    cuts = sorted(set(cuts))
+    out = []
+    for i, tau in enumerate(cuts):
+        a, b = (out[-1] if out else 0), (cuts[i + 1] if i + 1 < len(cuts) else n)
+        low, high = _low(a, method), _high(b, n, method)
+        if b - a < low + high:
+            out.append(tau)
+            continue
+        z, w = s.located[a:b][None, :], s.w[a:b][None, :]
+        stat = _shift_statistic(z, w, np.array([b - a]))[0]
+        t = np.arange(len(stat))
+        near = (t >= max(low, tau - a - REFINE)) & (t <= min(b - a - high, tau - a + REFINE))
+        out.append(a + int(np.argmax(np.where(near, stat, -np.inf))) if near.any() else tau)
+    return sorted(set(out))
+
+
+def _prune(s: _Series, cuts: list[int], method: Method) -> list[int]:
+    n = len(s.y)
+    cuts = sorted(cuts)
+    while cuts:
+        bounds = [0, *cuts, n]
+        tests = _tests(s, bounds[:-2], cuts, bounds[2:], method.window)
+        moved = _moved(s, tests)
+        short = _too_short(bounds, tests.p, method)
+        if short is not None:
+            del cuts[short]
+            continue
+        doubtful = [i for i in range(len(cuts)) if not _believable(s, bounds, tests, i)]
+        if doubtful:
+            del cuts[max(doubtful, key=lambda i: tests.p[i])]
+            continue
+        weakest = max(range(len(cuts)), key=lambda i: (tests.p[i], -moved[i]))
+        if tests.p[weakest] > method.alpha:
+            del cuts[weakest]
+            continue
+        small = int(np.argmin(moved))
+        if moved[small] < method.min_change:
+            del cuts[small]
+            continue
+        break
+    return cuts
+
+
+def _too_short(bounds: list[int], p: np.ndarray, method: Method) -> int | None:
+    """The change point to drop for a stretch too short to be a level (None when none is): the first
+    stretch needs `min_after` runs, one between two change points `confirm`; its weaker end goes."""
+    if bounds[1] - bounds[0] < method.min_after:
+        return 0
+    for i in range(1, len(bounds) - 2):
+        if bounds[i + 1] - bounds[i] < method.confirm:
+            return i - 1 if p[i - 1] >= p[i] else i
+    return None
+
+
+def _moved(s: _Series, tests: _Tests) -> np.ndarray:
+    """How far each level moved, relative to the level before."""
+    if s.log:
+        return np.abs(np.expm1(tests.after - tests.before))
+    with np.errstate(all="ignore"):
+        rel = np.abs(tests.after / tests.before - 1)
+    return np.where(tests.before == 0, np.where(tests.after != 0, np.inf, 0.0), rel)
+
+
+# 4. how final -----------------------------------------------------------------------------------------
+
+def _finish(x: np.ndarray, s: _Series, cuts: list[int], method: Method) -> list[Change]:
+    n = len(x)
+    if not cuts:
+        return []
+    bounds = [0, *cuts, n]
+    tests = _tests(s, bounds[:-2], cuts, bounds[2:], method.window)
+    out = []
+    for i, tau in enumerate(cuts):
+        a, b = bounds[i], bounds[i + 2]
+        after_n = b - tau
+        if after_n >= method.confirm:
+            confirmed = True
+        elif b == n and after_n >= method.min_after:
+            confirmed = False
+        else:
+            continue
+        before, after = _level(x[a:tau]), _level(x[tau:b])
+        change = None if before.mean == 0 else after.mean / before.mean - 1
+        out.append(Change(tau, before, after, change, float(tests.p[i]), confirmed))
+    return out
+
+
+def _believable(s: _Series, bounds: list[int], tests: _Tests, i: int) -> bool:
+    """A side of a change shorter than TRUST runs is believed only when every run of it lies beyond the
+    other side's 95% band, on the side it moved to: two wild runs among three are not a new level."""
+    a, tau, b = bounds[i], bounds[i + 1], bounds[i + 2]
+    before, after = tests.before[i], tests.after[i]
+    side = 1 if after > before else -1
+    if b - tau < TRUST:
+        band = BAND_Z * np.sqrt(1 / s.w[tau:b] + 1 / tests.info_before[i])
+        if not np.all(side * (s.y[tau:b] - before) > band):
+            return False
+    if tau - a < TRUST:
+        band = BAND_Z * np.sqrt(1 / s.w[a:tau] + 1 / tests.info_after[i])
+        if not np.all(side * (after - s.y[a:tau]) > band):
+            return False
+    return True
+
+
+def _level(xs: np.ndarray) -> Level:
+    n = len(xs)
+    mean = float(np.mean(xs))
+    if n < 2:
+        return Level(mean, None, None, n)
+    half = t_quantile(0.975, n - 1) * float(np.std(xs, ddof=1)) / math.sqrt(n)
+    return Level(mean, mean - half, mean + half, n)

@@ -1,0 +1,202 @@
+"""A run directory as the history keeps it: one RunRecord, and a PointRecord per series it measured.
+
+A series is (scenario, variant, pool, clients, sweep point, server version, metric). A point is one
+run's figure for it: the mean over the run's repeats with its standard error, and each repeat's
+value. With one repeat the error is the window's own where one exists (`tps`, `latency.mean_ms`,
+statement means and wait shares, as a report shows them), otherwise there is none.
+
+Metrics kept: every number a measured pool reports (`tps`, `latency.*`, `statements.*`, `errors.*`,
+`lag.*`, ...) under its pool; every number of the variant run itself (WAL, sampler summaries, wait
+shares, probes, `elapsed_s`) under pool "" (once, however many pools it has); and each claim's
+measured ratio (left over right) or left side under variant "claims", one series per claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..check.sides import is_window_metric, window_estimate
+from ..errors import ConfigError
+from ..report.repeats import key as repeat_key
+from ..results.model import Run, Unavailable, VariantRun
+from ..results.store import MANIFEST, SUMMARY, load_run
+from ..stats import estimate
+
+CLAIMS = "claims"  # the variant name claims' series are kept under
+NO_POINT = -1  # a variant without a client sweep
+SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """What the history keeps of one run directory."""
+
+    run_id: str  # the run directory's name
+    digest: str  # SHA-256 of its manifest.json and summary.json: the same run added twice is seen as such
+    scenario: str
+    scenario_sha256: str
+    parameters: dict
+    quick: bool
+    started: str
+    ended: str
+    status: str
+    error: str | None
+    host: str
+    cpu_model: str
+    harness: str
+    commit: str  # the scenario checkout's git commit ("" where none was recorded)
+    dirty: bool | None
+    target: str
+    servers: list[str]
+    format_version: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PointRecord:
+    """One run's figure for one series."""
+
+    run_id: str
+    scenario: str
+    variant: str
+    pool: str  # "" for a figure of the variant run as a whole
+    clients: int
+    point: int  # the sweep point (NO_POINT without a sweep)
+    server: str
+    metric: str
+    status: str  # "ok", or how the variant run ended (its figures are kept, and left out of detection)
+    mean: float
+    se: float | None  # the mean's standard error, with df degrees of freedom (None: not known)
+    df: float | None
+    low: float | None  # a 95% interval given as such (a claim's), where se is not known
+    high: float | None
+    n: int
+    values: tuple[float, ...]
+
+
+def read_run(path: Path | str, labels: dict[str, str] | None = None) -> tuple[RunRecord, list[PointRecord]]:
+    """A run directory's records. A path that is not a run directory, a newer format or a damaged file is a
+    ConfigError naming the file (load_run's)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a run directory (no such directory); give the directory `concurbench run` "
+                          f"printed last")
+    if not (path / MANIFEST).is_file():
+        raise ConfigError(f"{path}: not a run directory (it has no {MANIFEST}); give the directory `concurbench run` "
+                          f"printed last")
+    run = load_run(path)
+    if run.status == "running":
+        raise ConfigError(f"{path}: the run is still going (or was killed before it ended); add it when it has "
+                          f"ended, or `concurbench gc` a killed one")
+    record = _run_record(path, run, labels or {})
+    return record, points_of(record, run)
+
+
+def _run_record(path: Path, run: Run, labels: dict[str, str]) -> RunRecord:
+    digest = hashlib.sha256()
+    for name in (MANIFEST, SUMMARY):
+        file = path / name
+        if file.is_file():
+            digest.update(file.read_bytes())
+    checkout = run.scenario.checkout or {}
+    servers = sorted({s.version_short for s in run.servers if s.version_short})
+    return RunRecord(
+        run_id=path.resolve().name, digest=digest.hexdigest(), scenario=run.scenario.name,
+        scenario_sha256=run.scenario.sha256, parameters=dict(run.scenario.parameters), quick=run.scenario.quick,
+        started=run.started, ended=run.ended, status=run.status, error=run.error,
+        host=str(run.host.get("hostname") or ""), cpu_model=str(run.host.get("cpu_model") or ""),
+        harness=str(run.harness.get("version") or ""), commit=str(checkout.get("commit") or labels.get("commit") or ""),
+        dirty=checkout.get("dirty"), target=run.target, servers=servers, format_version=run.format_version,
+        labels=dict(labels))
+
+
+def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
+    default_server = run.server.version_short if run.server else "?"
+    groups: dict[tuple, list[VariantRun]] = {}
+    for r in run.variant_runs:
+        groups.setdefault(repeat_key(r), []).append(r)
+    out: list[PointRecord] = []
+    for runs in groups.values():
+        first = runs[0]
+        server = first.server or default_server
+        point = NO_POINT if first.point is None else int(first.point)
+        status = next((r.status for r in runs if r.status != "ok"), "ok")
+        measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
+        for pool in measured:
+            own = set(_flat_names(first.pools[pool].metrics))
+            clients = int(first.pools[pool].clients)
+            rows = [r.flat_metrics(pool) for r in runs if pool in r.pools]
+            for metric in _numbers(rows):
+                if metric in own:
+                    where = (pool, clients)
+                elif pool == measured[0]:
+                    where = ("", _total_clients(first))
+                else:
+                    continue
+                values = [row[metric] for row in rows if _number(row.get(metric))]
+                single = window_estimate(runs[0], pool, metric)[0] if len(values) == 1 and is_window_metric(metric) \
+                    else None
+                out.append(_point(record, first.variant, *where, point, server, metric, status, values, single))
+    out.extend(_claim_points(record, run, default_server))
+    return out
+
+
+def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int, server: str, metric: str,
+           status: str, values: list[float], single) -> PointRecord:
+    est = estimate(values)
+    se, df = est.se, est.df
+    if len(values) == 1 and single is not None:  # the window's own error
+        se, df = single.se, single.df
+    return PointRecord(record.run_id, record.scenario, variant, pool, clients, point, server, metric, status,
+                       float(est.mean), _finite(se), _finite(df), None, None, len(values),
+                       tuple(float(v) for v in values))
+
+
+def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[PointRecord]:
+    """Each decided or undecided claim's measured figure: the ratio left/right where the verdict tested one,
+    else the left side; its interval is the 95% one the verdict reports."""
+    out = []
+    for c in run.claims:
+        shown = c.ratio if c.ratio is not None else c.left
+        if shown is None or not _number(shown.value):
+            continue
+        status = "ok" if c.verdict in ("pass", "fail", "inconclusive") else "not evaluated"
+        out.append(PointRecord(record.run_id, record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server,
+                               c.claim, status, float(shown.value), None, None, _finite(shown.low),
+                               _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
+    return out
+
+
+def _numbers(rows: list[dict]) -> list[str]:
+    names: list[str] = []
+    seen: set[str] = set()
+    for row in rows:
+        for name, value in row.items():
+            if name not in seen and _number(value) and not name.startswith(SKIPPED_PREFIXES):
+                seen.add(name)
+                names.append(name)
+    return names
+
+
+def _flat_names(node, prefix: str = ""):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _flat_names(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix
+
+
+def _total_clients(r: VariantRun) -> int:
+    return sum(int(p.clients) for p in r.pools.values())
+
+
+def _number(value) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and not isinstance(value, Unavailable)
+            and math.isfinite(value))
+
+
+def _finite(value) -> float | None:
+    return float(value) if _number(value) else None

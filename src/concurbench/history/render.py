@@ -1,0 +1,191 @@
+"""An analysis as a report (terminal, Markdown, HTML tables), JSON and CSV.
+
+The JSON holds every series with every point, and a list `change_points`: each with `scenario`,
+`variant`, `pool`, `clients`, `metric` (the lead metric), `run` (the run id of the first run after
+the change), `version`, `change` (relative), `p`, `status` (confirmed or candidate), `way` (worse,
+better or neutral), the runs on either side, the levels before and after, whether the scenario
+changed there, and `metrics`: every metric of that location that moved with it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from ..report.tables import Report, Table, figure
+from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, relative
+from .detect import Level
+from .store import SeriesKey
+
+RECENT_RUNS = 20  # the runs table of a report lists this many of the newest runs
+
+
+def label(key: SeriesKey) -> str:
+    """`scenario · variant/pool · N clients · server`."""
+    where = key.variant + (f"/{key.pool}" if key.pool else "")
+    parts = [key.scenario, where]
+    if key.point >= 0 or key.clients:
+        parts.append(f"{key.clients} client{'s' if key.clients != 1 else ''}")
+    if key.server != ALL_SERVERS:
+        parts.append(key.server)
+    return " · ".join(parts)
+
+
+def run_cell(p: Point) -> str:
+    r = p.run.record
+    bits = [r.run_id, p.server]
+    if r.commit:
+        bits.append(r.commit[:10] + ("+" if r.dirty else ""))
+    bits += [f"{k}={v}" for k, v in sorted(r.labels.items())]
+    bits.append(r.started[:16].replace("T", " "))
+    return ", ".join(bits)
+
+
+def level_cell(level: Level) -> str:
+    if level.low is None:
+        return f"{figure(level.mean)} (1 run)"
+    return f"{figure(level.mean)} [{figure(level.low)}, {figure(level.high)}] ({level.n} runs)"
+
+
+def report(a: Analysis, *, every_run: bool = False) -> Report:
+    confirmed = sum(1 for g in a.groups if g.status == "confirmed")
+    candidates = len(a.groups) - confirmed
+    lines = [f"Store: {a.store}; {len(a.runs)} run{'s' if len(a.runs) != 1 else ''}"
+             + (f" from {a.runs[0].record.started[:10]} to {a.runs[-1].record.started[:10]}" if a.runs else ""),
+             f"{len(a.series)} series, ordered by {a.order}; {confirmed} confirmed change"
+             f"{'s' if confirmed != 1 else ''} and {candidates} candidate{'s' if candidates != 1 else ''}",
+             f"Method: e-divisive means in windows of {a.method.window} runs, each change tested at p <= "
+             f"{a.method.alpha:g} and a move of at least {a.method.min_change:.0%}; confirmed after "
+             f"{a.method.confirm} runs, a candidate before (from {a.method.min_after})"]
+    return Report("History", lines, [changes_table(a), series_table(a), runs_table(a, every_run)])
+
+
+def changes_table(a: Analysis) -> Table:
+    table = Table("Change points", ["Status", "Series", "Metric", "Last run before", "First run after", "Before",
+                                    "After", "Change", "p", "Also moved"])
+    for g in a.groups:
+        lead = g.lead
+        also = "; ".join(f"{m.metric} {relative(m.change)}" for m in g.moved[1:])
+        status = g.status + (" (scenario changed)" if g.scenario_changed else "")
+        table.rows.append([status, label(g.key), f"{lead.metric} ({lead.way})", run_cell(g.before_run),
+                           run_cell(g.after_run), level_cell(lead.before), level_cell(lead.after),
+                           relative(lead.change), f"{lead.p:.2g}", also])
+    if not a.groups:
+        table.notes.append("No change point: every series stayed within its noise.")
+    return table
+
+
+def series_table(a: Analysis) -> Table:
+    table = Table("Series", ["Series", "Metric", "Runs", "Left out", "Newest", "Changes"])
+    for s in a.series:
+        included = s.included
+        newest = s.points[-1].stored if s.points else None
+        table.rows.append([label(s.key), s.key.metric, str(len(included)), str(len(s.points) - len(included)),
+                           _value(newest) if newest else "–", str(len(s.changes))])
+    table.notes.append("Left out: runs that failed or ended early, shown but not used to find changes.")
+    return table
+
+
+def runs_table(a: Analysis, every_run: bool) -> Table:
+    shown = a.runs if every_run else a.runs[-RECENT_RUNS:]
+    title = "Runs" if every_run or len(a.runs) <= RECENT_RUNS else f"The newest {RECENT_RUNS} runs"
+    table = Table(title, ["Run", "Started", "Scenario", "Servers", "Commit", "Labels", "Host", "Status"])
+    for r in reversed(shown):
+        rec = r.record
+        table.rows.append([rec.run_id, rec.started[:19].replace("T", " "), rec.scenario + (" (quick)" if rec.quick
+                                                                                              else ""),
+                           ", ".join(rec.servers), (rec.commit[:10] + ("+" if rec.dirty else "")) or "–",
+                           ", ".join(f"{k}={v}" for k, v in sorted(rec.labels.items())) or "–",
+                           rec.host + (f" ({rec.cpu_model})" if rec.cpu_model else ""), rec.status])
+    return table
+
+
+def _value(p) -> str:
+    if p.low is None:
+        return figure(p.mean)
+    return f"{figure(p.mean)} [{figure(p.low)}, {figure(p.high)}]"
+
+
+# JSON and CSV --------------------------------------------------------------------------------------------
+
+def as_json(a: Analysis) -> dict:
+    return {"store": a.store, "order": a.order,
+            "method": {"window": a.method.window, "alpha": a.method.alpha, "min_change": a.method.min_change,
+                       "confirm": a.method.confirm, "min_after": a.method.min_after},
+            "runs": [_run_json(r) for r in a.runs],
+            "series": [_series_json(s) for s in a.series],
+            "change_points": [change_json(g) for g in a.groups]}
+
+
+def change_json(g: ChangeGroup) -> dict:
+    lead = g.lead
+    return {"scenario": g.key.scenario, "variant": g.key.variant, "pool": g.key.pool, "clients": g.key.clients,
+            "point": g.key.point, "server": g.key.server, "metric": lead.metric, "run": g.after_run.run.record.run_id,
+            "version": g.after_run.server, "change": lead.change, "p": lead.p, "status": g.status, "way": lead.way,
+            "scenario_changed": g.scenario_changed, "before_run": _point_ref(g.before_run),
+            "after_run": _point_ref(g.after_run), "before": lead.before.as_dict(), "after": lead.after.as_dict(),
+            "metrics": [_moved_json(m) for m in g.moved]}
+
+
+def _moved_json(m: Moved) -> dict:
+    return {"metric": m.metric, "change": m.change, "p": m.p, "way": m.way, "before": m.before.as_dict(),
+            "after": m.after.as_dict()}
+
+
+def _point_ref(p: Point) -> dict:
+    r = p.run.record
+    return {"run": r.run_id, "version": p.server, "commit": r.commit, "labels": dict(r.labels),
+            "started": r.started}
+
+
+def _run_json(r) -> dict:
+    rec = r.record
+    return {"run": rec.run_id, "scenario": rec.scenario, "scenario_sha256": rec.scenario_sha256,
+            "parameters": rec.parameters, "quick": rec.quick, "started": rec.started, "ended": rec.ended,
+            "status": rec.status, "error": rec.error, "host": rec.host, "cpu_model": rec.cpu_model,
+            "harness": rec.harness, "commit": rec.commit, "dirty": rec.dirty, "target": rec.target,
+            "servers": rec.servers, "labels": rec.labels, "added": r.added}
+
+
+def _series_json(s: Series) -> dict:
+    changes = {s.included[c.index].run.record.run_id: c for c in s.changes}
+    return {"scenario": s.key.scenario, "variant": s.key.variant, "pool": s.key.pool, "clients": s.key.clients,
+            "point": s.key.point, "server": s.key.server, "metric": s.key.metric,
+            "points": [{"run": p.run.record.run_id, "version": p.server, "status": p.stored.status,
+                        "run_status": p.run.record.status, "included": p.included, "mean": p.stored.mean,
+                        "low": p.stored.low, "high": p.stored.high, "n": p.stored.n, "values": p.stored.values,
+                        "scenario_changed": p.scenario_changed}
+                       for p in s.points],
+            "change_points": [{"run": run, "status": c.status, "change": c.change, "p": c.p}
+                              for run, c in changes.items()]}
+
+
+CSV_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "server", "metric", "run", "version", "started",
+               "commit", "status", "included", "mean", "low", "high", "n", "scenario_changed", "change_status",
+               "change", "p")
+
+
+def as_csv(a: Analysis) -> str:
+    """One row per point; a point that is the first after a change point carries that change."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for s in a.series:
+        changes = {s.included[c.index].run.id: c for c in s.changes}
+        for p in s.points:
+            c = changes.get(p.run.id) if p.included else None
+            writer.writerow({"scenario": s.key.scenario, "variant": s.key.variant, "pool": s.key.pool,
+                             "clients": s.key.clients, "point": s.key.point, "server": s.key.server,
+                             "metric": s.key.metric, "run": p.run.record.run_id, "version": p.server,
+                             "started": p.run.record.started, "commit": p.run.record.commit,
+                             "status": p.stored.status if p.run.record.status == "ok" else p.run.record.status,
+                             "included": int(p.included), "mean": p.stored.mean, "low": p.stored.low,
+                             "high": p.stored.high, "n": p.stored.n, "scenario_changed": int(p.scenario_changed),
+                             "change_status": c.status if c else "", "change": c.change if c else "",
+                             "p": c.p if c else ""})
+    return buf.getvalue()
+
+
+def json_text(a: Analysis) -> str:
+    return json.dumps(as_json(a), indent=2, default=str) + "\n"

@@ -1,0 +1,394 @@
+"""The history store: runs and their points in one SQLite file, or in a PostgreSQL database.
+
+    open_store("history.db")                      # SQLite, the default (created by the first add)
+    open_store("postgresql://ci@db.example/perf")  # PostgreSQL: many CI runners may write at once
+
+Every add is one transaction: the run, any series it is the first to measure, and its points go in
+together or not at all, and a run already in the store (same id, same digest) changes nothing. Two
+writers at once are safe on both: SQLite takes the write lock at the start of the transaction
+(BEGIN IMMEDIATE) and waits for it up to a minute; PostgreSQL serialises the schema's creation with
+an advisory lock and settles two adds of the same run or series with ON CONFLICT. A store URL's
+password is used to connect and never shown: messages name the store without it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, fields
+from datetime import datetime, timezone
+from pathlib import Path
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+from ..errors import ConfigError
+from ..stats.tdist import t_quantile
+from .records import PointRecord, RunRecord
+from .schema import SCHEMA_VERSION, create_statements, migration_statements
+
+DEFAULT_STORE = "history.db"
+LOCK_KEY = 7_231_004_118  # the PostgreSQL advisory lock that serialises creating and migrating the schema
+WAIT_S = 60  # how long an SQLite writer waits for another's transaction to end
+_RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters", "quick", "started", "ended",
+                "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
+                "format_version", "labels", "added")
+_SERIES_KEY = ("scenario", "variant", "pool", "point", "server", "metric")
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the store holds it: its row id and record."""
+
+    id: int
+    record: RunRecord
+    added: str
+
+
+@dataclass(frozen=True)
+class SeriesKey:
+    scenario: str
+    variant: str
+    pool: str
+    clients: int
+    point: int
+    server: str
+    metric: str
+
+
+@dataclass(frozen=True)
+class StoredPoint:
+    run: int  # StoredRun.id
+    status: str
+    mean: float
+    se: float | None
+    df: float | None
+    given_low: float | None  # a 95% interval stored as such (a claim's)
+    given_high: float | None
+    n: int
+    vals: str  # each repeat's value, as JSON (parsed by `values`)
+
+    @property
+    def values(self) -> list[float]:
+        return json.loads(self.vals)
+
+    @property
+    def half(self) -> float | None:
+        """Half the 95% interval from the standard error (Student's t; the normal without df)."""
+        if self.se is None:
+            return None
+        return self.se * (t_quantile(0.975, self.df) if self.df else 1.959964)
+
+    @property
+    def low(self) -> float | None:
+        half = self.half
+        return self.given_low if half is None else self.mean - half
+
+    @property
+    def high(self) -> float | None:
+        half = self.half
+        return self.given_high if half is None else self.mean + half
+
+
+def is_url(location: str) -> bool:
+    return str(location).startswith(("postgresql://", "postgres://"))
+
+
+def shown(location: str | Path) -> str:
+    """A store's name for messages: a URL without its password."""
+    text = str(location)
+    if not is_url(text):
+        return text
+    try:
+        parts = conninfo_to_dict(text)
+    except psycopg.Error:
+        return "(a PostgreSQL URL that cannot be parsed)"
+    user, host = parts.get("user", ""), parts.get("host", "localhost")
+    port, db = parts.get("port", "5432"), parts.get("dbname", parts.get("user", ""))
+    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{db}"
+
+
+def open_store(location: str | Path | None = None, *, create: bool = False) -> "HistoryStore":
+    """The store at a path or PostgreSQL URL (default history.db here). Without `create`, a missing store
+    is a ConfigError; with it, the first add creates the tables. A store of a newer schema is refused; an
+    older one is migrated."""
+    location = str(location or DEFAULT_STORE)
+    store = _PostgresStore(location) if is_url(location) else _SqliteStore(location, create)
+    try:
+        store.ready(create)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+class HistoryStore:
+    dialect = ""
+
+    def __init__(self, location: str):
+        self.location = location
+        self.name = shown(location)
+        self.conn = None
+
+    # -- the dialect's part
+    def _begin(self) -> None:
+        raise NotImplementedError
+
+    def _has_tables(self) -> bool:
+        raise NotImplementedError
+
+    def _sql(self, text: str) -> str:
+        return text
+
+    def _problem(self, exc: Exception, doing: str) -> ConfigError:
+        return ConfigError(f"history store {self.name}: {doing} failed: {_first_line(exc)}")
+
+    # -- shared
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self) -> "HistoryStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _execute(self, sql: str, params=()):
+        cur = self.conn.cursor()
+        cur.execute(self._sql(sql), params)
+        return cur
+
+    def _transaction(self, work, doing: str):
+        """Run work() in one transaction: committed when it returns, rolled back when anything is raised."""
+        try:
+            self._begin()
+            try:
+                out = work()
+            except BaseException:
+                self.conn.rollback()
+                raise
+            self.conn.commit()
+            return out
+        except ConfigError:
+            raise
+        except (sqlite3.Error, psycopg.Error) as exc:
+            raise self._problem(exc, doing) from None
+
+    def ready(self, create: bool) -> None:
+        """Check the schema's version: create the tables (with `create`), migrate an older one, refuse a newer one."""
+        self._transaction(lambda: self._ready(create), "opening the store")
+
+    def _ready(self, create: bool) -> None:
+        if not self._has_tables():
+            if not create:
+                raise ConfigError(f"history store {self.name} holds no history yet: add runs first with "
+                                  f"`concurbench history add RUN_DIR... --store {self.name}`")
+            for statement in create_statements(self.dialect):
+                self._execute(statement)
+            self._execute("INSERT INTO history_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            return
+        row = self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise ConfigError(f"history store {self.name} has schema version {version}, newer than this concurbench "
+                              f"reads (up to {SCHEMA_VERSION}): upgrade concurbench (pip install -U concurbench)")
+        for step in range(version, SCHEMA_VERSION):
+            for statement in migration_statements(self.dialect, step):
+                self._execute(statement)
+        if version < SCHEMA_VERSION:
+            self._execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+
+    def schema_version(self) -> int:
+        row = self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()
+        self.conn.rollback()
+        return int(row[0])
+
+    def add(self, record: RunRecord, points: list[PointRecord]) -> bool:
+        """Add one run with its points in one transaction: True when added, False when it was there already."""
+        return self._transaction(lambda: self._add(record, points), f"adding run {record.run_id}")
+
+    def _add(self, record: RunRecord, points: list[PointRecord]) -> bool:
+        if self._known(record):
+            return False
+        values = [_column(record, c) for c in _RUN_COLUMNS[:-1]] + [datetime.now(timezone.utc).isoformat()]
+        marks = ", ".join("?" * len(_RUN_COLUMNS))
+        row = self._execute(f"INSERT INTO history_runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks}) "
+                            f"ON CONFLICT (run_id) DO NOTHING RETURNING id", values).fetchone()
+        if row is None:  # another writer added the same run id meanwhile
+            if self._known(record):
+                return False
+            raise ConfigError(f"history store {self.name}: run {record.run_id} could not be added")
+        run = int(row[0])
+        keys = sorted({_series_key(p) for p in points})
+        self._executemany("INSERT INTO history_series (scenario, variant, pool, clients, point, server, metric) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", keys)
+        ids = {}
+        for sid, *key in self._execute("SELECT id, scenario, variant, pool, clients, point, server, metric "
+                                       "FROM history_series WHERE scenario = ?", (record.scenario,)).fetchall():
+            ids[tuple(key)] = int(sid)
+        self._executemany("INSERT INTO history_points (run, series, status, mean, se, df, low, high, n, vals) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          [(run, ids[_series_key(p)], p.status, p.mean, p.se, p.df, p.low, p.high, p.n,
+                            json.dumps(list(p.values))) for p in points])
+        return True
+
+    def _known(self, record: RunRecord) -> bool:
+        row = self._execute("SELECT digest FROM history_runs WHERE run_id = ?", (record.run_id,)).fetchone()
+        if row is None:
+            return False
+        if row[0] != record.digest:
+            raise ConfigError(f"history store {self.name} already holds a different run named {record.run_id} "
+                              f"(its files differ from the one given): run ids are run directory names, so "
+                              f"rename the directory to add both")
+        return True
+
+    def _executemany(self, sql: str, rows: list) -> None:
+        if rows:
+            self.conn.cursor().executemany(self._sql(sql), rows)
+
+    def runs(self, scenario: str | None = None) -> list[StoredRun]:
+        where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
+        rows = self._read(f"SELECT id, {', '.join(_RUN_COLUMNS)} FROM history_runs {where} ORDER BY started, id",
+                          params, "reading runs")
+        return [StoredRun(int(r[0]), _record(r[1:]), r[-1]) for r in rows]
+
+    def series(self, scenario: str | None = None) -> dict[int, SeriesKey]:
+        where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
+        rows = self._read(f"SELECT id, scenario, variant, pool, clients, point, server, metric FROM history_series "
+                          f"{where}", params, "reading series")
+        return {int(r[0]): SeriesKey(*r[1:]) for r in rows}
+
+    def points(self, series: list[int]) -> dict[int, list[StoredPoint]]:
+        """The points of these series, by series id."""
+        out: dict[int, list[StoredPoint]] = {s: [] for s in series}
+        for start in range(0, len(series), 500):
+            chunk = series[start:start + 500]
+            marks = ", ".join("?" * len(chunk))
+            for sid, *rest in self._read(f"SELECT series, run, status, mean, se, df, low, high, n, vals "
+                                         f"FROM history_points "
+                                         f"WHERE series IN ({marks})", chunk, "reading points"):
+                out[int(sid)].append(StoredPoint(int(rest[0]), *rest[1:]))
+        return out
+
+    def _read(self, sql: str, params, doing: str) -> list[tuple]:
+        try:
+            rows = self._execute(sql, params).fetchall()
+            self.conn.rollback()  # end the read transaction (PostgreSQL opens one)
+            return rows
+        except (sqlite3.Error, psycopg.Error) as exc:
+            raise self._problem(exc, doing) from None
+
+
+class _SqliteStore(HistoryStore):
+    dialect = "sqlite"
+
+    def __init__(self, location: str, create: bool):
+        super().__init__(location)
+        path = Path(location)
+        if path.is_dir():
+            raise ConfigError(f"history store {location} is a directory: give a file name (history.db) or a "
+                              f"postgresql:// URL")
+        if not path.exists() and not create:
+            raise ConfigError(f"history store {location} does not exist: add runs first with `concurbench history "
+                              f"add RUN_DIR... --store {location}`")
+        try:
+            self.conn = sqlite3.connect(path, timeout=WAIT_S, isolation_level=None)
+            self.conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as exc:
+            raise ConfigError(f"history store {location} cannot be opened: {_first_line(exc)}") from None
+
+    def _begin(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def _has_tables(self) -> bool:
+        return self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history_meta'").fetchone() \
+            is not None
+
+    def _problem(self, exc: Exception, doing: str) -> ConfigError:
+        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+            return ConfigError(f"history store {self.name} is not an SQLite database (is it the right file?)")
+        return super()._problem(exc, doing)
+
+    def _read(self, sql: str, params, doing: str) -> list[tuple]:
+        try:
+            return self._execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise self._problem(exc, doing) from None
+
+    def schema_version(self) -> int:
+        return int(self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()[0])
+
+
+class _PostgresStore(HistoryStore):
+    dialect = "postgresql"
+
+    def __init__(self, location: str):
+        super().__init__(location)
+        try:
+            self.conn = psycopg.connect(location, autocommit=False, connect_timeout=10,
+                                        application_name="concurbench:history")
+        except psycopg.Error as exc:
+            raise ConfigError(f"history store {self.name}: cannot connect ({_without(_first_line(exc), location)}); "
+                              f"check the URL, that the server runs and accepts this role, and pass the password "
+                              f"in the URL or PGPASSWORD") from None
+
+    def _sql(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    def _begin(self) -> None:
+        self._execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
+
+    def _has_tables(self) -> bool:
+        return self._execute("SELECT to_regclass('history_meta')").fetchone()[0] is not None
+
+    def _problem(self, exc: Exception, doing: str) -> ConfigError:
+        if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+            return ConfigError(f"history store {self.name}: {doing} failed: the role may not "
+                               f"{'create the history tables' if doing == 'opening the store' else 'write them'} "
+                               f"({_first_line(exc)}); grant it CREATE on the schema (GRANT CREATE ON SCHEMA public "
+                               f"TO role) or let a role that may add the first run")
+        return ConfigError(f"history store {self.name}: {doing} failed: {_without(_first_line(exc), self.location)}")
+
+
+def _series_key(p: PointRecord) -> tuple:
+    return (p.scenario, p.variant, p.pool, p.clients, p.point, p.server, p.metric)
+
+
+def _column(record: RunRecord, column: str):
+    value = getattr(record, "commit" if column == "commit_id" else column)
+    if column in ("parameters", "labels", "servers"):
+        return json.dumps(value, sort_keys=True)
+    if column in ("quick", "dirty"):
+        return None if value is None else int(bool(value))
+    return value
+
+
+def _record(row: tuple) -> RunRecord:
+    data = dict(zip(_RUN_COLUMNS, row))
+    values = {}
+    for f in fields(RunRecord):
+        value = data["commit_id" if f.name == "commit" else f.name]
+        if f.name in ("parameters", "labels", "servers"):
+            value = json.loads(value)
+        elif f.name in ("quick",):
+            value = bool(value)
+        elif f.name == "dirty":
+            value = None if value is None else bool(value)
+        values[f.name] = value
+    return RunRecord(**values)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _without(text: str, url: str) -> str:
+    """The text with the URL's password taken out, should a driver ever quote it."""
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.Error:
+        return text
+    return text.replace(password, "***") if password else text
