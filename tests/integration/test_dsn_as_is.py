@@ -180,8 +180,9 @@ def test_the_role_limit_and_the_sessions_of_other_roles_count(cluster, tmp_path)
         result = concurbench("run", path, *dsn_args(dsn, tmp_path))  # 150 - 3 reserved - 144 held = 3 < 6
         assert result.returncode == 2
         # an autovacuum worker at work is one more session bench cannot tell from a client
-        found = re.search(r"gives this run (\d+): max_connections is 150, 3 are reserved for superusers, (\d+) are in "
-                          r"use by other sessions \((\d+) of other roles whose kind this role may not see", result.stderr)
+        found = re.search(r"gives this run (\d+): max_connections is 150, 3 are reserved for superusers, (\d+) are "
+                          r"in use by other sessions \((\d+) of other roles whose kind this role may not see",
+                          result.stderr)
         assert found, result.stderr[-2000:]
         allowed, others, hidden = map(int, found.groups())
         assert 144 <= hidden == others <= 146 and allowed == 147 - others

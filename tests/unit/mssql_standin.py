@@ -189,7 +189,7 @@ class StandInConnection:
         if sql.startswith("SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?"):
             return StandInCursor(("v",), [(server.configurations.get(params[0], [0])[0],)])
         if sql == "SELECT name FROM sys.configurations WHERE is_dynamic = 0":
-            return StandInCursor(("name",), [(n,) for n, (_, _, dynamic) in server.configurations.items() if not dynamic])
+            return StandInCursor(("name",), [(n,) for n, (_, _, dyn) in server.configurations.items() if not dyn])
         m = re.fullmatch(r"EXEC sp_configure N'([^']+)', (-?\d+)", sql)
         if m:
             server.configurations[m.group(1)][1] = int(m.group(2))

@@ -84,8 +84,8 @@ class ExistingServer:
         """The scenario asks what this server cannot give: a usage error (exit 2) naming each setting and the way on."""
         if not refused:
             return
-        listed = "; ".join(f"{p.name} (wanted {p.wanted}, found {'unknown' if p.found.shown is None else p.found.shown}: "
-                           f"{p.why})" for p in refused)
+        listed = "; ".join(f"{p.name} (wanted {p.wanted}, found "
+                           f"{'unknown' if p.found.shown is None else p.found.shown}: {p.why})" for p in refused)
         ways = []
         unset = [p.name for p in refused if p.why == pg_settings.NOT_ALLOWED]
         if unset:
@@ -98,8 +98,8 @@ class ExistingServer:
         if any(p.found.unknown for p in refused):
             ways.append("correct the name, or grant the role pg_read_all_settings")
         ways.append("add --server-settings as-is to run on the server as it is and record the differences")
-        raise ConfigError(f"server.settings: the server at {self.safe} does not have what the scenario asks: {listed}. To go on, "
-                          + "; or ".join(ways))
+        raise ConfigError(f"server.settings: the server at {self.safe} does not have what the scenario asks: "
+                          f"{listed}. To go on, " + "; or ".join(ways))
 
     def apply_settings(self) -> None:
         """Set what the plan applies (ALTER SYSTEM and a reload), once the run's connections were checked; wait
