@@ -49,13 +49,15 @@ def selection(func):
     return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
-def _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions):
+def _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions,
+              values=False):
     if min_after > confirm:
         raise ConfigError(f"--min-after {min_after} is more than --confirm {confirm}")
     method = Method(window=window, alpha=alpha, min_change=min_change / 100, confirm=confirm, min_after=min_after)
     ways = parse_pairs(directions, "--direction", WAYS)
     with open_store(store) as s:
-        return analyse(s, scenario=scenario, metrics=tuple(metrics), order=order, method=method, directions=ways)
+        return analyse(s, scenario=scenario, metrics=tuple(metrics), order=order, method=method, directions=ways,
+                       values=values)
 
 
 @click.command(name="show")
@@ -65,23 +67,25 @@ def _analysis(store, scenario, metrics, order, alpha, min_change, window, confir
               help="Write to FILE instead of standard output.")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Also draw each series with a change point (PNG and SVG) into this folder.")
-@click.option("--all-runs", is_flag=True, help="List every run in the tables, not only the newest 20.")
+@click.option("--all", "everything", is_flag=True,
+              help="List every series and every run in the tables (not only series with a change, the newest 20 runs).")
 def show(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, fmt, output,
-         plots_dir, all_runs) -> None:
+         plots_dir, everything) -> None:
     """Every series of the store with its points and change points: where a metric moved beyond its
     noise, in which run, version and commit, by how much, and how sure that is."""
-    a = _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions)
+    a = _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions,
+                  values=fmt == "json")
     if fmt == "table" and output is None:
-        terminal(render.report(a, every_run=all_runs), out)
+        terminal(render.report(a, everything=everything), out)
     else:
         if fmt == "json":
             text = render.json_text(a)
         elif fmt == "csv":
             text = render.as_csv(a)
         elif fmt == "html":
-            text = html_page(a, render.report(a, every_run=all_runs))
+            text = html_page(a, render.report(a, everything=everything))
         else:
-            text = markdown(render.report(a, every_run=all_runs))
+            text = markdown(render.report(a, everything=everything))
         _write(output, text)
     if plots_dir is not None:
         written = write_charts(a, plots_dir)

@@ -14,32 +14,73 @@ listed with it.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from fnmatch import fnmatchcase
 
 from ..report.compare import HIGHER, LOWER, NEUTRAL, direction
+from ..stats.tdist import t_quantile
 from .detect import Change, Level, Method, detect
-from .store import HistoryStore, SeriesKey, StoredPoint, StoredRun
+from .store import HistoryStore, SeriesKey, StoredRun
 
 ORDERS = ("time", "version")
+Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
 
 
-@dataclass(frozen=True)
-class Point:
-    """One run's figure in a series, with the server version it ran on."""
+class Point(NamedTuple):
+    """One run's figure in a series (a named tuple: a show reads hundreds of thousands of them)."""
 
     run: StoredRun
-    stored: StoredPoint
-    server: str
-    scenario_changed: bool = False  # the scenario file or parameters differ from the run before in the series
+    server: str  # the version the run had on this series' server
+    scenario_changed: bool  # the scenario file or parameters differ from the run before in the series
+    status: str  # of the variant run ("ok", or how it ended)
+    mean: float
+    se: float | None  # the mean's standard error, with df degrees of freedom
+    df: float | None
+    given_low: float | None  # a 95% interval stored as such (a claim's), where se is not known
+    given_high: float | None
+    n: int
+    vals: str | None  # each repeat's value, as JSON (None when not read)
 
     @property
     def included(self) -> bool:
         """Whether the detection uses it: the run and its variant run ended normally."""
-        return self.stored.status == "ok" and self.run.record.status == "ok"
+        return self.status == "ok" and self.run.record.status == "ok"
+
+    @property
+    def values(self) -> list[float] | None:
+        return None if self.vals is None else json.loads(self.vals)
+
+    @property
+    def half(self) -> float | None:
+        """Half the 95% interval from the standard error (Student's t; the normal without df)."""
+        if self.se is None:
+            return None
+        return self.se * (_t975(self.df) if self.df else Z95)
+
+    @property
+    def low(self) -> float | None:
+        half = self.half
+        return self.given_low if half is None else self.mean - half
+
+    @property
+    def high(self) -> float | None:
+        half = self.half
+        return self.given_high if half is None else self.mean + half
+
+    @property
+    def error(self) -> float | None:
+        """The standard error the detection weighs the run by (from a given interval where that is all)."""
+        if self.se is not None:
+            return self.se
+        if self.given_low is None or self.given_high is None:
+            return None
+        return (self.given_high - self.given_low) / (2 * Z95)
 
 
 @dataclass(frozen=True)
@@ -80,8 +121,9 @@ class Series:
     points: list[Point]
     changes: list[Change] = field(default_factory=list)  # indices into the included points
 
-    @property
+    @functools.cached_property
     def included(self) -> list[Point]:
+        """The points the detection uses (runs that ended normally), in order."""
         return [p for p in self.points if p.included]
 
 
@@ -95,6 +137,11 @@ class Analysis:
     groups: list[ChangeGroup]
 
 
+@functools.lru_cache(maxsize=4096)
+def _t975(df: float) -> float:
+    return t_quantile(0.975, df)
+
+
 def version_key(version: str) -> tuple:
     """Orders server versions as releases: 16.9 before 16.10, 18beta1 before 18.0, 2019-CU2 before 2019-CU10."""
     parts = re.findall(r"\d+|[A-Za-z]+", str(version))
@@ -102,22 +149,25 @@ def version_key(version: str) -> tuple:
 
 
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
-            order: str = "time", method: Method = Method(), directions: dict[str, str] | None = None) -> Analysis:
+            order: str = "time", method: Method = Method(), directions: dict[str, str] | None = None,
+            values: bool = False) -> Analysis:
     """Every series of the store (of one scenario, of metrics matching the globs), its change points and
-    their groups."""
+    their groups; with `values`, each point's repeats are read too."""
     runs = {r.id: r for r in store.runs(scenario)}
     keys = {sid: k for sid, k in store.series(scenario).items() if not metrics or any(fnmatchcase(k.metric, g)
                                                                                           for g in metrics)}
-    stored = store.points(sorted(keys))
+    stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
     for sid, key in keys.items():
-        series_key = key if order == "time" else _without_server(key)
-        for sp in stored.get(sid, []):
-            if sp.run in runs:
-                merged.setdefault(series_key, []).append(Point(runs[sp.run], sp, key.server))
+        bucket = merged.setdefault(key if order == "time" else _without_server(key), [])
+        bucket.extend(Point(runs[row[0]], key.server, False, *row[1:]) for row in stored.get(sid, ()) if row[0] in runs)
+    rank = {r.id: i for i, r in enumerate(sorted(runs.values(), key=lambda r: (r.record.started, r.id)))}
+    signature = {r.id: (r.record.scenario_sha256, _canon(r.record.parameters), r.record.quick) for r in runs.values()}
     series = []
     for key, items in merged.items():
-        series.append(Series(key, _mark_changes(sorted(items, key=lambda p: _order(p, order)))))
+        items.sort(key=(lambda p: (version_key(p.server), rank[p.run.id])) if order == "version"
+                   else (lambda p: rank[p.run.id]))
+        series.append(Series(key, _mark_changes(items, signature)))
     series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.point, version_key(s.key.server),
                                s.key.metric))
     for s in series:
@@ -130,18 +180,15 @@ def _without_server(key: SeriesKey) -> SeriesKey:
     return SeriesKey(key.scenario, key.variant, key.pool, key.clients, key.point, ALL_SERVERS, key.metric)
 
 
-def _order(p: Point, order: str) -> tuple:
-    when = (p.run.record.started, p.run.id)
-    return (version_key(p.server), *when) if order == "version" else when
-
-
-def _mark_changes(points: list[Point]) -> list[Point]:
+def _mark_changes(points: list[Point], signature: dict[int, tuple]) -> list[Point]:
+    """The points, each marked when its run's scenario file, parameters or quick form differ from the run's
+    before it in the series."""
     out, before = [], None
     for p in points:
-        r = p.run.record
-        now = (r.scenario_sha256, _canon(r.parameters), r.quick)
-        changed = before is not None and now != before
-        out.append(Point(p.run, p.stored, p.server, changed))
+        now = signature[p.run.id]
+        if before is not None and now != before:
+            p = p._replace(scenario_changed=True)
+        out.append(p)
         before = now
     return out
 
@@ -154,15 +201,7 @@ def _detect(s: Series, method: Method) -> list[Change]:
     pts = s.included
     if len(pts) < method.min_after + 2:
         return []
-    return detect([p.stored.mean for p in pts], [_se(p.stored) for p in pts], method)
-
-
-def _se(p: StoredPoint) -> float | None:
-    if p.se is not None:
-        return p.se
-    if p.given_low is None or p.given_high is None:
-        return None
-    return (p.given_high - p.given_low) / (2 * 1.959964)
+    return detect([p.mean for p in pts], [p.error for p in pts], method)
 
 
 def better_way(metric: str, directions: dict[str, str] | None = None) -> str:

@@ -28,20 +28,20 @@ def figure(plt, s: Series, order: str):
     kept = [(x, p) for x, p in zip(xs, s.points) if p.included]
     left = [(x, p) for x, p in zip(xs, s.points) if not p.included]
     if kept:
-        means = [p.stored.mean for _, p in kept]
-        low = [p.stored.mean - (p.stored.low if p.stored.low is not None else p.stored.mean) for _, p in kept]
-        high = [(p.stored.high if p.stored.high is not None else p.stored.mean) - p.stored.mean for _, p in kept]
+        means = [p.mean for _, p in kept]
+        low = [p.mean - (p.low if p.low is not None else p.mean) for _, p in kept]
+        high = [(p.high if p.high is not None else p.mean) - p.mean for _, p in kept]
         ax.errorbar([x for x, _ in kept], means, yerr=[low, high], fmt="o", ms=3.5, lw=0.8, capsize=2,
                     color="#1f5fa8", label="run mean, 95% interval")
     if left:
-        ax.plot([x for x, _ in left], [p.stored.mean for _, p in left], "x", color="#999999",
+        ax.plot([x for x, _ in left], [p.mean for _, p in left], "x", color="#999999",
                 label="failed or ended early (left out)")
     positions = [x for x, _ in kept]
     cuts = [0, *[c.index for c in s.changes], len(kept)]
     for i in range(len(cuts) - 1):
         seg = kept[cuts[i]:cuts[i + 1]]
         if seg:
-            level = sum(p.stored.mean for _, p in seg) / len(seg)
+            level = sum(p.mean for _, p in seg) / len(seg)
             ax.hlines(level, seg[0][0] - 0.4, seg[-1][0] + 0.4, colors="#d1495b", lw=1.4,
                       label="level between changes" if i == 0 else None)
     for c in s.changes:

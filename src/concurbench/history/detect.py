@@ -13,22 +13,23 @@ The method (docs/history.md gives the reasons and the simulated error and power)
      is significant; windows overlap by half, as Hunter does. It looks at a copy of the series in
      which a run more than three noise units from the medians of both its left and its right
      neighbours is replaced by the nearer median (a Hampel filter that leaves steps alone), so one
-     wild run cannot attract a split.
-  3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were three noise
+     wild run cannot attract a split. The mean-shift statistic then moves each split by up to
+     REFINE runs to where a step fits best, first in its window, then between its final neighbours.
+  3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were HUBER_C noise
      units out) of up to `window` runs on each side, their difference over its standard error,
      against Student's t. Splits are dropped, weakest first, until every one left has p <= alpha
-     and moves the metric by at least `min_change`; a stretch between two splits shorter than
-     `confirm` runs drops its weaker end (a wild run or two is not a level).
-  4. How final. A change with `confirm` or more runs after it is confirmed. One seen only in the
-     newest runs (at least `min_after` of them, and fewer than `confirm`) is a candidate, and only
-     when each of those runs lies outside the band of the level before it (its own noise and the
-     before-level's uncertainty, at 95%): a run whose interval spans the step is no evidence.
+     and moves the metric by at least `min_change`. A stretch between two splits shorter than
+     `confirm` runs drops its weaker end, and a side shorter than TRUST runs is believed only when
+     each of its runs lies outside the other side's 95% band (its own noise and that level's
+     uncertainty): two wild runs among three are not a level, a run whose interval spans the step
+     is no evidence.
+  4. How final. A change with `confirm` or more runs after it is confirmed; one seen only in the
+     newest runs (at least `min_after` of them) is a candidate.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,12 +39,12 @@ from ..stats.tdist import t_quantile, t_sf
 HUBER_C = 2.0  # Huber's constant, in noise units
 WINSOR_VAR = 0.9195  # E[min(Z^2, HUBER_C^2)] for a standard normal Z: winsorized residuals' variance
 MIN_SCALE = 0.05  # the residuals may show at most this much less noise than the series (variance ratio)
-HUBER_STEPS = 12  # iterations of the Huber mean (it settles in 3-6 on these sizes)
-SPLIT_FACTOR = 10  # a window is split where p <= alpha * SPLIT_FACTOR; the pruning then holds alpha
+HUBER_STEPS = 12  # iterations of the Huber mean at most (it settles in 3-6 on these sizes)
+HUBER_TOL = 5e-5  # settled: no mean moved by more than this share of a run's room (1e-4 noise units)
+SPLIT_FACTOR = 3  # a window is split where p <= alpha * SPLIT_FACTOR; the pruning then holds alpha
 SETTLE_ROUNDS = 3  # times the change points left are placed again and pruned again
 REFINE = 3  # runs either side of the energy's split that the mean-shift statistic may move it
 HAMPEL_T = 3.0  # how far (noise units) a run may sit from its neighbours' median when splits are placed
-HAMPEL_K = 2  # neighbours on each side
 BAND_Z = 1.96  # the runs of a short side lie outside the other side's 95% band
 TRUST = 5  # a side with fewer runs than this is believed only run by run (see _believable)
 NOISE_FLOOR = 1e-6  # relative: a series that never moves still has this much noise
@@ -139,7 +140,7 @@ def detect(values, se=None, method: Method = Method()) -> list[Change]:
 def _prepare(x: np.ndarray, se) -> _Series:
     log = bool(np.all(x > 0))
     y = np.log(x) if log else x.copy()
-    own = np.full(len(x), np.nan) if se is None else np.array([np.nan if v is None else v for v in se], float)
+    own = np.full(len(x), np.nan) if se is None else np.array(se, dtype=float)  # None reads as NaN
     if log:
         own = own / x
     diffs = np.abs(np.diff(y))
@@ -157,19 +158,25 @@ def _prepare(x: np.ndarray, se) -> _Series:
 def _hampel(y: np.ndarray, sigma: float) -> np.ndarray:
     """y with each run that sits more than HAMPEL_T noise units from both its left and its right neighbours'
     medians replaced by the nearer median: a wild run is taken out, a run at a step (near the neighbours
-    on its own side) is left alone."""
-    k = HAMPEL_K
-    padded = np.concatenate([np.full(k, np.nan), y, np.full(k, np.nan)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * k + 1)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an end run has no neighbours on one side
-        left, right = np.nanmedian(windows[:, :k], axis=1), np.nanmedian(windows[:, k + 1:], axis=1)
+    on its own side) is left alone. (With two neighbours a side, a side's median is their mean.)"""
+    left, right = _side_median(y, 1), _side_median(y, -1)
     gap_l = np.where(np.isfinite(left), np.abs(y - left), np.inf)
     gap_r = np.where(np.isfinite(right), np.abs(y - right), np.inf)
     near = np.where(gap_l <= gap_r, left, right)
     far = np.minimum(gap_l, gap_r) > HAMPEL_T * sigma
     far &= np.isfinite(left) & np.isfinite(right)  # an end run has one side only: it may start a new level
     return np.where(far, near, y)
+
+
+def _side_median(y: np.ndarray, side: int) -> np.ndarray:
+    """The median of each run's two neighbours on one side (1: before it, -1: after it); NaN with none."""
+    n = len(y)
+    first, second = np.full(n, np.nan), np.full(n, np.nan)
+    if side > 0:
+        first[1:], second[2:] = y[:-1], y[:-2]
+    else:
+        first[:-1], second[:-2] = y[1:], y[2:]
+    return np.where(np.isfinite(second), (first + second) / 2, first)
 
 
 # 2. where: windowed e-divisive ------------------------------------------------------------------------
@@ -294,13 +301,14 @@ def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
 def _huber(y: np.ndarray, w: np.ndarray, room: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each row's Huber mean over its masked runs, and each run's weight in it (0 outside the mask)."""
     mu = _masked_median(y, mask)
-    tol = 1e-9 * float(room.max())
-    wh = np.where(mask, w, 0.0)
+    weights = np.where(mask, w, 0.0)
+    tol = HUBER_TOL * float(room.min())
+    wh = weights
     for _ in range(HUBER_STEPS):
-        wh = np.where(mask, w * np.minimum(1.0, room / np.maximum(np.abs(y - mu[:, None]), 1e-300)), 0.0)
+        wh = weights * np.minimum(1.0, room / np.maximum(np.abs(y - mu[:, None]), 1e-300))
         with np.errstate(all="ignore"):
-            new = np.sum(wh * y, axis=1) / np.sum(wh, axis=1)
-        settled = np.nanmax(np.abs(new - mu), initial=0.0) <= tol
+            new = (wh * y).sum(axis=1) / wh.sum(axis=1)
+            settled = not (np.abs(new - mu) > tol).any()  # a row without runs (NaN) counts as settled
         mu = new
         if settled:
             break
@@ -352,9 +360,10 @@ def _prune(s: _Series, cuts: list[int], method: Method) -> list[int]:
         if doubtful:
             del cuts[max(doubtful, key=lambda i: tests.p[i])]
             continue
-        weakest = max(range(len(cuts)), key=lambda i: (tests.p[i], -moved[i]))
-        if tests.p[weakest] > method.alpha:
-            del cuts[weakest]
+        weak = _weakest(tests.p, moved, method.alpha)
+        if weak:
+            for i in reversed(weak):
+                del cuts[i]
             continue
         small = int(np.argmin(moved))
         if moved[small] < method.min_change:
@@ -362,6 +371,17 @@ def _prune(s: _Series, cuts: list[int], method: Method) -> list[int]:
             continue
         break
     return cuts
+
+
+def _weakest(p: np.ndarray, moved: np.ndarray, alpha: float) -> list[int]:
+    """The change points to drop in one step: each with p > alpha that is weaker than both neighbours (its
+    removal changes only their tests, so several far apart can go at once, as one at a time would)."""
+    out = []
+    for i in range(len(p)):
+        if p[i] > alpha and all(j < 0 or j >= len(p) or (p[i], -moved[i]) >= (p[j], -moved[j]) for j in (i - 1, i + 1)):
+            if not out or out[-1] < i - 1:
+                out.append(i)
+    return out
 
 
 def _too_short(bounds: list[int], p: np.ndarray, method: Method) -> int | None:

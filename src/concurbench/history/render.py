@@ -48,7 +48,9 @@ def level_cell(level: Level) -> str:
     return f"{figure(level.mean)} [{figure(level.low)}, {figure(level.high)}] ({level.n} runs)"
 
 
-def report(a: Analysis, *, every_run: bool = False) -> Report:
+def report(a: Analysis, *, everything: bool = False) -> Report:
+    """Lines, the change points, the series (those with a change or a run left out; `everything`: all),
+    the runs (the newest RECENT_RUNS; `everything`: all)."""
     confirmed = sum(1 for g in a.groups if g.status == "confirmed")
     candidates = len(a.groups) - confirmed
     lines = [f"Store: {a.store}; {len(a.runs)} run{'s' if len(a.runs) != 1 else ''}"
@@ -58,7 +60,9 @@ def report(a: Analysis, *, every_run: bool = False) -> Report:
              f"Method: e-divisive means in windows of {a.method.window} runs, each change tested at p <= "
              f"{a.method.alpha:g} and a move of at least {a.method.min_change:.0%}; confirmed after "
              f"{a.method.confirm} runs, a candidate before (from {a.method.min_after})"]
-    return Report("History", lines, [changes_table(a), series_table(a), runs_table(a, every_run)])
+    if not a.groups:
+        lines.append("No change point: every series stayed within its noise.")
+    return Report("History", lines, [changes_table(a), series_table(a, everything), runs_table(a, everything)])
 
 
 def changes_table(a: Analysis) -> Table:
@@ -71,19 +75,22 @@ def changes_table(a: Analysis) -> Table:
         table.rows.append([status, label(g.key), f"{lead.metric} ({lead.way})", run_cell(g.before_run),
                            run_cell(g.after_run), level_cell(lead.before), level_cell(lead.after),
                            relative(lead.change), f"{lead.p:.2g}", also])
-    if not a.groups:
-        table.notes.append("No change point: every series stayed within its noise.")
     return table
 
 
-def series_table(a: Analysis) -> Table:
-    table = Table("Series", ["Series", "Metric", "Runs", "Left out", "Newest", "Changes"])
-    for s in a.series:
+def series_table(a: Analysis, everything: bool = False) -> Table:
+    shown = [s for s in a.series if everything or s.changes or len(s.included) < len(s.points)]
+    title = "Series" if everything else "Series with a change point or a run left out"
+    table = Table(title, ["Series", "Metric", "Runs", "Left out", "Newest", "Changes"])
+    for s in shown:
         included = s.included
-        newest = s.points[-1].stored if s.points else None
+        newest = s.points[-1] if s.points else None
         table.rows.append([label(s.key), s.key.metric, str(len(included)), str(len(s.points) - len(included)),
                            _value(newest) if newest else "–", str(len(s.changes))])
     table.notes.append("Left out: runs that failed or ended early, shown but not used to find changes.")
+    if len(shown) < len(a.series):
+        table.notes.append(f"{len(a.series) - len(shown)} more series without a change point (--all lists them; "
+                           f"--format json or csv has every point).")
     return table
 
 
@@ -152,9 +159,9 @@ def _series_json(s: Series) -> dict:
     changes = {s.included[c.index].run.record.run_id: c for c in s.changes}
     return {"scenario": s.key.scenario, "variant": s.key.variant, "pool": s.key.pool, "clients": s.key.clients,
             "point": s.key.point, "server": s.key.server, "metric": s.key.metric,
-            "points": [{"run": p.run.record.run_id, "version": p.server, "status": p.stored.status,
-                        "run_status": p.run.record.status, "included": p.included, "mean": p.stored.mean,
-                        "low": p.stored.low, "high": p.stored.high, "n": p.stored.n, "values": p.stored.values,
+            "points": [{"run": p.run.record.run_id, "version": p.server, "status": p.status,
+                        "run_status": p.run.record.status, "included": p.included, "mean": p.mean,
+                        "low": p.low, "high": p.high, "n": p.n, "values": p.values,
                         "scenario_changed": p.scenario_changed}
                        for p in s.points],
             "change_points": [{"run": run, "status": c.status, "change": c.change, "p": c.p}
@@ -179,13 +186,15 @@ def as_csv(a: Analysis) -> str:
                              "clients": s.key.clients, "point": s.key.point, "server": s.key.server,
                              "metric": s.key.metric, "run": p.run.record.run_id, "version": p.server,
                              "started": p.run.record.started, "commit": p.run.record.commit,
-                             "status": p.stored.status if p.run.record.status == "ok" else p.run.record.status,
-                             "included": int(p.included), "mean": p.stored.mean, "low": p.stored.low,
-                             "high": p.stored.high, "n": p.stored.n, "scenario_changed": int(p.scenario_changed),
+                             "status": p.status if p.run.record.status == "ok" else p.run.record.status,
+                             "included": int(p.included), "mean": p.mean, "low": p.low,
+                             "high": p.high, "n": p.n, "scenario_changed": int(p.scenario_changed),
                              "change_status": c.status if c else "", "change": c.change if c else "",
                              "p": c.p if c else ""})
     return buf.getvalue()
 
 
 def json_text(a: Analysis) -> str:
-    return json.dumps(as_json(a), indent=2, default=str) + "\n"
+    """Compact (one line): a store of a thousand runs is hundreds of thousands of points, and the indented
+    form takes the pure-Python encoder, several times slower; pipe it to `jq .` to read it."""
+    return json.dumps(as_json(a), default=str, separators=(",", ":")) + "\n"

@@ -23,13 +23,13 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import ConfigError
-from ..stats.tdist import t_quantile
 from .records import PointRecord, RunRecord
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
 
 DEFAULT_STORE = "history.db"
 LOCK_KEY = 7_231_004_118  # the PostgreSQL advisory lock that serialises creating and migrating the schema
 WAIT_S = 60  # how long an SQLite writer waits for another's transaction to end
+SCAN_SHARE = 0.3  # reading at least this share of the series, one scan of the points beats looking each up
 _RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters", "quick", "started", "ended",
                 "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
                 "format_version", "labels", "added")
@@ -54,40 +54,6 @@ class SeriesKey:
     point: int
     server: str
     metric: str
-
-
-@dataclass(frozen=True)
-class StoredPoint:
-    run: int  # StoredRun.id
-    status: str
-    mean: float
-    se: float | None
-    df: float | None
-    given_low: float | None  # a 95% interval stored as such (a claim's)
-    given_high: float | None
-    n: int
-    vals: str  # each repeat's value, as JSON (parsed by `values`)
-
-    @property
-    def values(self) -> list[float]:
-        return json.loads(self.vals)
-
-    @property
-    def half(self) -> float | None:
-        """Half the 95% interval from the standard error (Student's t; the normal without df)."""
-        if self.se is None:
-            return None
-        return self.se * (t_quantile(0.975, self.df) if self.df else 1.959964)
-
-    @property
-    def low(self) -> float | None:
-        half = self.half
-        return self.given_low if half is None else self.mean - half
-
-    @property
-    def high(self) -> float | None:
-        half = self.half
-        return self.given_high if half is None else self.mean + half
 
 
 def is_url(location: str) -> bool:
@@ -260,17 +226,30 @@ class HistoryStore:
                           f"{where}", params, "reading series")
         return {int(r[0]): SeriesKey(*r[1:]) for r in rows}
 
-    def points(self, series: list[int]) -> dict[int, list[StoredPoint]]:
-        """The points of these series, by series id."""
-        out: dict[int, list[StoredPoint]] = {s: [] for s in series}
+    def points(self, series: list[int], *, values: bool = True, scenario: str | None = None) -> dict[int, list[tuple]]:
+        """The points of these series (of `scenario`, when given), by series id, as rows (run id, status,
+        mean, se, df, low, high, n, vals: each repeat's value as JSON, None without `values`)."""
+        columns = f"p.series, p.run, p.status, p.mean, p.se, p.df, p.low, p.high, p.n, {'p.vals' if values else 'NULL'}"
+        out: dict[int, list[tuple]] = {s: [] for s in series}
+        if len(series) >= SCAN_SHARE * max(1, self._count_series(scenario)):  # most of them: one scan is faster
+            where, params = ("JOIN history_series s ON s.id = p.series WHERE s.scenario = ?", (scenario,)) \
+                if scenario else ("", ())
+            for row in self._read(f"SELECT {columns} FROM history_points p {where}", params, "reading points"):
+                bucket = out.get(row[0])
+                if bucket is not None:
+                    bucket.append(row[1:])
+            return out
         for start in range(0, len(series), 500):
             chunk = series[start:start + 500]
             marks = ", ".join("?" * len(chunk))
-            for sid, *rest in self._read(f"SELECT series, run, status, mean, se, df, low, high, n, vals "
-                                         f"FROM history_points "
-                                         f"WHERE series IN ({marks})", chunk, "reading points"):
-                out[int(sid)].append(StoredPoint(int(rest[0]), *rest[1:]))
+            for row in self._read(f"SELECT {columns} FROM history_points p WHERE p.series IN ({marks})", chunk,
+                                  "reading points"):
+                out[row[0]].append(row[1:])
         return out
+
+    def _count_series(self, scenario: str | None) -> int:
+        where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
+        return int(self._read(f"SELECT count(*) FROM history_series {where}", params, "counting series")[0][0])
 
     def _read(self, sql: str, params, doing: str) -> list[tuple]:
         try:

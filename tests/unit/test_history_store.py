@@ -1,0 +1,169 @@
+"""The history store, its series and the gate, on records made here (no server): adding twice, a
+different run under a taken id, migrating an older schema, ordering by version, runs left out,
+scenario changes, grouping metrics that moved together, the gate's window and directions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from concurbench.errors import ConfigError
+from concurbench.history import gate, render, schema
+from concurbench.history.analysis import analyse, better_way, way
+from concurbench.history.records import PointRecord, RunRecord
+from concurbench.history.store import open_store
+
+
+def record(i: int, *, server: str = "18.6", status: str = "ok", sha: str = "sha-a", params=None, digest=None):
+    run_id = f"2026010{i // 10}T{i % 10:02d}0000Z-demo"
+    return RunRecord(run_id, digest or f"d{i}", "demo", sha, params or {"rows": 1}, False, f"2026-01-01T{i:02d}:00:00",
+                     f"2026-01-01T{i:02d}:01:00", status, None, "host", "cpu", "0.1.0", f"{i:040x}", False,
+                     "embedded", [server], 2, {"night": str(i)})
+
+
+def point(rec: RunRecord, metric: str, value: float, *, server: str = "18.6", status: str = "ok", se=None):
+    return PointRecord(rec.run_id, "demo", "v", "pool", 4, 4, server, metric, status, float(value), se, 2.0 if se else
+                       None, None, None, 3, (float(value),))
+
+
+def fill(path, values: dict[str, list[float]], **kwargs) -> None:
+    with open_store(path, create=True) as store:
+        for i in range(len(next(iter(values.values())))):
+            rec = record(i, **{k: (v(i) if callable(v) else v) for k, v in kwargs.items()})
+            store.add(rec, [point(rec, m, vs[i], server=rec.servers[0]) for m, vs in values.items()])
+
+
+def noisy(n: int, seed: int, step_at: int | None = None, step: float = 0.0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    x = 100 * (1 + 0.02 * rng.standard_normal(n))
+    if step_at is not None:
+        x[step_at:] *= 1 + step
+    return list(x)
+
+
+def test_adding_twice_changes_nothing_and_a_different_run_under_a_taken_id_is_refused(tmp_path):
+    path = tmp_path / "h.db"
+    rec = record(1)
+    with open_store(path, create=True) as store:
+        assert store.add(rec, [point(rec, "tps", 10)]) is True
+        assert store.add(rec, [point(rec, "tps", 10)]) is False
+        with pytest.raises(ConfigError, match="already holds a different run named"):
+            store.add(record(1, digest="other"), [])
+        assert len(store.runs()) == 1
+
+
+def test_a_store_is_not_created_by_reading_it(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        open_store(tmp_path / "none.db")
+    assert not (tmp_path / "none.db").exists()
+    (tmp_path / "junk.db").write_text("not a database at all, just text" * 100)
+    with pytest.raises(ConfigError, match="not an SQLite database"):
+        open_store(tmp_path / "junk.db")
+
+
+def test_an_older_schema_is_migrated_in_one_step(tmp_path, monkeypatch):
+    path = tmp_path / "h.db"
+    fill(path, {"tps": [1, 2, 3]})
+    monkeypatch.setattr(schema, "MIGRATIONS", {1: ["CREATE TABLE history_notes (run INTEGER, note TEXT)"]})
+    monkeypatch.setattr("concurbench.history.store.SCHEMA_VERSION", 2)
+    with open_store(path) as store:
+        assert store.schema_version() == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM history_notes").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM history_runs").fetchone() == (3,)
+
+
+def test_a_change_is_found_and_told_with_its_runs_and_levels(tmp_path):
+    path = tmp_path / "h.db"
+    fill(path, {"tps": noisy(30, 1, 20, -0.15), "latency.mean_ms": noisy(30, 2, 20, 0.17),
+                "transactions": [300.0] * 30})
+    with open_store(path) as store:
+        a = analyse(store)
+    (g,) = a.groups
+    assert g.status == "confirmed" and g.after_run.run.record.run_id == record(20).run_id
+    assert g.before_run.run.record.run_id == record(19).run_id
+    assert sorted(m.metric for m in g.moved) == ["latency.mean_ms", "tps"]  # one change, two metrics
+    assert {m.metric: m.way for m in g.moved} == {"tps": "worse", "latency.mean_ms": "worse"}
+    data = render.as_json(a)
+    (c,) = data["change_points"]
+    assert {"scenario", "variant", "pool", "metric", "run", "version", "change", "p"} <= set(c)
+    assert c["run"] == record(20).run_id and c["version"] == "18.6" and c["p"] < 1e-3
+    assert len(data["series"]) == 3 and len(data["series"][0]["points"]) == 30
+    assert gate.regressions(a, 5) == [] and gate.regressions(a, 10) == [g]  # run 20 is 10th newest of 30
+
+
+def test_runs_that_failed_are_shown_and_left_out(tmp_path):
+    path = tmp_path / "h.db"
+    values = noisy(25, 3)
+    values[10] = 10.0  # a run that ended early reported a tenth
+    fill(path, {"tps": values}, status=lambda i: "failed" if i == 10 else "ok")
+    with open_store(path) as store:
+        a = analyse(store)
+    (s,) = a.series
+    assert len(s.points) == 25 and len(s.included) == 24 and a.groups == []
+    assert "Left out" in render.report(a).tables[1].notes[0]
+    csv = render.as_csv(a).splitlines()
+    assert sum(1 for line in csv if ",failed," in line) == 1
+
+
+def test_ordered_by_version_one_series_runs_through_the_releases(tmp_path):
+    path = tmp_path / "h.db"
+    versions = ["16.10", "16.9", "15.19", "16.9", "15.19", "16.10", "15.18", "16.11", "15.18", "16.11"]
+    values = [200.0 if v.startswith("16") else 100.0 for v in versions]
+    fill(path, {"tps": values}, server=lambda i: versions[i])
+    with open_store(path) as store:
+        by_time = analyse(store)
+        by_version = analyse(store, order="version")
+    assert len(by_time.series) == 5 and all(s.changes == [] for s in by_time.series)  # a series a version
+    (s,) = by_version.series
+    assert [p.server for p in s.points] == ["15.18", "15.18", "15.19", "15.19", "16.9", "16.9", "16.10", "16.10",
+                                            "16.11", "16.11"]
+    (g,) = by_version.groups
+    assert (g.before_run.server, g.after_run.server) == ("15.19", "16.9")
+
+
+def test_a_change_at_a_run_whose_scenario_changed_says_so(tmp_path):
+    path = tmp_path / "h.db"
+    fill(path, {"wal.bytes_per_txn": [100.0] * 10 + [200.0] * 5}, params=lambda i: {"rows": 1 if i < 10 else 2})
+    with open_store(path) as store:
+        a = analyse(store)
+    (g,) = a.groups
+    assert g.scenario_changed and [p.scenario_changed for p in a.series[0].points].index(True) == 10
+    assert "scenario changed" in render.report(a).tables[0].rows[0][0]
+
+
+def test_the_gate_takes_the_newest_runs_and_the_directions_given(tmp_path):
+    path = tmp_path / "h.db"
+    fill(path, {"tps": noisy(24, 4, 21, -0.2), "waits.Lock:tuple": noisy(24, 5, 21, 0.5)})
+    with open_store(path) as store:
+        a = analyse(store)
+        told = analyse(store, directions={"tps": "lower"})
+    (g,) = gate.regressions(a, 5)  # one change: tps and the wait share moved together
+    assert [m.metric for m in g.worse] == ["tps"]  # wait shares are never gated
+    assert gate.regressions(told, 5) == []
+    junit = gate.junit(a, 5)
+    assert junit.count("<testcase") == 2 and junit.count("<failure") == 1
+    assert "regression" in gate.markdown_summary(a, 5)
+
+
+@pytest.mark.parametrize("metric, change, expected", [
+    ("tps", -0.1, "worse"), ("latency.p99_ms", 0.1, "worse"), ("lag.mean_ms", -0.1, "better"),
+    ("errors.deadlock", None, "worse"), ("wal.bytes_per_txn", 0.2, "worse"), ("waits.CPU", 0.3, "neutral"),
+    ("advisory@max: tps > for_update@max: tps", -0.2, "worse"),
+    ("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms", -0.2, "better")])
+def test_which_way_is_worse(metric, change, expected):
+    assert way(metric, change) == expected
+
+
+def test_a_direction_given_wins():
+    assert better_way("waits.CPU", {"waits.*": "lower"}) == "lower"
+    assert way("tps", -0.5, {"t*": "neutral"}) == "neutral"
+
+
+def test_the_store_url_password_is_never_shown():
+    from concurbench.history.store import shown
+    assert shown("postgresql://ci:pw-123@db.example:5433/perf") == "postgresql://ci@db.example:5433/perf"
+    assert "pw-123" not in json.dumps(shown("postgresql://ci:pw-123@db.example/perf"))
