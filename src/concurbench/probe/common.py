@@ -6,6 +6,7 @@ import re
 from dataclasses import replace
 
 from ..guards import capacity
+from ..scenario.model import Scenario, Variant
 from .report import Check, failed, ok, skipped
 
 # Statements whose effects a rollback does not undo, or that end the probe's own transaction: the
