@@ -82,8 +82,10 @@ class Sessions:
 
 
 def own_connections(variant: Variant) -> dict[str, int]:
-    """The harness's connections beside the pools during a variant run."""
-    background = sum(1 + (1 if b.release_when else 0) for b in variant.background)
+    """The harness's connections beside the pools during a variant run: its control (admin) connection, the
+    samplers' one, and the background sessions' and observers': a held transaction and its release_when
+    poller, a timed statement and the connection that reads its waits, one for a log drain or a trace."""
+    background = sum(2 if b.kind == "statement" else 1 + (1 if b.release_when else 0) for b in variant.background)
     return {"admin": 1, "sampler": 1 if variant.samplers else 0, "background": background}
 
 
@@ -100,10 +102,11 @@ def worst(variant: Variant) -> Sessions:
 
 @dataclass(frozen=True)
 class ConnectionLimit:
-    """How many connections a server gives the harness, and why that many."""
+    """How many connections a server gives the harness, why that many, and what raises it."""
 
     allowed: int
     why: str  # "max_connections is 100 (the server's default)"
+    fix: str = ""  # "raise max_connections on the server"
 
 
 def configured_limit(scenario: Scenario, variant: Variant) -> ConnectionLimit | None:
@@ -215,15 +218,33 @@ def _size(n: float) -> str:
 # Once connected ------------------------------------------------------------------------------------
 
 LIMIT_SQL = {
+    # superuser_reserved_connections are kept from roles that are not superusers, reserved_connections (16 and
+    # later) from those without pg_use_reserved_connections; CONNECTION LIMIT of the role and the database binds
+    # all but superusers. Sessions of other roles show no backend_type to a role without pg_read_all_stats:
+    # those with a database are counted as connections ("hidden").
     "postgres": "SELECT current_setting('max_connections')::int AS max_connections, "
-                "current_setting('superuser_reserved_connections')::int "
-                "+ coalesce(current_setting('reserved_connections', true), '0')::int AS reserved, "
-                "(SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser, "
+                "current_setting('superuser_reserved_connections')::int AS superuser_reserved, "
+                "coalesce(current_setting('reserved_connections', true), '0')::int AS reserved, "
+                "r.rolsuper AS superuser, r.rolname AS role, r.rolconnlimit AS role_limit, "
+                "coalesce((SELECT pg_has_role(current_user, oid, 'MEMBER') FROM pg_roles "
+                "WHERE rolname = 'pg_use_reserved_connections'), false) AS uses_reserved, "
+                "d.datname AS database, d.datconnlimit AS database_limit, "
                 "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                "AND pid <> pg_backend_pid())::int AS others",
-    "mssql": "SELECT @@MAX_CONNECTIONS AS max_connections, 0 AS reserved, 1 AS superuser, "
-             "(SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE is_user_process = 1 AND session_id <> @@SPID) AS others",
+                "AND pid <> pg_backend_pid())::int AS others, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type IS NULL "
+                "AND datid IS NOT NULL)::int AS hidden, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE usesysid = r.oid AND backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid())::int AS role_sessions, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE datid = d.oid AND pid <> pg_backend_pid() "
+                "AND (backend_type = 'client backend' OR backend_type IS NULL))::int AS database_sessions "
+                "FROM pg_roles r, pg_database d WHERE r.rolname = current_user AND d.datname = current_database()",
+    # @@MAX_CONNECTIONS is `user connections` (32,767 when 0); without VIEW SERVER STATE a login sees only its
+    # own sessions, and sys.dm_os_sys_info (the workers `max worker threads` gives) not at all
+    "mssql": "SELECT @@MAX_CONNECTIONS AS max_connections, HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') "
+             "AS sees_all, (SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE is_user_process = 1 "
+             "AND session_id <> @@SPID) AS others",
 }
+MSSQL_WORKERS_SQL = "SELECT max_workers_count FROM sys.dm_os_sys_info"
 
 
 def server_limit(engine: str, query) -> ConnectionLimit | None:
@@ -235,15 +256,57 @@ def server_limit(engine: str, query) -> ConnectionLimit | None:
         return None
     if not rows:
         return None
-    row = rows[0]
-    total, reserved, others = int(row["max_connections"]), int(row["reserved"] or 0), int(row["others"] or 0)
-    superuser = bool(row["superuser"])
-    allowed = total - others - (0 if superuser else reserved)
-    parts = [f"{SETTING[engine]} is {total:,}"]
-    if reserved and not superuser:
-        parts.append(f"{reserved} are reserved for superusers")
-    parts.append(f"{others:,} {'is' if others == 1 else 'are'} in use by other sessions")
-    return ConnectionLimit(allowed, ", ".join(parts))
+    return _mssql_limit(rows[0], query) if engine == "mssql" else _postgres_limit(rows[0])
+
+
+def _in_use(n: int) -> str:
+    return f"{n:,} {'is' if n == 1 else 'are'} in use by other sessions"
+
+
+def _postgres_limit(row: dict) -> ConnectionLimit:
+    total, superuser = int(row["max_connections"]), bool(row["superuser"])
+    kept = 0 if superuser else int(row["superuser_reserved"] or 0) + (
+        0 if row.get("uses_reserved") else int(row.get("reserved") or 0))
+    others, hidden = int(row["others"] or 0), int(row.get("hidden") or 0)
+    parts = [f"max_connections is {total:,}"] + ([f"{kept} are reserved for superusers"] if kept else [])
+    parts.append(_in_use(others + hidden) + (f" ({hidden:,} of other roles whose kind this role may not see, "
+                                             f"pg_read_all_stats, counted as connections)" if hidden else ""))
+    limits = [ConnectionLimit(total - kept - others - hidden, ", ".join(parts), "raise max_connections on the server")]
+    for what, key, name in (("role", "role_limit", "role"), ("database", "database_limit", "database")):
+        limit = row.get(key)
+        if limit is None or int(limit) < 0 or superuser:
+            continue
+        open_ = int(row.get(f"{what}_sessions") or 0)
+        limits.append(ConnectionLimit(int(limit) - open_, f"{what} {row[name]} has CONNECTION LIMIT {int(limit):,} "
+                                      f"and {open_:,} other session{'s' if open_ != 1 else ''} open",
+                                      f"ALTER {what.upper()} {row[name]} CONNECTION LIMIT <more> (or -1)"))
+    return _tightest(limits)
+
+
+def _mssql_limit(row: dict, query) -> ConnectionLimit:
+    total, others = int(row["max_connections"]), int(row["others"] or 0)
+    sees = bool(row.get("sees_all"))
+    limits = [ConnectionLimit(total - others, f"user connections allows {total:,}, " + (
+        _in_use(others) if sees else "sessions of other logins unknown (VIEW SERVER STATE)"),
+        "raise `user connections` (sp_configure; it takes a restart)")]
+    try:
+        workers = query(MSSQL_WORKERS_SQL)
+    except EngineError:
+        workers = []
+    if workers:
+        n = int(workers[0]["max_workers_count"])
+        limits.append(ConnectionLimit(n, f"max worker threads gives {n:,} workers, so at most {n:,} requests run "
+                                         f"at once", "raise `max worker threads` (sp_configure)"))
+    else:
+        limits[0] = ConnectionLimit(limits[0].allowed, limits[0].why + "; max worker threads unknown (VIEW SERVER "
+                                    "STATE)", limits[0].fix)
+    return _tightest(limits)
+
+
+def _tightest(limits: list[ConnectionLimit]) -> ConnectionLimit:
+    """The smallest limit, saying every one (the binding one first) and how to raise the binding one."""
+    limits = sorted(limits, key=lambda limit: limit.allowed)
+    return ConnectionLimit(limits[0].allowed, "; ".join(limit.why for limit in limits), limits[0].fix)
 
 
 def check_server(scenario: Scenario, variants: list[Variant], limit: ConnectionLimit, server: str) -> None:
@@ -258,8 +321,8 @@ def check_server(scenario: Scenario, variants: list[Variant], limit: ConnectionL
     others = f" ({len(over) - 1} other variant{'s' if len(over) > 2 else ''} too)" if len(over) > 1 else ""
     problem = _where(scenario, need)(
         f"{_clients(need)} make {need.total:,} connections ({need.describe()}), and the server at {server} gives "
-        f"this run {max(limit.allowed, 0):,}: {limit.why}{others}. Lower the clients, or raise "
-        f"{name} on the server")
+        f"this run {max(limit.allowed, 0):,}: {limit.why}{others}. Nothing was run or changed on the server. Lower "
+        f"the clients, or {limit.fix or f'raise {name} on the server'}")
     raise ConfigError(f"{problem}", problems=[problem])
 
 
@@ -268,3 +331,43 @@ def check_connected(scenario: Scenario, variants: list[Variant], query, server: 
     limit = server_limit(scenario.engine, lambda sql: query(sql, "reading the server's connection limit"))
     if limit is not None:
         check_server(scenario, variants, limit, server)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the probe reports of the connections: `fits` (None: the server did not say), in words, and the fix."""
+
+    fits: bool | None
+    says: str
+    fix: str = ""
+
+
+def capacity(scenario: Scenario, variants: list[Variant], query, *, owned: bool) -> Capacity:
+    """The most connections a variant run opens at once against what the server gives: for a server concurbench
+    starts, the scenario's max_connections (the server is started with it, or with the server's default); for
+    one it does not own, what the server says now (server_limit). `query(sql)` reads rows."""
+    if not variants:
+        return Capacity(True, "no variant to run")
+    need = max((worst(v) for v in variants), key=lambda s: s.total)
+    head = f"{need.total:,} at most ({need.variant.name}, {_clients(need)}: {need.describe()})"
+    if owned:
+        pairs = [(worst(v), configured_limit(scenario, v)) for v in variants]
+        over = [(n, limit) for n, limit in pairs if limit is not None and n.total > limit.allowed]
+        if over:
+            n, limit = max(over, key=lambda pair: pair[0].total)
+            return Capacity(False, f"{n.total:,} needed ({n.variant.name}, {_clients(n)}: {n.describe()}); the run "
+                                   f"starts the server with {limit.why}",
+                            f"lower the clients or raise {SETTING[scenario.engine]}")
+        limit = dict((n.variant.name, limit) for n, limit in pairs)[need.variant.name]
+        if limit is None:
+            return Capacity(None, f"{head}; the server's limit is not known before it starts")
+        return Capacity(True, f"{head}; the run starts the server with {limit.why}")
+    limit = server_limit(scenario.engine, query)
+    if limit is None:
+        return Capacity(None, f"{head}; the server's limit could not be read, so the load will find out")
+    name = SETTING.get(scenario.engine)
+    checked = [worst(v) for v in variants if name not in dict(v.settings)]
+    if checked and max(n.total for n in checked) > limit.allowed:
+        return Capacity(False, f"{head}, and the server gives this run {max(limit.allowed, 0):,}: {limit.why}",
+                        f"lower the clients, or {limit.fix}")
+    return Capacity(True, f"{head}; the server gives this run {limit.allowed:,}: {limit.why}")

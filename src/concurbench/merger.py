@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .check import evaluate
+from .check import evaluate, with_differences
 from .check.evaluate import LEFT_OUT
 from .errors import ConfigError
 from .report.render import write_report
@@ -42,8 +42,8 @@ def merge_shards(dirs: list[Path], out_dir: Path, *, partial: bool = False,
     joined = join(runs, partial=partial)
     run = joined.run
     claims = _claims(run, scenario_file) if any(r.claims for r in runs) else []
-    verdicts = evaluate(claims, run.variant_runs, skipped=_skipped(run, joined.plan), quick=run.scenario.quick) \
-        if claims else []
+    verdicts = with_differences(evaluate(claims, run.variant_runs, skipped=_skipped(run, joined.plan),
+                                         quick=run.scenario.quick), run.servers) if claims else []
     out_dir.mkdir(parents=True, exist_ok=True)
     run = replace(run, claims=verdicts, path=out_dir)
     write_run(run)

@@ -23,7 +23,7 @@ from typing import Callable
 from . import liveruns, stats
 from .background.events import merged
 from .background.kinds import background_events, make_background
-from .check import CheckPolicy, Sequential, evaluate
+from .check import CheckPolicy, Sequential, evaluate, with_differences
 from .check.evaluate import LEFT_OUT
 from .check.plan import points_of
 from .check.sides import MIN_RUNS
@@ -210,7 +210,8 @@ class Runner:
             with deferred_interrupts():
                 for server in servers:
                     self._release(server)
-                verdicts = self._final_verdicts(results, status) if self.scenario.expect else []
+                verdicts = with_differences(self._final_verdicts(results, status), self._recorded) \
+                    if self.scenario.expect else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
                                         also=write_report)
                 if unsaved is not None and error is None:
@@ -315,13 +316,20 @@ class Runner:
         server.connection = server.provisioner.start()
         server.fresh = True
         server.conn = self._admin(server)
+        # before anything is changed or created on the server: the run's connections against what it gives
+        check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
+                        server.connection.safe)
         server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
             if hasattr(self.eng, "configurator") else None
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
+        if hasattr(server.provisioner, "apply_settings"):  # a dsn server's: planned by start(), applied now
+            server.provisioner.apply_settings()
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
-        check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
-                        server.connection.safe)
+        if getattr(server.provisioner, "name", "") == "dsn":  # what the scenario wanted that this server has not
+            server.info["differences"] = self.eng.setting_differences(
+                server.conn, dict(self.scenario.settings), dict(self.scenario.database),
+                allowed=bool(getattr(server.provisioner, "allow", False)))
         server.info.update(target=self.target, connection=server.connection.safe)
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
         server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})

@@ -14,7 +14,11 @@ Microsoft's documentation says SQL Server would:
 - a restart re-creates tempdb's files empty and makes a pending MEMORY_OPTIMIZED TEMPDB_METADATA
   change take effect; startup itself may put pages in them (`busy_after_restart`), which EMPTYFILE
   moves out only on a later attempt (one attempt fewer each time: `TempdbFile.busy`);
-- procedures are created in the current database.
+- procedures are created in the current database;
+- sp_configure sets an option's `value`, and RECONFIGURE makes it the value in use only for an option
+  that is dynamic (sys.configurations.is_dynamic; `user connections` is not); @@MAX_CONNECTIONS is
+  `user connections` (32,767 when 0); sys.dm_exec_sessions shows a login without VIEW SERVER STATE
+  only its own session, and sys.dm_os_sys_info is refused to it (error 300).
 
 Any other statement is an AssertionError, so a test notices SQL it did not expect.
 
@@ -62,6 +66,13 @@ class StandInSqlServer:
     objects: dict[str, set[str]] = field(default_factory=dict)
     restarts: int = 0
     busy_after_restart: int = 0  # each tempdb file's `busy` right after a restart
+    # sp_configure options: name -> [value in use, value set, dynamic]
+    configurations: dict[str, list] = field(default_factory=lambda: {
+        "show advanced options": [0, 0, True], "max degree of parallelism": [0, 0, True],
+        "max worker threads": [0, 0, True], "user connections": [0, 0, False]})
+    other_sessions: int = 0  # user sessions of other logins
+    max_workers: int = 512  # sys.dm_os_sys_info.max_workers_count (what max worker threads 0 gives 4 CPUs)
+    view_server_state: bool = True
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
 
     @classmethod
@@ -160,6 +171,10 @@ class StandInConnection:
         if m:
             server.objects.get(self.database, set()).discard(m.group(1))
             return StandInCursor()
+        m = re.fullmatch(r"DBCC TRACE(ON|OFF)\((\d+), -1\)", sql)
+        if m:
+            (server.trace_flags.add if m.group(1) == "ON" else server.trace_flags.discard)(int(m.group(2)))
+            return StandInCursor()
         if sql == "DBCC TRACESTATUS(-1) WITH NO_INFOMSGS":  # no flag on: no result set at all
             return StandInCursor(("TraceFlag", "Status", "Global", "Session"),
                                  [(f, 1, 1, 0) for f in sorted(server.trace_flags)]) if server.trace_flags \
@@ -172,7 +187,30 @@ class StandInConnection:
             return StandInCursor(("name", "physical_name"),
                                  [(f.name, f"/var/opt/mssql/data/{f.name}.ndf") for f in server.tempdb_files])
         if sql.startswith("SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?"):
-            return StandInCursor(("v",), [(0,)])
+            return StandInCursor(("v",), [(server.configurations.get(params[0], [0])[0],)])
+        if sql == "SELECT name FROM sys.configurations WHERE is_dynamic = 0":
+            return StandInCursor(("name",), [(n,) for n, (_, _, dyn) in server.configurations.items() if not dyn])
+        m = re.fullmatch(r"EXEC sp_configure N'([^']+)', (-?\d+)", sql)
+        if m:
+            server.configurations[m.group(1)][1] = int(m.group(2))
+            return StandInCursor()
+        if sql == "RECONFIGURE":
+            for option in server.configurations.values():
+                if option[2]:
+                    option[0] = option[1]
+            return StandInCursor()
+        if sql.startswith("SELECT @@MAX_CONNECTIONS AS max_connections"):
+            limit = server.configurations["user connections"][0] or 32767
+            return StandInCursor(("max_connections", "sees_all", "others"),
+                                 [(limit, int(server.view_server_state),
+                                   server.other_sessions if server.view_server_state else 0)])
+        if sql == "SELECT max_workers_count FROM sys.dm_os_sys_info":
+            if not server.view_server_state:
+                raise StandInSqlError(300, "VIEW SERVER PERFORMANCE STATE permission was denied on object 'server', "
+                                           "database 'master'.")
+            return StandInCursor(("max_workers_count",), [(server.max_workers,)])
+        if sql == "SELECT DB_NAME() AS database_name":
+            return StandInCursor(("database_name",), [(self.database,)])
         if sql.startswith("SELECT is_read_committed_snapshot_on, snapshot_isolation_state"):
             db = server.databases.get(params[0])
             return StandInCursor(("a", "b", "c", "d"), [(db["read_committed_snapshot"], db["snapshot_isolation"],

@@ -157,3 +157,15 @@ def test_standin_changes_without_the_flag_and_the_master_database_fail(standin):
     assert checks["database"].status == "failed" and "Database=" in checks["database"].fix
     assert checks["scenario: settings"].status == "failed"
     assert "--allow-server-changes" in checks["scenario: settings"].server_says
+
+
+def test_standin_as_is_shows_what_the_run_leaves_as_the_server_has_it(standin):
+    """--server-settings as-is without --allow-server-changes: the trace flag and the database option are left and
+    recorded by the run, so the settings check does not fail; nothing is changed by the probe either way."""
+    _, checks, _ = standin.run(as_is=True)
+    assert "scenario: settings" not in checks
+    for name in ("setting trace flag 7006 on", "setting bench.read_committed_snapshot: False -> True"):
+        assert checks[name].status == "ok"
+        assert checks[name].server_says == ("left as the server has it (--allow-server-changes was not given): the run "
+                                            "records the difference (--server-settings as-is)")
+    assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)

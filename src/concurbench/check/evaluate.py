@@ -11,10 +11,10 @@ used, at the level Holm and the look gave it, and an open one how many runs a si
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .. import stats
-from ..results.model import ClaimEstimate, ClaimVerdict, VariantRun
+from ..results.model import ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
 from ..scenario.claims import Claim
 from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
@@ -33,6 +33,21 @@ def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
     undecided = sum(1 for v in verdicts if v.verdict in (stats.INCONCLUSIVE, NOT_EVALUATED)
                     and not v.reason.startswith((LEFT_OUT_OF_QUICK, ABOUT_OTHERS, NOT_CHOSEN)))
     return failed, undecided
+
+
+def with_differences(verdicts: list[ClaimVerdict], servers: list[ServerInfo]) -> list[ClaimVerdict]:
+    """Each verdict on a server that ran without some of the scenario's settings (`--server-settings as-is`)
+    says so at the end of its reason: "...; ran with shared_buffers 128MB, the scenario wants 256MB"."""
+    ran = {s.version_short: s.differences_text(why=False) for s in servers if s.differences}
+    if not ran:
+        return list(verdicts)
+    out = []
+    for v in verdicts:
+        text = ran.get(v.server) if v.server is not None or len(servers) != 1 else next(iter(ran.values()))
+        if text and f"ran with {text}" not in v.reason:
+            v = replace(v, reason="; ".join(filter(None, (v.reason, f"ran with {text}"))))
+        out.append(v)
+    return out
 
 
 @dataclass(frozen=True)

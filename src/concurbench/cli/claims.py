@@ -17,7 +17,7 @@ import click
 from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConfigError
-from ..provisioners.registry import TargetOptions, make_provisioner
+from ..provisioners.registry import make_provisioner
 from ..report.by_version import claims_by_version
 from ..report.html import report_page
 from ..report.render import markdown
@@ -27,17 +27,21 @@ from ..scenarios import load_scenario
 from .console import err
 from .exits import EXIT_RUN_FAILED, check_exit_code
 from .history import add_to_history, history_options, parse_pairs
+from .options import dsn_options, target_of
 from .progress import Progress
 
+DEFAULT_VERSIONS = "14,15,16,17,18"
 
 
 @click.command(name="claims")
 @click.argument("scenarios", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--from", "stored", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               metavar="RUN_DIR", help="Build the table from stored runs instead of running the scenarios.")
-@click.option("--server-version", "versions", default="14,15,16,17,18", show_default=True, metavar="V[,V...]",
-              help="The server versions every scenario runs on, side by side.")
+@click.option("--server-version", "versions", default=None, metavar="V[,V...]",
+              help="The server versions every scenario runs on, side by side [default: 14,15,16,17,18; the dsn "
+                   "target's server is the one version].")
 @click.option("--target", default="binaries", show_default=True, help="Where the servers come from.")
+@dsn_options
 @click.option("--quick", is_flag=True, help="Use the scenarios' `quick` forms.")
 @click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
               help="The most runs of a variant point the check may take to decide a claim.")
@@ -50,14 +54,19 @@ from .progress import Progress
 @click.option("--html", "html_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the table as one self-contained HTML page.")
 @history_options
-def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str, target: str, quick: bool,
-           max_repeats: int, check_budget: str, out_dir: Path, output: Path | None, html_file: Path | None,
-           history: str | None, labels: tuple[str, ...]) -> None:
+def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str | None, target: str, dsn: str | None,
+           password_env: str | None, allow_server_changes: bool, server_settings: str, quick: bool, max_repeats: int,
+           check_budget: str, out_dir: Path, output: Path | None, html_file: Path | None, history: str | None,
+           labels: tuple[str, ...]) -> None:
     """Check every SCENARIO's claims on every server version and write one claims-by-version table."""
     run_labels = parse_pairs(labels, "--label")
     if bool(scenarios) == bool(stored):
         raise ConfigError("give scenario files to run, or --from RUN_DIR... to tabulate stored runs (not both)")
-    wanted = [v.strip() for v in versions.split(",") if v.strip()]
+    if target == "dsn" and versions:
+        raise ConfigError("--server-version does not apply to --target dsn: the server is the version it is")
+    wanted = [v.strip() for v in (versions or DEFAULT_VERSIONS).split(",") if v.strip()] if target != "dsn" else [None]
+    where = {"dsn": dsn, "password_env": password_env, "allow_server_changes": allow_server_changes,
+             "server_settings": server_settings}
     runs, failed = [], False
     if stored:
         runs = [load_run(path) for path in stored]
@@ -65,7 +74,7 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], versions: str,
         policy = CheckPolicy(max_repeats, parse_budget(check_budget))
         models = [load_scenario(path, quick=quick) for path in scenarios]  # every file checked before any run
         for model in models:
-            run, error = _run(model, wanted, target, out_dir, policy)
+            run, error = _run(model, wanted, target, where, out_dir, policy)
             runs.append(run)
             if history is not None and run.path is not None:
                 add_to_history(history, run.path, run_labels)
@@ -100,11 +109,10 @@ def _span(runs) -> str:
     return f"{first.strftime('%Y-%m-%d %H:%M')} to {last.strftime('%H:%M UTC')} ({minutes // 60} h {minutes % 60:02d} min)"
 
 
-def _run(model, versions: list[str], target: str, out_dir: Path, policy: CheckPolicy):
+def _run(model, versions: list[str | None], target: str, where: dict, out_dir: Path, policy: CheckPolicy):
     progress = Progress(err)
-    provisioners = [make_provisioner(model.engine, dict(model.settings),
-                                     TargetOptions(target=target, server_version=v, extra={"progress": progress}))
-                    for v in versions]
+    provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
+        target, v, image=None, host_network=False, model=model, progress=progress, **where)) for v in versions]
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, target=target,

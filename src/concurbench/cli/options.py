@@ -5,29 +5,45 @@ from __future__ import annotations
 import click
 
 from ..errors import ConfigError
-from ..provisioners.registry import TargetOptions
+from ..provisioners.registry import APPLY, SERVER_SETTINGS, TargetOptions
 
+DSN_OPTIONS = (
+    click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
+    click.option("--password-env", default=None, metavar="VAR",
+                 help="Take the dsn target's password from this environment variable."),
+    click.option("--allow-server-changes", is_flag=True,
+                 help="Let the scenario change server-wide settings of a dsn target (restored at the end)."),
+    click.option("--server-settings", type=click.Choice(SERVER_SETTINGS), default=APPLY, show_default=True,
+                 help="as-is: run on a dsn server as it is: settings that need a restart (and, without "
+                      "--allow-server-changes, every setting) are left as they are, and each difference from the "
+                      "scenario is recorded and shown."),
+)
 TARGET_OPTIONS = (
     click.option("--target", default="embedded", show_default=True,
                  help="Where the server comes from: embedded, binaries, docker or dsn."),
     click.option("--server-version", "versions", default=None, metavar="V[,V...]",
                  help="Server version(s); with several, each gets its own server (run: side by side, one run directory)."),
-    click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
-    click.option("--password-env", default=None, metavar="VAR",
-                 help="Take the dsn target's password from this environment variable."),
     click.option("--image", default=None, help="Docker image to run (--target docker)."),
     click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker)."),
-    click.option("--allow-server-changes", is_flag=True,
-                 help="Let the scenario change server-wide settings of a dsn target (restored at the end)."),
+    *DSN_OPTIONS,
 )
 
 
-def target_options(command):
-    """Add the target options to a command: --target, --server-version, --dsn, --password-env, --image,
-    --host-network, --allow-server-changes."""
-    for option in reversed(TARGET_OPTIONS):
+def _with(options, command):
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+def target_options(command):
+    """Add the target options to a command: --target, --server-version, --image, --host-network, and the dsn
+    target's --dsn, --password-env, --allow-server-changes, --server-settings."""
+    return _with(TARGET_OPTIONS, command)
+
+
+def dsn_options(command):
+    """Add the dsn target's options to a command: --dsn, --password-env, --allow-server-changes, --server-settings."""
+    return _with(DSN_OPTIONS, command)
 
 
 def server_versions(model, target: str, versions: str | None, image: str | None) -> list[str | None]:
@@ -39,10 +55,11 @@ def server_versions(model, target: str, versions: str | None, image: str | None)
 
 
 def target_of(target: str, version: str | None, *, dsn, password_env, image, host_network, allow_server_changes,
-              keep: bool = False, model=None, progress=None) -> TargetOptions:
+              server_settings: str = APPLY, keep: bool = False, model=None, progress=None) -> TargetOptions:
     return TargetOptions(target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
                          images=model.images if model is not None else (), host_network=host_network, keep=keep,
-                         allow_server_changes=allow_server_changes, extra={"progress": progress})
+                         allow_server_changes=allow_server_changes, server_settings=server_settings,
+                         extra={"progress": progress})
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:

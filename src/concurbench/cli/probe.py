@@ -18,7 +18,7 @@ from rich.table import Table
 from ..errors import ConcurbenchError
 from ..probe import ProbeReport, probe as probe_target
 from ..probe.report import FORMAT
-from ..provisioners.registry import make_provisioner
+from ..provisioners.registry import APPLY, AS_IS, make_provisioner
 from ..runner import chosen_variants
 from ..scenarios import load_scenario
 from .console import err, out
@@ -34,7 +34,7 @@ def default_json(out_dir: Path, name: str) -> Path:
 
 
 def probe_all(model, *, target: str, versions, dsn, password_env, image, host_network, allow_server_changes,
-              variants, json_path: Path) -> bool:
+              variants, json_path: Path, server_settings: str = APPLY) -> bool:
     """Probe every server the run would use; print the tables and write the JSON; True when nothing failed.
     ConfigError (a bad option) before any server is touched."""
     chosen = chosen_variants(model, list(variants) or None)
@@ -43,11 +43,12 @@ def probe_all(model, *, target: str, versions, dsn, password_env, image, host_ne
     try:
         provisioners = [make_provisioner(model.engine, {}, target_of(
             target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
-            allow_server_changes=allow_server_changes, model=model, progress=progress))
-            for version in server_versions(model, target, versions, image)]
+            allow_server_changes=allow_server_changes, server_settings=server_settings, model=model,
+            progress=progress)) for version in server_versions(model, target, versions, image)]
         for provisioner in provisioners:
             reports.append(probe_target(model, provisioner, target=target, variants=chosen,
-                                        allow_server_changes=allow_server_changes))
+                                        allow_server_changes=allow_server_changes,
+                                        as_is=server_settings == AS_IS))
     finally:
         progress.close()
     for report in reports:
@@ -87,15 +88,17 @@ def show(report: ProbeReport) -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where the JSON goes when --json is not given.")
 def probe(scenario: Path, quick: bool, target: str, versions: str | None, dsn: str | None, password_env: str | None,
-          image: str | None, host_network: bool, allow_server_changes: bool, params: tuple[str, ...],
-          variants: tuple[str, ...], json_path: Path | None, out_dir: Path) -> None:
+          image: str | None, host_network: bool, allow_server_changes: bool, server_settings: str,
+          params: tuple[str, ...], variants: tuple[str, ...], json_path: Path | None, out_dir: Path) -> None:
     """Check in about a minute, with no load, that SCENARIO can run on the target: connect, read each
     sampler, start and stop each background session, run the setup and probe queries in a transaction
-    that is rolled back, plan the server settings without applying them, check permissions. Prints one
-    table; the last line is the JSON file. Exit 1 when a check failed; nothing is left on the server."""
+    that is rolled back, plan the server settings without applying them, check permissions and count the
+    connections the run opens at once against what the server gives. Prints one table; the last line is
+    the JSON file. Exit 1 when a check failed; nothing is left on the server."""
     model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
     good = probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env, image=image,
-                     host_network=host_network, allow_server_changes=allow_server_changes, variants=variants,
+                     host_network=host_network, allow_server_changes=allow_server_changes,
+                     server_settings=server_settings, variants=variants,
                      json_path=json_path or default_json(out_dir, model.name))
     if not good:
         sys.exit(EXIT_RUN_FAILED)

@@ -55,7 +55,7 @@ from .stored import write_and_list_plots
 @history_options
 def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
         password_env: str | None, image: str | None, host_network: bool, keep: bool,
-        allow_server_changes: bool, processes: int | None, params: tuple[str, ...],
+        allow_server_changes: bool, server_settings: str, processes: int | None, params: tuple[str, ...],
         variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
         repeat: int, shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
@@ -69,12 +69,12 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
             raise ConfigError(SHARD_AND_CHECK)
         provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
             target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
-            allow_server_changes=allow_server_changes, keep=keep, model=model, progress=progress))
-            for version in server_versions(model, target, versions, image)]
+            allow_server_changes=allow_server_changes, server_settings=server_settings, keep=keep, model=model,
+            progress=progress)) for version in server_versions(model, target, versions, image)]
         if probe_first and not probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env,
                                          image=image, host_network=host_network,
-                                         allow_server_changes=allow_server_changes, variants=variants,
-                                         json_path=default_json(out_dir, model.name)):
+                                         allow_server_changes=allow_server_changes, server_settings=server_settings,
+                                         variants=variants, json_path=default_json(out_dir, model.name)):
             progress.close()
             err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
             sys.exit(EXIT_RUN_FAILED)

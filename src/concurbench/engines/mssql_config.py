@@ -50,6 +50,9 @@ RECOVERY = ("simple", "full", "bulk_logged")
 SERVER_KEYS = ("trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files")
 CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus")  # only the docker provisioner reads these
 ADVANCED = "show advanced options"
+# "You can turn on Trace Flag N only at startup" (Microsoft Learn, Trace flags, 2024-01-23): DBCC TRACEON does
+# not make them take effect, so a server concurbench does not own never gets them from a run.
+STARTUP_TRACE_FLAGS = (834, 836, 8012, 8020)
 REMOVE_ATTEMPTS = 3  # EMPTYFILE and REMOVE FILE of a tempdb file, with a pause between attempts
 RETRY_PAUSE_S = 2.0
 
@@ -114,6 +117,7 @@ class Change:
     hint: str = ""  # what to do by hand when the undo fails
     attempts: int = 1  # how often `apply` is tried (after a pause) before it counts as failed
     undo_attempts: int = 1  # the same for `undo`
+    restart: bool = False  # takes effect only once the server restarts: never made on a server we do not own
 
 
 @dataclass
@@ -175,12 +179,15 @@ def read_server(conn, names) -> dict:
 
 
 def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | None = None,
-                tempdb_names: list[str] | None = None) -> Plan:
+                tempdb_names: list[str] | None = None, restart_options=(), as_is: bool = False) -> Plan:
     """Statements for the server keys of `wanted` that differ from `current`.
 
     An `owned` server (one we start, such as a container) got its trace flags as `-T` at start-up,
     so they are not set here, and may be restarted; on another server each missing flag is turned
-    on globally and off again afterwards, and removing tempdb files is refused.
+    on globally and off again afterwards, and removing tempdb files is refused (`as_is`: planned as a
+    change that needs a restart, which `unowned` leaves out). Changes that need a restart are marked:
+    memory-optimized tempdb metadata, the sp_configure options in `restart_options` (restart_only()),
+    and STARTUP_TRACE_FLAGS.
     """
     plan = Plan()
     configure: list[tuple] = []
@@ -193,27 +200,27 @@ def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | N
             have = set(current.get("trace_flags") or [])
             for flag in sorted(set(flag_numbers(value)) - have):
                 plan.changes.append(Change(f"trace flag {flag} on", [f"DBCC TRACEON({flag}, -1)"],
-                                           [f"DBCC TRACEOFF({flag}, -1)"], flag))
+                                           [f"DBCC TRACEOFF({flag}, -1)"], flag, restart=flag in STARTUP_TRACE_FLAGS))
         elif name == "memory_optimized_tempdb_metadata":
             old, new = current.get(name), truth(value)
             if old is None or new != bool(old):
                 plan.changes.append(Change(f"{name}: {old} -> {new}", [_tempdb_metadata(new)],
-                                           [_tempdb_metadata(bool(old))] if old is not None else []))
+                                           [_tempdb_metadata(bool(old))] if old is not None else [], restart=True))
                 plan.restart = True
         elif name == "tempdb_files":
             _plan_tempdb_files(plan, int(current.get(name) or 1), int(value), tempdb_dir or "", tempdb_names or [],
-                               owned)
+                               owned, as_is)
         else:
             old = current.get(name)
             if old is None:
                 raise EngineError(f"sp_configure has no option named {name!r} on this server")
             if int(value) != int(old):
                 configure.append((name, old, value))
-    _plan_configure(plan, configure, current.get(ADVANCED))
+    _plan_configure(plan, configure, current.get(ADVANCED), set(restart_options))
     return plan
 
 
-def _plan_configure(plan: Plan, options: list[tuple], advanced) -> None:
+def _plan_configure(plan: Plan, options: list[tuple], advanced, restart_options: set) -> None:
     """sp_configure changes; with `show advanced options` off, turning it on first is a change of its own,
     undone last. When its state is unknown, each change turns it on itself (and leaves it on)."""
     if options and advanced is not None and int(advanced) == 0 and ADVANCED not in [o[0] for o in options]:
@@ -222,7 +229,7 @@ def _plan_configure(plan: Plan, options: list[tuple], advanced) -> None:
     for name, old, value in options:
         statements = _configure if advanced is None else _set_option
         plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", statements(name, value),
-                                   statements(name, old)))
+                                   statements(name, old), restart=name in restart_options))
 
 
 def flag_numbers(value) -> list[int]:
@@ -249,6 +256,12 @@ def _set_option(name: str, value) -> list[str]:
     return [f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
 
 
+def restart_only(conn) -> set[str]:
+    """The sp_configure options whose new value takes effect only after a restart (sys.configurations.is_dynamic
+    is 0: RECONFIGURE sets `value` and leaves `value_in_use` as it was)."""
+    return {str(r[0]) for r in conn.execute("SELECT name FROM sys.configurations WHERE is_dynamic = 0").fetchall()}
+
+
 def configure_names(names) -> list[str]:
     """The sp_configure options among server keys."""
     return [n for n in names if n not in SERVER_KEYS and n not in CONTAINER_KEYS]
@@ -265,7 +278,8 @@ def _empty_and_remove(name: str) -> list[str]:
             f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"]
 
 
-def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: list[str], owned: bool) -> None:
+def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: list[str], owned: bool,
+                       as_is: bool = False) -> None:
     """Add files named concurbench_tempN now; remove the last data files (never the primary) right after a
     restart of a server we own, and refuse to remove them from any other."""
     if want < 1:
@@ -280,6 +294,9 @@ def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: 
                                    hint=f"once the server has restarted, run ALTER DATABASE tempdb REMOVE FILE "
                                         f"{quote_name(name)}", undo_attempts=REMOVE_ATTEMPTS))
     if want >= have:
+        return
+    if not owned and as_is:  # recorded, never made: removing a file takes a restart
+        plan.changes.append(Change(f"tempdb data files: {have} -> {want}", [], [], restart=True))
         return
     if not owned:
         raise ProvisionError(
@@ -368,6 +385,23 @@ def _run(conn, sql: str) -> None:
         pass
 
 
+def unowned(server: Plan, database: Plan, *, allowed: bool, as_is: bool) -> tuple[Plan, list[Change]]:
+    """What a run makes on a server it does not own, and what it leaves as the server has it (recorded).
+    Without `as_is`, refuse_unowned() stops the run at a change it may not make; with it, the changes that need
+    a restart (and, without `allowed`, every change) are left, and `show advanced options` is turned on only
+    for an sp_configure change that is made."""
+    changes = server.changes + database.changes
+    if not as_is:
+        refuse_unowned(Plan(changes, server.restart or any(c.restart for c in changes)), allowed,
+                       "server or database options")
+        return Plan(changes), []
+    made = [c for c in changes if allowed and not c.restart]
+    if not any(c.what.startswith("sp_configure ") and not c.what.startswith(f"sp_configure {ADVANCED}:")
+               for c in made):
+        made = [c for c in made if not c.what.startswith(f"sp_configure {ADVANCED}:")]
+    return Plan(made), [c for c in changes if c not in made and not c.what.startswith(f"sp_configure {ADVANCED}:")]
+
+
 def refuse_unowned(plan: Plan, allowed: bool, what: str) -> None:
     """A server we do not own: changes need --allow-server-changes, and a restart is out of the question."""
     if not plan.changes:
@@ -376,6 +410,8 @@ def refuse_unowned(plan: Plan, allowed: bool, what: str) -> None:
         raise ProvisionError(f"this scenario changes {what} ({'; '.join(c.what for c in plan.changes)}) on a server "
                              f"concurbench does not own: add --allow-server-changes to let it make the changes for "
                              f"the run and put them back afterwards")
-    if plan.restart:
-        raise ProvisionError(f"{'; '.join(c.what for c in plan.changes)} needs a server restart, which concurbench "
-                             f"does not do to a server it does not own; set it yourself or use --target docker")
+    if plan.restart or any(c.restart for c in plan.changes):
+        needs = [c.what for c in plan.changes if c.restart] or [c.what for c in plan.changes]
+        raise ProvisionError(f"{'; '.join(needs)} needs a server restart, which concurbench does not do to a server "
+                             f"it does not own; set it yourself, add --server-settings as-is to run on the server as "
+                             f"it is and record the difference, or use --target docker")

@@ -10,6 +10,7 @@ from psycopg import pq
 from psycopg.types.numeric import Int8Dumper
 
 from ..errors import EngineError
+from . import pg_settings
 from .sqlsplit import split_sql
 
 from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, SERIALIZATION, SUCCESS, plain
@@ -95,6 +96,12 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
         rows = conn.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
         settings = {n: (f"{s}{'' if not u else ' ' + u}") for n, s, u in rows}
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
+
+
+def setting_differences(conn: psycopg.Connection, settings: dict, database: dict, *, allowed: bool) -> list[dict]:
+    """The scenario's settings this server does not match (a server concurbench does not own), as the run
+    records them: {setting, wanted, found, why} (engines/pg_settings.py). PostgreSQL has no `database:`."""
+    return pg_settings.differences(pg_settings.read(conn, list(settings)), dict(settings), allowed=allowed)
 
 
 def flush_statistics(conn: psycopg.Connection, version_num: int) -> None:

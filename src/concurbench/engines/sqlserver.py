@@ -13,7 +13,7 @@ import re
 import time
 
 from ..errors import EngineError
-from . import mssql
+from . import mssql, mssql_differences
 from . import mssql_config as mc
 from .blocking import BlockingChannel, Dialect
 from .classes import CONNECTION, plain
@@ -169,13 +169,15 @@ class Configurator:
     restart of their own (`needs_restart`).
     """
 
-    def __init__(self, database: str, *, owned: bool, allowed: bool, sleep=time.sleep):
+    def __init__(self, database: str, *, owned: bool, allowed: bool, as_is: bool = False, sleep=time.sleep):
         self.database = database
         self.owned = owned
         self.allowed = allowed
+        self.as_is = as_is  # --server-settings as-is: what a server we do not own cannot take is left and recorded
         self.sleep = sleep
         self.changes: list = []
         self.pending: list = []  # changes waiting for the restart `apply` asked for
+        self.left: list = []  # changes the last `apply` left as the server has them (as_is)
 
     def needs_restart(self, current: dict, wanted: dict) -> bool:
         """Whether going from the `current` server settings to `wanted` takes a new server process before
@@ -200,11 +202,14 @@ class Configurator:
         names = list(wanted) + ([mc.ADVANCED] if mc.configure_names(wanted) else [])
         current = mc.read_server(conn, names)
         directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
-        plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names)
+        restart_options = mc.restart_only(conn) if not self.owned and mc.configure_names(wanted) else ()
+        plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names,
+                              restart_options=restart_options, as_is=self.as_is)
         db_plan = mc.plan_database(mc.read_database(conn, self.database), database, self.database)
         if not self.owned:
-            mc.refuse_unowned(mc.Plan(plan.changes + db_plan.changes, plan.restart), self.allowed,
-                              "server or database options")
+            made, self.left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is)
+            self.changes += mc.apply(conn, made, self.sleep)
+            return False
         self.changes += mc.apply(conn, plan, self.sleep)
         self.changes += mc.apply(conn, db_plan, self.sleep)
         self.pending = list(plan.after_restart)
@@ -234,4 +239,15 @@ def configurator(provisioner, conninfo: str) -> Configurator:
         raise EngineError("the connection string names no database (Database=...), so concurbench cannot tell "
                           "which database to set the scenario's options on; name one in the DSN")
     return Configurator(database, owned=getattr(provisioner, "name", "") != "dsn",
-                        allowed=bool(getattr(provisioner, "allow", False)))
+                        allowed=bool(getattr(provisioner, "allow", False)),
+                        as_is=bool(getattr(provisioner, "as_is", False)))
+
+
+def setting_differences(conn, settings: dict, database: dict, *, allowed: bool) -> list[dict]:
+    """The scenario's server and database options this server does not match (a server concurbench does not
+    own), as the run records them: {setting, wanted, found, why} (engines/mssql_differences.py)."""
+    return mssql_differences.differences(conn, settings, database, database_of_session(conn), allowed=allowed)
+
+
+def database_of_session(conn) -> str:
+    return str(scalar(conn, "SELECT DB_NAME() AS database_name"))

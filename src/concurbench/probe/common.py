@@ -5,6 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ..guards import capacity
+from ..scenario.model import Scenario, Variant
+from .report import Check, failed, ok, skipped
+
 # Statements whose effects a rollback does not undo, or that end the probe's own transaction: the
 # probe does not run them and says so.
 NOT_UNDONE = re.compile(r"\b(pg_stat_\w*reset\w*|pg_stat_statements_reset|setval|pg_advisory_lock\w*|"
@@ -65,3 +69,11 @@ def labelled(prefix: str, steps) -> list[tuple[str, object]]:
     if len(steps) == 1:
         return [(f"{prefix} ({steps[0].origin})", steps[0])]
     return [(f"{prefix} {i} ({step.origin})", step) for i, step in enumerate(steps, 1)]
+
+
+def connections(scenario: Scenario, variants: list[Variant], query, *, owned: bool) -> Check:
+    """The most connections a variant run opens at once (guards.capacity), against what the server gives."""
+    found = capacity(scenario, variants, query, owned=owned)
+    if found.fits is None:
+        return skipped("connections", found.says)
+    return ok("connections", found.says) if found.fits else failed("connections", found.says, found.fix)

@@ -1,9 +1,10 @@
-"""The probe's steps, in order, on a server from any provisioner: connect; plan the settings; check
-the permissions; read each sampler once (one that fails is read again after the setup, inside its
-transaction, as it may need what the setup creates: deferred.py); start and stop each background
-session; run the setup, the probe queries and the teardown inside a transaction that is rolled
-back; check that nothing was left behind; let the server go. A step that fails is a failed `Check`
-and the probe goes on with the next one, so one probe lists every problem it can reach.
+"""The probe's steps, in order, on a server from any provisioner: connect; plan the settings; count the
+connections the run opens at once against what the server gives; check the permissions; read each
+sampler once (one that fails is read again after the setup, inside its transaction, as it may need
+what the setup creates: deferred.py); start and stop each background session; run the setup, the
+probe queries and the teardown inside a transaction that is rolled back; check that nothing was left
+behind; let the server go. A step that fails is a failed `Check` and the probe goes on with the next
+one, so one probe lists every problem it can reach.
 
 What differs by engine is in postgres.py and mssql.py (`side_for`). The provisioner is made without
 the scenario's settings, so starting it applies none (a dsn server's `start` only connects): the
@@ -23,7 +24,7 @@ from ..errors import ConcurbenchError
 from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
-from .common import first_line
+from .common import connections, first_line
 from .deferred import DeferredSamplers, spec_key
 from .report import Check, ProbeReport, failed, ok
 
@@ -32,13 +33,13 @@ CONNECT_FIX = "check the server is up and the connection settings (--dsn, --pass
 
 
 def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Variant] | None = None,
-          allow_server_changes: bool = False, engine=None, backgrounds: Callable = make_background,
-          clock: Callable[[], float] = time.monotonic) -> ProbeReport:
-    """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives. Never raises a
-    ConcurbenchError: every problem is a check of the report."""
+          allow_server_changes: bool = False, as_is: bool = False, engine=None,
+          backgrounds: Callable = make_background, clock: Callable[[], float] = time.monotonic) -> ProbeReport:
+    """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives; `as_is` is
+    `--server-settings as-is`. Never raises a ConcurbenchError: every problem is a check of the report."""
     started = clock()
     eng = engine or get_engine(scenario.engine)
-    side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes)
+    side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is)
     chosen = list(variants) if variants is not None else list(scenario.variants)
     report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, target)
     conn, up = None, False
@@ -62,6 +63,8 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
             return report
         before = _step(report, "read the server's state", lambda: side.snapshot(conn, here, chosen))
         _step(report, "settings", lambda: side.settings(conn, here, chosen))
+        _step(report, "connections", lambda: [connections(here, chosen, lambda sql: eng.query_rows(
+            conn, sql, "reading the server's connection limit"), owned=target != "dsn")])
         _step(report, "permissions", lambda: side.permissions(conn, here, chosen))
         deferred = DeferredSamplers(info.get("version_num", 0), side.fix)
         _step(report, "samplers", lambda: _samplers(eng, connection.conninfo, info.get("version_num", 0), chosen,

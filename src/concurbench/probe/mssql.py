@@ -51,10 +51,11 @@ def _savepoint(conn):
 
 
 class SqlServerSide:
-    def __init__(self, eng, *, owned: bool, allowed: bool):
+    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False):
         self.eng = eng
         self.owned = owned
         self.allowed = allowed
+        self.as_is = as_is  # --server-settings as-is
 
     background_spec = staticmethod(without_statements)
 
@@ -76,14 +77,17 @@ class SqlServerSide:
                                   *((v.name, {**dict(scenario.settings), **dict(v.settings)},
                                      {**dict(scenario.database), **dict(v.database)}) for v in variants)]:
             wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
+            left = []
             try:
                 current = mc.read_server(conn, list(wanted))
                 directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
-                plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names)
+                restart_options = mc.restart_only(conn) if not self.owned and mc.configure_names(wanted) else ()
+                plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names,
+                                      restart_options=restart_options, as_is=self.as_is)
                 db_plan = mc.plan_database(mc.read_database(conn, database), db, database)
                 if not self.owned:
-                    mc.refuse_unowned(mc.Plan(plan.changes + db_plan.changes, plan.restart), self.allowed,
-                                      "server or database options")
+                    made, left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is)
+                    plan, db_plan = mc.Plan(made.changes), mc.Plan()
             except ConcurbenchError as exc:
                 checks.append(failed(f"{where}: settings", first_line(exc), "" if self.owned else
                                      "use --target docker, or leave the variant out with --variant"))
@@ -97,6 +101,12 @@ class SqlServerSide:
                 seen.add(change.what)
                 checks.append(ok(f"setting {change.what}", "not applied; the run runs: " + "; ".join(change.apply)
                                  + (" (then restarts the server)" if plan.restart else "")))
+            for change in left:
+                if change.what not in seen:
+                    seen.add(change.what)
+                    why = "it takes a server restart" if change.restart else "--allow-server-changes was not given"
+                    checks.append(ok(f"setting {change.what}", f"left as the server has it ({why}): the run records "
+                                                               f"the difference (--server-settings as-is)"))
         return checks
 
     # -- permissions ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import time
 import psycopg
 from psycopg import pq
 
+from ..engines import pg_settings
 from ..engines.sqlsplit import split_sql
 from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
     without_statements
@@ -40,10 +41,11 @@ FUNCTIONS = ("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace 
 
 
 class PostgresSide:
-    def __init__(self, eng, *, owned: bool, allowed: bool):
+    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False):
         self.eng = eng
         self.owned = owned  # a server concurbench starts (and may restart)
         self.allowed = allowed  # --allow-server-changes
+        self.as_is = as_is  # --server-settings as-is
 
     background_spec = staticmethod(without_statements)
 
@@ -60,44 +62,13 @@ class PostgresSide:
     # -- settings ---------------------------------------------------------------------------------------
     def settings(self, conn, scenario, variants) -> list[Check]:
         """The plan for the scenario's server settings and the variants' own, read from the server, not applied."""
-        checks = []
-        names = [n for n, _ in scenario.settings]
-        rows = {r[0]: r[1:] for r in conn.execute(
-            "SELECT name, setting, unit, context FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()}
-        role, superuser = conn.execute("SELECT current_user, rolsuper FROM pg_roles "
-                                       "WHERE rolname = current_user").fetchone()
-        version = conn.info.server_version
-        for name, value in scenario.settings:
-            check = f"setting {name}"
-            if name not in rows:
-                if self.owned and "." in name:  # a library's setting: known once shared_preload_libraries loads it
-                    checks.append(ok(check, f"not known to the server until its library is loaded; the run starts "
-                                            f"the server with {value} (not applied)"))
-                else:
-                    checks.append(failed(check, f"the server has no setting named {name}",
-                                         "correct or remove it under server.settings"))
-                continue
-            setting, unit, context = rows[name]
-            now = f"{setting}{' ' + unit if unit else ''}"
-            if self.owned:
-                checks.append(ok(check, f"now {now}; the run starts the server with {value} (not applied)"))
-            elif context == "postmaster":
-                checks.append(failed(check, f"now {now}; {name} changes only with a server restart (context "
-                                            f"postmaster), which concurbench does not do to a server it does not own",
-                                     "set it yourself and restart the server, or use the embedded, binaries or "
-                                     "docker target"))
-            elif not self.allowed:
-                checks.append(failed(check, f"now {now}; the run would set {value} with ALTER SYSTEM and a reload",
-                                     "add --allow-server-changes (the run puts the old value back at the end)"))
-            elif not superuser and not self._may_alter_system(conn, name, version):
-                words = self._refusal(conn, name, value, context) or \
-                    f"role {role} may not ALTER SYSTEM SET {name}"
-                checks.append(failed(check, f"now {now}; {words}",
-                                     f"run as a superuser, or GRANT ALTER SYSTEM ON PARAMETER {name} TO {role} "
-                                     f"(PostgreSQL 15 and later)"))
-            else:
-                checks.append(ok(check, f"now {now}; the run sets {value} with ALTER SYSTEM and a reload and puts "
-                                        f"{now} back at the end (not applied)"))
+        wanted = dict(scenario.settings)
+        found = pg_settings.read(conn, list(wanted))
+        if self.owned:
+            checks = [self._owned(name, value, found[name]) for name, value in wanted.items()]
+        else:
+            checks = [self._unowned(conn, p) for p in pg_settings.plan(found, wanted, as_is=self.as_is,
+                                                                         allowed=self.allowed)]
         for variant in variants:
             if not variant.settings or {**dict(scenario.settings), **dict(variant.settings)} == dict(scenario.settings):
                 continue
@@ -111,6 +82,50 @@ class PostgresSide:
                                      "run this variant on the embedded, binaries or docker target, or leave it "
                                      "out with --variant"))
         return checks
+
+    @staticmethod
+    def _owned(name: str, value, found: pg_settings.Found) -> Check:
+        check = f"setting {name}"
+        if not found.unknown:
+            return ok(check, f"now {found.shown}; the run starts the server with {value} (not applied)")
+        if "." in name:  # a library's setting: known once shared_preload_libraries loads it
+            return ok(check, f"not known to the server until its library is loaded; the run starts the server "
+                             f"with {value} (not applied)")
+        return failed(check, found.unknown, "correct or remove it under server.settings")
+
+    def _unowned(self, conn, p: pg_settings.Planned) -> Check:
+        check, now = f"setting {p.name}", f"now {p.found.shown}"
+        if p.action == pg_settings.SAME:
+            return ok(check, f"{now}, as the scenario wants")
+        if p.action == pg_settings.RECORD:
+            return ok(check, f"{now if p.found.shown is not None else 'unknown'}; the scenario wants {p.wanted}; "
+                             f"{p.why}: the run leaves it as it is and records the difference (--server-settings "
+                             f"as-is)")
+        if p.action == pg_settings.APPLY:
+            role, superuser = conn.execute("SELECT current_user, rolsuper FROM pg_roles "
+                                           "WHERE rolname = current_user").fetchone()
+            if not superuser and not self._may_alter_system(conn, p.name, conn.info.server_version):
+                words = self._refusal(conn, p.name, p.wanted, p.found.context) or \
+                    f"role {role} may not ALTER SYSTEM SET {p.name}"
+                return failed(check, f"{now}; {words}", f"run as a superuser, or GRANT ALTER SYSTEM ON PARAMETER "
+                                                        f"{p.name} TO {role} (PostgreSQL 15 and later)")
+            if not conn.execute(pg_settings.MAY_RESTORE_SQL).fetchone()[0]:
+                return failed(check, f"{now}; role {role} may not read pg_file_settings or reload the configuration, "
+                                     f"which the run does to put the setting back exactly",
+                              pg_settings.RESTORE_FIX.replace("the role", role))
+            return ok(check, f"{now}; the run sets {p.wanted} with ALTER SYSTEM and a reload and puts {p.found.shown} "
+                             f"back at the end (not applied)")
+        if p.why == pg_settings.NOT_ALLOWED:
+            return failed(check, f"{now}; the run would set {p.wanted} with ALTER SYSTEM and a reload",
+                          "add --allow-server-changes (the run puts the old value back at the end), or "
+                          "--server-settings as-is to run with the server's value and record the difference")
+        if p.found.unknown:
+            return failed(check, p.found.unknown, "correct or remove it under server.settings, grant the role "
+                                                  "pg_read_all_settings, or add --server-settings as-is")
+        return failed(check, f"{now}; {p.name} {p.why} (context {p.found.context}), which concurbench does not do "
+                             f"to a server it does not own",
+                      "set it yourself and restart the server, add --server-settings as-is to run with the server's "
+                      "value and record the difference, or use the embedded, binaries or docker target")
 
     @staticmethod
     def _may_alter_system(conn, name: str, version: int) -> bool:

@@ -6,7 +6,9 @@
 Without a `Driver` the best installed one is chosen (Driver 18, 17, then FreeTDS). The password
 comes from the string or from `--password-env`; it stays in memory, and what is shown or stored
 is the string without it. Database and server options of the scenario are applied by the engine
-only with `--allow-server-changes` and are put back when the run ends (see engines/sqlserver.py).
+only with `--allow-server-changes` and are put back when the run ends (see engines/sqlserver.py);
+with `--server-settings as-is`, those that take a restart (and, without `--allow-server-changes`,
+all of them) are left as the server has them and the run records each difference.
 
 The run happens in one database: the DSN's `Database`, or, without one, the login's default
 database as the session reports it (DB_NAME()), which is then written into the connection string so
@@ -46,13 +48,14 @@ class ExistingSqlServer:
     name = "dsn"
 
     def __init__(self, dsn: str, *, password_env: str | None = None, allow_server_changes: bool = False,
-                 drivers: list[str] | None = None):
+                 as_is: bool = False, drivers: list[str] | None = None):
         password = None
         if password_env:
             if password_env not in os.environ:
                 raise ConfigError(f"--password-env {password_env}: no such environment variable is set")
             password = os.environ[password_env]
         self.allow = allow_server_changes
+        self.as_is = as_is
         if "://" in dsn:
             self.conninfo = from_url(dsn, password, mssql.detect_driver(drivers or mssql.installed_drivers()))
         else:

@@ -15,6 +15,9 @@ from ..errors import ConfigError
 from ..util import suggest
 from .embedded import EmbeddedPostgres
 
+APPLY, AS_IS = "apply", "as-is"  # --server-settings: the scenario's settings applied, or the server taken as it is
+SERVER_SETTINGS = (APPLY, AS_IS)
+
 
 @dataclass(frozen=True)
 class TargetOptions:
@@ -27,6 +30,7 @@ class TargetOptions:
     host_network: bool = False
     keep: bool = False
     allow_server_changes: bool = False
+    server_settings: str = APPLY  # AS_IS: a dsn server's settings are left as they are, and differences recorded
     run_id: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -62,6 +66,11 @@ def make_provisioner(engine: str, settings: dict, options: TargetOptions):
     if factory is None:
         raise ConfigError(f"unknown target '{options.target}'{suggest(options.target, TARGETS)}; "
                           f"known: {', '.join(sorted(TARGETS))}")
+    if options.server_settings not in SERVER_SETTINGS:
+        raise ConfigError(f"--server-settings {options.server_settings}: expected {' or '.join(SERVER_SETTINGS)}")
+    if options.server_settings == AS_IS and options.target != "dsn":
+        raise ConfigError(f"--server-settings as-is is for a server concurbench does not own (--target dsn); the "
+                          f"{options.target} target starts its own server with the scenario's settings")
     return factory(engine, dict(settings), options)
 
 

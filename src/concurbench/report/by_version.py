@@ -53,6 +53,8 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
                     reasons.setdefault(_without_figures(v.reason), []).append(version)
             for reason, where in reasons.items():
                 table.notes.append(f"{n} on {', '.join(where)}: {reason}")
+        table.notes += [f"on {s.version_short}, settings not as the scenario's (--server-settings as-is): "
+                        f"{s.differences_text()}" for s in run.servers if s.differences]
         if run.path is not None:
             table.notes.append(f"run directory: {run.path}")
         tables.append(table)

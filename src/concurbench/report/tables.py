@@ -106,6 +106,8 @@ def build_report(run: Run) -> Report:
         f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {run.processes} worker processes",
         f"Status: {run.status}" + (f" — {run.error}" if run.error else ""),
     ]
+    lines += [f"Settings not as the scenario's{' on ' + s.version_short if len(servers) > 1 else ''} (--server-settings "
+              f"as-is; claims name them too): {s.differences_text()}" for s in servers if s.differences]
     if run.repeat > 1:
         lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
                      f"half-width")

@@ -377,13 +377,15 @@ class ScenarioInfo:
                    source=Source(**{f.name: source.get(f.name) or "" for f in fields(Source)}))
 
 
-SERVER_KEYS = ("version", "version_num", "version_short", "settings", "target", "connection")
+SERVER_KEYS = ("version", "version_num", "version_short", "settings", "target", "connection", "differences")
 
 
 @dataclass(frozen=True)
 class ServerInfo:
     """A server the scenario ran on, as its engine described it; `extra` holds engine-specific facts
-    (SQL Server's edition and product version)."""
+    (SQL Server's edition and product version). `differences` are the scenario's settings a server
+    concurbench does not own ran without (`--server-settings as-is`): {setting, wanted, found, why},
+    `found` None where the role may not read it."""
 
     version: str = ""
     version_num: int | None = None
@@ -392,16 +394,30 @@ class ServerInfo:
     target: str | None = None
     connection: str | None = None  # without any password
     extra: dict = field(default_factory=dict)
+    differences: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         head = {"version": self.version, "version_num": self.version_num, "version_short": self.version_short}
-        return {**head, **self.extra, "settings": self.settings, "target": self.target, "connection": self.connection}
+        out = {**head, **self.extra, "settings": self.settings, "target": self.target, "connection": self.connection}
+        if self.differences:
+            out["differences"] = [dict(d) for d in self.differences]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict, where: str = "server") -> "ServerInfo":
         data = _mapping(data, where)
         known = {k: data[k] for k in SERVER_KEYS if k in data}
-        return cls(**known, extra={k: v for k, v in data.items() if k not in SERVER_KEYS})
+        differences = known.pop("differences", None) or []
+        if not isinstance(differences, list) or not all(isinstance(d, dict) and "setting" in d for d in differences):
+            raise FormatProblem(f"{where}.differences", "expected a list of {setting, wanted, found, why}")
+        return cls(**known, differences=[dict(d) for d in differences],
+                   extra={k: v for k, v in data.items() if k not in SERVER_KEYS})
+
+    def differences_text(self, why: bool = True) -> str:
+        """The differences in one line: "shared_buffers 128MB, the scenario wants 256MB (why); ..."."""
+        return "; ".join(f"{d['setting']} {'unknown' if d.get('found') is None else d['found']}, the scenario wants "
+                         f"{d['wanted']}" + (f" ({d['why']})" if why and d.get("why") else "")
+                         for d in self.differences)
 
 
 @dataclass(frozen=True)
