@@ -62,7 +62,7 @@ from concurbench import stats
 from concurbench.stats.decisions import look_levels
 from concurbench.engines import postgres as pg
 from concurbench.provisioners.embedded import EmbeddedPostgres, wheel_install
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload import fastloop

@@ -13,7 +13,7 @@ session touches. Then it reads:
 
     python benchmarks/session_memory.py [--sessions 100] [--rounds 20]
 
-The guard (src/concurbench/guards.py) uses round figures above what this prints here.
+The guard (src/concurbench/running/guards.py) uses round figures above what this prints here.
 """
 
 from __future__ import annotations

@@ -161,7 +161,7 @@ def _pyodbc_pg_engine():
     PostgreSQL's transaction words and SQLSTATE classes, through the psqlODBC driver."""
     import pyodbc
 
-    from concurbench.engines.mssql import error_key
+    from concurbench.engines.odbc import error_key
 
     def classify(exc):
         state = exc.args[0] if exc.args and isinstance(exc.args[0], str) else None

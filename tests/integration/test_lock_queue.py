@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "postgres" / "lock-queue.yaml"
 VARIANTS = ["no_timeout", "lock_timeout"]

@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 from concurbench.workload.stats import PoolStats
 
 ROOT = Path(__file__).resolve().parents[2]

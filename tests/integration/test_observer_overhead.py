@@ -35,7 +35,7 @@ def leftovers() -> set[str]:
             cmd = " ".join(proc.info["cmdline"] or [])
         except psutil.Error:
             continue
-        if "concurbench.cli.log_drain" in cmd:
+        if "concurbench.background.drain_process" in cmd:
             found.add(f"drain pid {proc.pid}")
     return found
 

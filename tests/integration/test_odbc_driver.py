@@ -17,7 +17,7 @@ from needs import import_pyodbc
 
 pyodbc = import_pyodbc()
 
-from concurbench.engines import mssql, sqlserver  # noqa: E402
+from concurbench.engines import odbc, sqlserver  # noqa: E402
 from concurbench.engines.classes import CONNECTION  # noqa: E402
 from concurbench.errors import EngineError, ProvisionError  # noqa: E402
 from concurbench.provisioners.dsn_mssql import ExistingSqlServer  # noqa: E402
@@ -25,8 +25,8 @@ from concurbench.provisioners.dsn_mssql import ExistingSqlServer  # noqa: E402
 pytestmark = pytest.mark.integration
 SECRET = "Very-s3cret-pw;{x}"
 
-if mssql.FREETDS not in mssql.installed_drivers():
-    pytest.skip(f"the FreeTDS ODBC driver is not installed (drivers: {mssql.installed_drivers() or 'none'}); "
+if odbc.FREETDS not in odbc.installed_drivers():
+    pytest.skip(f"the FreeTDS ODBC driver is not installed (drivers: {odbc.installed_drivers() or 'none'}); "
                 f"apt-get install unixodbc tdsodbc", allow_module_level=True)
 
 
@@ -63,17 +63,17 @@ def hang_up_port():
 
 
 def test_the_installed_driver_is_found_and_chosen():
-    assert mssql.detect_driver(mssql.installed_drivers()) == mssql.FREETDS
+    assert odbc.detect_driver(odbc.installed_drivers()) == odbc.FREETDS
 
 
 @pytest.mark.parametrize("where", ["closed", "hang_up"])
 def test_driver_errors_are_connection_errors_and_hide_the_password(where, request):
     port = closed_port() if where == "closed" else request.getfixturevalue("hang_up_port")
-    conn_str = mssql.connection_string(mssql.FREETDS, "127.0.0.1", port, "sa", SECRET, "bench", timeout=3)
+    conn_str = odbc.connection_string(odbc.FREETDS, "127.0.0.1", port, "sa", SECRET, "bench", timeout=3)
     with pytest.raises(pyodbc.Error) as raw:
         pyodbc.connect(conn_str, timeout=3)
-    assert mssql.classify(raw.value) == CONNECTION
-    assert mssql.error_number_from_pyodbc(raw.value) is not None or raw.value.args[0].startswith("08")
+    assert odbc.classify(raw.value) == CONNECTION
+    assert odbc.error_number_from_pyodbc(raw.value) is not None or raw.value.args[0].startswith("08")
     with pytest.raises(EngineError) as caught:
         sqlserver.connect(conn_str, application_name="concurbench:test")
     assert "cannot connect to SQL Server" in caught.value.message

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from concurbench.report.metrics import pool_metrics
+from concurbench.results.metrics import pool_metrics
 from concurbench.scenario.model import Phase, Pool, Statement
 from concurbench.workload.pool import LoadGenerator
 

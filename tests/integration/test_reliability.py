@@ -15,10 +15,10 @@ from concurbench.check import CheckPolicy
 from concurbench.engines import postgres as pg
 from concurbench.engines.admin import AdminSession
 from concurbench.errors import ConfigError, EngineError
-from concurbench.guards import check_connected
+from concurbench.running.guards import check_connected
 from concurbench.provisioners.embedded import EmbeddedPostgres
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from concurbench.check.sides import side_data
-from concurbench.report.metrics import pool_metrics
+from concurbench.results.metrics import pool_metrics
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement

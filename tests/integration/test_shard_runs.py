@@ -15,8 +15,8 @@ import pytest
 from concurbench.provisioners import binaries
 from concurbench.results.shards import Shard
 from concurbench.results.store import load_run
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "scenarios" / "shard-merge.yaml"

@@ -19,8 +19,8 @@ import pytest
 
 from concurbench.errors import ConcurbenchError
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from concurbench.results.model import VariantRun
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "postgres" / "temp-table-churn.yaml"
 CATALOGS = {"pg_attribute", "pg_class", "pg_depend", "pg_type"}

@@ -15,9 +15,9 @@ import pytest
 from concurbench.background.events import merged
 from concurbench.background.kinds import background_events, make_background
 from concurbench.engines import postgres as pg
-from concurbench.runner import Runner
+from concurbench.running.runner import Runner
 from concurbench.scenario.model import Background, Pool, Statement
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 from concurbench.workload.pool import LoadGenerator
 from waiting import wait_until
 

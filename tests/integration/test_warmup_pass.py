@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 pytestmark = pytest.mark.integration
 

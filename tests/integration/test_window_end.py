@@ -21,8 +21,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.workload.pool import REPORT_GRACE_S, LoadGenerator

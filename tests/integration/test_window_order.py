@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from concurbench import runner as runner_module
+from concurbench.running import runner as runner_module
 from concurbench.background.mssql import XEventSession
-from concurbench.runner import Runner
+from concurbench.running.runner import Runner
 from concurbench.samplers.postgres import WaitEvents
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 pytestmark = pytest.mark.integration
 

@@ -22,14 +22,14 @@ IMAGE = f"mcr.microsoft.com/mssql/server:{VERSION}-latest"
 
 
 def _driver_problem() -> str | None:
-    from concurbench.engines import mssql
+    from concurbench.engines import odbc
 
     try:
         import pyodbc  # noqa: F401
     except ImportError as exc:
-        return f"pyodbc cannot be imported ({exc}); {mssql.DRIVER_HELP}"
+        return f"pyodbc cannot be imported ({exc}); {odbc.DRIVER_HELP}"
     try:
-        mssql.detect_driver(mssql.installed_drivers())
+        odbc.detect_driver(odbc.installed_drivers())
     except Exception as exc:  # noqa: BLE001 - EngineError with the installed drivers listed
         return getattr(exc, "message", str(exc))
     return None

@@ -255,7 +255,7 @@ def test_earlier_verdicts_stand():
 
 
 def test_the_plan_runs_only_what_open_claims_read(tmp_path):
-    from concurbench.scenarios import load_scenario
+    from concurbench.running.load import load_scenario
 
     scenario = load_scenario(_scenario(tmp_path), quick=False)
     runs = [run("a", 1, point=4), run("a", 1, point=32), run("b", 1, point=4), run("b", 1, point=32),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from concurbench.errors import ConfigError
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.check import check_outcome, evaluate
 from concurbench.scenario.claims import Ref, parse_claim

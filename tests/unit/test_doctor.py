@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from click.testing import CliRunner
 
-from concurbench import doctor
+from concurbench.housekeeping import doctor
 from concurbench.cli.main import cli
 from concurbench.errors import ProvisionError
 

@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from concurbench import gc
+from concurbench.housekeeping import gc
 
 
 def test_container_owner_rules():

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from concurbench import guards
+from concurbench.running import guards
 from concurbench.check import CheckPolicy
 from concurbench.errors import ConfigError
 from concurbench.results.shards import Shard
-from concurbench.runner import Runner
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner
+from concurbench.running.load import load_scenario
 
 BIG = 1 << 40  # more memory or files than any case here needs
 

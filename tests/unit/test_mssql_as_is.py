@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from mssql_standin import StandInProvisioner, StandInSqlServer
 
-from concurbench import guards
-from concurbench.engines import mssql, sqlserver
+from concurbench.running import guards
+from concurbench.engines import odbc, sqlserver
 from concurbench.engines.mssql_differences import NOT_ALLOWED, RESTART
 from concurbench.errors import ConfigError, ProvisionError
-from concurbench.runner import Runner, _Server
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner, _Server
+from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNINFO = "Driver={FreeTDS};Server=127.0.0.1;Port=1;Database=concurbench;UID=bench;PWD=x;"
@@ -130,7 +130,7 @@ def test_standin_runner_records_what_a_dsn_server_ran_without(tmp_path, monkeypa
     """The runner's start on the dsn target with as-is: the scenario wants one tempdb file and the server has four
     (removing them takes a restart): nothing is changed, and the server's record says so."""
     server = StandInSqlServer.with_tempdb_files(4, holding_pages=False)
-    monkeypatch.setattr(mssql, "connect", server.connect)
+    monkeypatch.setattr(odbc, "connect", server.connect)
     provisioner = StandInProvisioner(server, name="dsn", allow=True)
     provisioner.as_is = True
     runner = Runner(load_scenario(ROOT / "scenarios/mssql/tempdb-gam-contention.yaml", quick=True), provisioner,

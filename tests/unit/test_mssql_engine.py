@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.engines import mssql
-from concurbench.engines.mssql import (CONNECTION, DEADLOCK, DRIVER_17, DRIVER_18, FREETDS, LOCK_NOT_AVAILABLE, OTHER,
+from concurbench.engines import odbc
+from concurbench.engines.odbc import (CONNECTION, DEADLOCK, DRIVER_17, DRIVER_18, FREETDS, LOCK_NOT_AVAILABLE, OTHER,
                                        SERIALIZATION, classify, classify_error, classify_error_number,
                                        connection_string, detect_driver, error_key, error_number_from_pyodbc,
                                        nocount, safe_connection_string, server_info_query, split_batches)
@@ -30,7 +30,7 @@ def test_module_imports_without_pyodbc():
     import ast
     import inspect
 
-    tree = ast.parse(inspect.getsource(mssql))
+    tree = ast.parse(inspect.getsource(odbc))
     top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
     names = [a.name for n in top for a in n.names] + [getattr(n, "module", None) or "" for n in top]
     assert not any("pyodbc" in name for name in names)
@@ -39,13 +39,13 @@ def test_module_imports_without_pyodbc():
 def test_installed_drivers_without_pyodbc(monkeypatch):
     """no SQL Server here: pyodbc is made unimportable, and the list is empty."""
     monkeypatch.setitem(sys.modules, "pyodbc", None)
-    assert mssql.installed_drivers() == []
+    assert odbc.installed_drivers() == []
 
 
 def test_connect_without_pyodbc(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyodbc", None)
     with pytest.raises(EngineError, match="pyodbc is not installed"):
-        mssql.connect("Driver={x};")
+        odbc.connect("Driver={x};")
 
 
 # -- drivers -----------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_detect_driver_none(installed):
 
 # -- connection strings ------------------------------------------------------------------------------
 def _pairs(s: str) -> dict:
-    return {k: v for k, v in mssql._split_conn(s)}
+    return {k: v for k, v in odbc._split_conn(s)}
 
 
 def test_connection_string_driver18():
@@ -113,7 +113,7 @@ def test_connection_string_braces_values():
     assert "PWD={a;b}}c{d};" in s
     assert "APP={ spaced };" in s
     assert _pairs(s)["PWD"] == "{a;b}}c{d}"
-    assert mssql.odbc_value("plain!#%") == "plain!#%"
+    assert odbc.odbc_value("plain!#%") == "plain!#%"
 
 
 def test_safe_connection_string_removes_password():

@@ -15,12 +15,12 @@ import pytest
 from ruamel.yaml import YAML
 from test_tsql_parses import check_tsql
 
-from concurbench.engines import mssql, sqlserver
-from concurbench.engines.mssql import CONNECTION, classify
+from concurbench.engines import odbc, sqlserver
+from concurbench.engines.odbc import CONNECTION, classify
 from concurbench.errors import ConfigError, EngineError, ProvisionError
 from concurbench.provisioners import containers, docker as target, docker_mssql
 from concurbench.provisioners.dsn_mssql import ExistingSqlServer
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def test_a_container_is_ready_once_tempdb_model_and_the_run_database_are_online(
     half = {**recovering, "tempdb": "ONLINE", "model": "ONLINE"}
     online = dict.fromkeys(recovering, "ONLINE")
     standin = StartingSqlServer([recovering, recovering, half, online])
-    monkeypatch.setattr(mssql, "connect", standin.connect)
+    monkeypatch.setattr(odbc, "connect", standin.connect)
     server, clock = docker_mssql_server(), FakeClock()
     target.wait_until_ready(server._probe, timeout=60, clock=clock, sleep=clock.sleep, interval=0.5)
     assert clock.now == 1.5  # three probes found a database not ONLINE, the fourth found all of them
@@ -131,7 +131,7 @@ def test_before_the_run_database_exists_only_tempdb_and_model_count():
 def test_readiness_names_what_it_waits_for_when_time_runs_out(monkeypatch):
     """Stand-in for SQL Server whose tempdb never comes ONLINE: the timeout's cause says so."""
     standin = StartingSqlServer([{"tempdb": "RECOVERING", "model": "ONLINE"}])
-    monkeypatch.setattr(mssql, "connect", standin.connect)
+    monkeypatch.setattr(odbc, "connect", standin.connect)
     server, clock = docker_mssql_server(), FakeClock()
     with pytest.raises(TimeoutError) as waited:
         target.wait_until_ready(server._probe, timeout=5, clock=clock, sleep=clock.sleep, interval=1)
@@ -142,7 +142,7 @@ def test_the_run_database_is_created_over_a_connection_that_is_closed(monkeypatc
     """Stand-in for SQL Server. pyodbc's `with connect()` commits but leaves the connection open, which
     the old code relied on."""
     standin = StartingSqlServer([dict.fromkeys(("tempdb", "model"), "ONLINE")])
-    monkeypatch.setattr(mssql, "connect", standin.connect)
+    monkeypatch.setattr(odbc, "connect", standin.connect)
     docker_mssql.create_database(docker_mssql_server()._odbc("master"))
     assert standin.statements == ["IF DB_ID(N'concurbench') IS NULL CREATE DATABASE [concurbench]"]
     assert [c.closed for c in standin.connections] == [True]

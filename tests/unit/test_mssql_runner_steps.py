@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import pytest
 from mssql_standin import StandInProvisioner, StandInSqlServer
 
-from concurbench.engines import mssql, sqlserver
+from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import EngineError, ProvisionError
-from concurbench.runner import Runner, _Server
-from concurbench.scenarios import load_scenario
+from concurbench.running.runner import Runner, _Server
+from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPDB_SCENARIO = ROOT / "scenarios" / "mssql" / "tempdb-gam-contention.yaml"
@@ -28,7 +28,7 @@ def standin(monkeypatch):
     through the engine's own connect (pyodbc replaced by the stand-in's)."""
     def make(files: int = 8, holding_pages: bool = False) -> StandInSqlServer:
         server = StandInSqlServer.with_tempdb_files(files, holding_pages)
-        monkeypatch.setattr(mssql, "connect", server.connect)
+        monkeypatch.setattr(odbc, "connect", server.connect)
         return server
     return make
 

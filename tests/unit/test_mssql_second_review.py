@@ -15,15 +15,15 @@ from types import SimpleNamespace
 import pytest
 from mssql_standin import StandInCursor, StandInSqlServer
 
-from concurbench import doctor
-from concurbench.engines import mssql, sqlserver
+from concurbench.housekeeping import doctor
+from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import ConfigError, EngineError, ProvisionError
 from concurbench.probe import probe
 from concurbench.provisioners.base import Connection
 from concurbench.report.server_facts import server_facts_table
 from concurbench.results.model import ServerInfo
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 NO_LIMIT = "none"  # how the scenario stores `server: cpus:` left empty (engines/mssql_limits.py)
@@ -219,12 +219,12 @@ def test_doctor_accepts_exactly_the_drivers_the_engine_connects_with(monkeypatch
     Driver 13 was told it was ready, and the run then failed with "no ODBC driver for SQL Server found"."""
     monkeypatch.setattr(doctor, "odbc_drivers", lambda: (installed, "pyodbc"))
     try:
-        engine_takes = bool(mssql.detect_driver(installed))
+        engine_takes = bool(odbc.detect_driver(installed))
     except EngineError:
         engine_takes = False
     check = doctor.check_odbc()
     assert check.ok is engine_takes
-    assert engine_takes is (installed[0] in mssql.PREFERRED_DRIVERS)
+    assert engine_takes is (installed[0] in odbc.PREFERRED_DRIVERS)
     if not check.ok:
         assert "ODBC Driver 18 for SQL Server" in check.detail
 
@@ -495,14 +495,14 @@ def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_resta
     load, and the variant run records the pass and whether a restart came before it."""
     import mssql_standin
 
-    from concurbench import runner as runner_module
-    from concurbench.runner import Runner, _Server
+    from concurbench.running import runner as runner_module
+    from concurbench.running.runner import Runner, _Server
     from concurbench.results.model import VariantRun
     from concurbench.workload.pool import PoolRunResult
     from concurbench.workload.stats import PoolStats
 
     server = StandInSqlServer.with_tempdb_files(8, holding_pages=False)
-    monkeypatch.setattr(mssql, "connect", server.connect)
+    monkeypatch.setattr(odbc, "connect", server.connect)
     monkeypatch.setattr(mssql_standin, "FACTS", [*mssql_standin.FACTS, (
         "AS data_files", ("data_files", "memory_optimized_metadata"), (1, 0))])  # the scenario's `before` probe
     loads: list[tuple] = []

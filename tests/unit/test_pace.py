@@ -197,7 +197,7 @@ def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
 
 def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_lower():
     from concurbench.report.compare import LOWER, direction
-    from concurbench.report.metrics import pool_metrics
+    from concurbench.results.metrics import pool_metrics
     from concurbench.workload.stats import PoolStats
 
     stats = PoolStats("p", transactions=2, late=1, skipped=3)

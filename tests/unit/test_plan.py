@@ -12,10 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from concurbench.cli.progress import Progress
-from concurbench.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
+from concurbench.running.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 SCENARIO = """name: p
 engine: postgres

@@ -13,7 +13,7 @@ from mssql_standin import StandInCursor
 from concurbench.engines import sqlserver
 from concurbench.probe import probe
 from concurbench.provisioners.base import Connection
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 SCENARIO = """\
 name: standin

@@ -8,7 +8,9 @@ from dataclasses import replace
 
 import pytest
 
-from concurbench.report.metrics import ERROR_CLASSES, pool_metrics, top_waits
+from concurbench.engines.classes import ALL as ERROR_CLASSES
+from concurbench.report.tables import top_waits
+from concurbench.results.metrics import pool_metrics
 from concurbench.results.model import (PoolResult, PublishedFigure, Run, ScenarioInfo, ServerInfo, Source,
                                        Unavailable, VariantRun)
 from concurbench.report.render import markdown

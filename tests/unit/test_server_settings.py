@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from concurbench import guards
+from concurbench.running import guards
 from concurbench.check import with_differences
 from concurbench.engines import pg_settings as ps
 from concurbench.report.by_version import claims_by_version
@@ -21,7 +21,7 @@ from concurbench.report.html import report_page
 from concurbench.report.render import markdown
 from concurbench.report.tables import build_report
 from concurbench.results.model import ClaimVerdict, Run, ScenarioInfo, ServerInfo
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 

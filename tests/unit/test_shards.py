@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from concurbench.errors import ConfigError
-from concurbench.merger import merge_shards
+from concurbench.running.merge import merge_shards
 from concurbench.results.merge import join
 from concurbench.results.model import (FORMAT_VERSION, ClaimVerdict, PoolResult, Run, ScenarioInfo, ServerInfo, ShardInfo,
                                        VariantRun)

@@ -6,7 +6,7 @@ import pytest
 
 from concurbench.errors import ConfigError
 from concurbench.scenario.model import Phase
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 
 HEAD = """name: t
 engine: postgres

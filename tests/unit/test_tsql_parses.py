@@ -1,6 +1,6 @@
 """Every T-SQL text of the SQL Server scenarios parses with sqlglot's T-SQL dialect.
 
-Covered: each batch (split on GO lines by `concurbench.engines.mssql.split_batches`, as the engine
+Covered: each batch (split on GO lines by `concurbench.engines.odbc.split_batches`, as the engine
 runs them) of every file under sql/mssql/, and every SQL string of every scenarios/mssql/*.yaml:
 setup and teardown (top level, `quick:` and variants), pool transactions and `init`, probes,
 background sessions' `sql` and `release_when`. `${name}` is replaced by the scenario's parameter
@@ -41,7 +41,7 @@ from ruamel.yaml import YAML
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel
 
-from concurbench.engines.mssql import split_batches
+from concurbench.engines.odbc import split_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 SQL_DIR = ROOT / "sql" / "mssql"
@@ -428,10 +428,10 @@ def test_sampler_query_parses(sql):
 
 # -- what the engine reads about the server -------------------------------------------------------------
 def _server_sql() -> list:
-    from concurbench.engines import mssql
+    from concurbench.engines import odbc
 
-    return [pytest.param(sql, id=f"server_facts[{i}]") for i, sql in enumerate(mssql.SERVER_FACTS)] + \
-        [pytest.param(mssql.server_info_query(), id="server_info")]
+    return [pytest.param(sql, id=f"server_facts[{i}]") for i, sql in enumerate(odbc.SERVER_FACTS)] + \
+        [pytest.param(odbc.server_info_query(), id="server_info")]
 
 
 @pytest.mark.parametrize("sql", _server_sql())

@@ -13,7 +13,7 @@ from ruamel.yaml import YAML
 
 from concurbench.cli.main import cli
 from concurbench.errors import ConfigError
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 from concurbench.util import parse_duration
 
 HERE = Path(__file__).parent

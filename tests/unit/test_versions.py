@@ -10,7 +10,7 @@ import pytest
 
 from concurbench.errors import ConfigError
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.scenarios import load_scenario
+from concurbench.running.load import load_scenario
 from concurbench.check import evaluate
 from concurbench.scenario.versions import parse_versions, version_parts
 

@@ -1,13 +1,16 @@
 """The log drain's own process: reads the server's log FIFO at a set rate until told to stop.
 
-It runs as `python -m concurbench.cli.log_drain` (see background/log_drain.py for why and how), and
-imports nothing but the standard library, so it starts quickly.
+It is a program of its own, `python -m concurbench.background.drain_process FIFO BYTES_PER_SECOND
+[MARKER]` (see background/log_drain.py for why and how): it prints what it read as one JSON line when
+the observer stops it, and imports nothing but the standard library, so it starts quickly.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -78,3 +81,16 @@ def drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
     stats["throttled_rate_bytes_s"] = round(stats["throttled_bytes"] / stats["throttled_s"]) \
         if stats["throttled_s"] else None
     return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) not in (2, 3):
+        print("usage: python -m concurbench.background.drain_process FIFO BYTES_PER_SECOND [MARKER]", file=sys.stderr)
+        return 2
+    print(json.dumps(drain(args[0], float(args[1]), args[2].encode() if len(args) == 3 else b"")), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

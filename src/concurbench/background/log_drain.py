@@ -32,7 +32,7 @@ FIFO is unlinked and then the drain stopped. The server cannot hang on a FIFO no
 The drain runs in a session of its own (a Ctrl-C at the terminal reaches the harness, which then
 stops it) and exits by itself, removing the FIFO, when the harness dies.
 
-The drain is a program of its own (background/drain_process.py): `python -m concurbench.cli.log_drain FIFO RATE
+The drain is a program of its own (background/drain_process.py): `python -m concurbench.background.drain_process FIFO RATE
 [MARKER]`.
 """
 
@@ -137,7 +137,7 @@ class LogDrain:
 
     def _start_drain(self) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "concurbench.cli.log_drain", self.fifo, str(self.spec.rate), self.marker],
+            [sys.executable, "-m", "concurbench.background.drain_process", self.fifo, str(self.spec.rate), self.marker],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True)
         line = self._drain_says(15.0)

@@ -7,8 +7,8 @@ import sys
 import click
 from rich.table import Table
 
-from .. import gc
-from ..doctor import run_checks
+from ..housekeeping import gc
+from ..housekeeping.doctor import run_checks
 from ..provisioners.base import home_dir
 from .console import out
 

@@ -22,8 +22,8 @@ from ..report.by_version import claims_by_version
 from ..report.html import report_page
 from ..report.render import markdown
 from ..results.store import load_run
-from ..runner import Runner
-from ..scenarios import load_scenario
+from ..running.runner import Runner
+from ..running.load import load_scenario
 from .console import err
 from .exits import EXIT_RUN_FAILED, check_exit_code
 from .history import add_to_history, history_options, parse_pairs

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from ..merger import merge_shards
+from ..running.merge import merge_shards
 from ..report.render import terminal
 from ..report.tables import build_report
 from .console import err, out

@@ -19,8 +19,8 @@ from ..errors import ConcurbenchError
 from ..probe import ProbeReport, probe as probe_target
 from ..probe.report import FORMAT
 from ..provisioners.registry import APPLY, AS_IS, make_provisioner
-from ..runner import chosen_variants
-from ..scenarios import load_scenario
+from ..running.runner import chosen_variants
+from ..running.load import load_scenario
 from .console import err, out
 from .exits import EXIT_RUN_FAILED
 from .options import parse_params, server_versions, target_of, target_options

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, ProgressColumn, TextColumn
 from rich.progress import Progress as Bar
 from rich.text import Text
 
-from ..plan import PlanClock, clock_text
+from ..running.plan import PlanClock, clock_text
 
 PLAIN_TICK_S = 5.0
 

@@ -15,8 +15,8 @@ from ..provisioners.registry import make_provisioner
 from ..report.render import terminal
 from ..report.tables import build_report
 from ..results.shards import SHARD_AND_CHECK, Shard
-from ..runner import Runner
-from ..scenarios import load_scenario
+from ..running.runner import Runner
+from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
 from .exits import EXIT_RUN_FAILED, check_exit_code

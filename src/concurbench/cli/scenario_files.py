@@ -9,9 +9,9 @@ import click
 from rich.table import Table
 
 from ..errors import ConfigError
-from ..guards import check_scenario
+from ..running.guards import check_scenario
 from ..samplers.registry import SAMPLERS
-from ..scenarios import load_scenario
+from ..running.load import load_scenario
 from .console import err, out
 from .exits import EXIT_USAGE
 

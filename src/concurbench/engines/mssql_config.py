@@ -40,7 +40,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import EngineError, ProvisionError
-from .mssql import first_line
+from .odbc import first_line
 
 DATABASE_OPTIONS = ("read_committed_snapshot", "allow_snapshot_isolation", "accelerated_database_recovery",
                     "delayed_durability", "recovery")

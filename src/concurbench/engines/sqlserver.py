@@ -13,7 +13,7 @@ import re
 import time
 
 from ..errors import EngineError
-from . import mssql, mssql_differences
+from . import mssql_differences, odbc
 from . import mssql_config as mc
 from .blocking import BlockingChannel, Dialect
 from .classes import CONNECTION, plain
@@ -27,19 +27,19 @@ def _cancel(conn, cursor) -> None:
     cursor.cancel()
 
 
-DIALECT = Dialect(marker="?", begin=BEGIN, commit=COMMIT, rollback=ROLLBACK, classify=mssql.classify,
-                  error_key=mssql.error_key, cancel=_cancel)
+DIALECT = Dialect(marker="?", begin=BEGIN, commit=COMMIT, rollback=ROLLBACK, classify=odbc.classify,
+                  error_key=odbc.error_key, cancel=_cancel)
 
 
 def with_option(conn_str: str, key: str, value: str) -> str:
     """The ODBC string with `key` set to `value` (replacing it when present)."""
-    pairs = [(k, v) for k, v in mssql._split_conn(conn_str) if k.strip().lower() != key.lower()]
-    pairs.append((key, mssql.odbc_value(value)))
+    pairs = [(k, v) for k, v in odbc._split_conn(conn_str) if k.strip().lower() != key.lower()]
+    pairs.append((key, odbc.odbc_value(value)))
     return ";".join(f"{k}={v}" for k, v in pairs) + ";"
 
 
 def database_of(conn_str: str) -> str | None:
-    for key, value in mssql._split_conn(conn_str):
+    for key, value in odbc._split_conn(conn_str):
         if key.strip().lower() in ("database", "initial catalog"):
             return value.strip("{}")
     return None
@@ -47,12 +47,12 @@ def database_of(conn_str: str) -> str | None:
 
 def connect(conninfo: str, *, autocommit: bool = True, application_name: str = "concurbench",
             connect_timeout: int = 10):
-    conn = mssql.connect(with_option(conninfo, "APP", application_name), autocommit=autocommit,
+    conn = odbc.connect(with_option(conninfo, "APP", application_name), autocommit=autocommit,
                          timeout=connect_timeout)
     return conn
 
 
-first_line = mssql.first_line
+first_line = odbc.first_line
 
 
 def init(conn, sql: str) -> None:
@@ -92,7 +92,7 @@ def _drain(cursor) -> None:
 def run_script(conn, sql: str, origin: str = "inline", *, what: str = "setup SQL") -> None:
     """Run a script batch by batch (split on GO lines), reading every result; `GO n` runs a batch n times;
     `what` names it in errors (setup SQL, teardown SQL)."""
-    for line, batch in mssql.split_batches(sql):
+    for line, batch in odbc.split_batches(sql):
         try:
             _drain(conn.execute(batch))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
@@ -124,7 +124,7 @@ def version_num(product_version: str) -> int:
 
 def server_info(conn, names: list[str]) -> dict:
     """Version, edition, and the server configuration the run depends on, read from the server."""
-    row = query_rows(conn, mssql.server_info_query(), "reading the server version")[0]
+    row = query_rows(conn, odbc.server_info_query(), "reading the server version")[0]
     major = version_num(row["product_version"]) // 1_000_000
     year = YEARS.get(major, f"v{major}")
     level = row.get("product_update_level") or row.get("product_level") or ""
@@ -136,9 +136,9 @@ def server_info(conn, names: list[str]) -> dict:
 
 def server_facts(conn) -> dict:
     """cpu_count, scheduler_count, Query Store state, ADR, optimized locking and lightweight query
-    profiling of the connection's database (`mssql.SERVER_FACTS`); None where a query failed."""
-    facts: dict = dict.fromkeys(mssql.FACT_COLUMNS)
-    for sql in mssql.SERVER_FACTS:
+    profiling of the connection's database (`odbc.SERVER_FACTS`); None where a query failed."""
+    facts: dict = dict.fromkeys(odbc.FACT_COLUMNS)
+    for sql in odbc.SERVER_FACTS:
         try:
             rows = query_rows(conn, sql, "reading the server's configuration")
         except EngineError:
@@ -155,7 +155,7 @@ def statement_channel(conn, statements: list[tuple[str, str]], params, protocol:
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    return mssql.classify(exc) == CONNECTION
+    return odbc.classify(exc) == CONNECTION
 
 
 class Configurator:

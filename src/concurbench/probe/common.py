@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..guards import capacity
+from ..running.guards import capacity
 from ..scenario.model import Scenario, Variant
 from .report import Check, failed, ok, skipped
 

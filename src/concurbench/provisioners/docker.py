@@ -32,8 +32,8 @@ from typing import Callable
 import psycopg
 from psycopg.conninfo import make_conninfo
 
-from ..engines import mssql
-from ..engines.mssql import connection_string
+from ..engines import odbc
+from ..engines.odbc import connection_string
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection
@@ -330,10 +330,10 @@ def mssql_odbc_driver() -> str:
     try:
         import pyodbc  # noqa: F401
     except ImportError as exc:
-        raise ProvisionError(f"SQL Server needs pyodbc and an ODBC driver on this machine: {mssql.DRIVER_HELP}",
+        raise ProvisionError(f"SQL Server needs pyodbc and an ODBC driver on this machine: {odbc.DRIVER_HELP}",
                              exc) from None
     try:
-        return mssql.detect_driver(mssql.installed_drivers())
+        return odbc.detect_driver(odbc.installed_drivers())
     except EngineError as exc:
         raise ProvisionError(exc.message) from None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..engines import mssql
+from ..engines import odbc
 from ..samplers.mssql_logic import quote_ident, quote_literal
 from .containers import DATABASE
 
@@ -45,7 +45,7 @@ def not_online(rows, database: str = DATABASE) -> list[str]:
 
 def probe(conn_str: str, timeout: int, database: str = DATABASE) -> None:
     """Return when the server is ready; raise (NotReady, or the driver's error) while it is not."""
-    conn = mssql.connect(conn_str, autocommit=True, timeout=timeout)
+    conn = odbc.connect(conn_str, autocommit=True, timeout=timeout)
     try:
         rows = conn.execute(ready_query(database)).fetchall()
     finally:
@@ -56,7 +56,7 @@ def probe(conn_str: str, timeout: int, database: str = DATABASE) -> None:
 
 
 def create_database(conn_str: str, database: str = DATABASE) -> None:
-    conn = mssql.connect(conn_str, autocommit=True, timeout=10)
+    conn = odbc.connect(conn_str, autocommit=True, timeout=10)
     try:
         conn.execute(f"IF DB_ID({quote_literal(database)}) IS NULL CREATE DATABASE {quote_ident(database)}")
     finally:

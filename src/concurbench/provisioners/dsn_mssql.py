@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..engines import mssql, sqlserver
+from ..engines import odbc, sqlserver
 from ..engines.sqlserver import with_option
 from ..errors import ConfigError, ProvisionError
 from .base import Connection
@@ -38,7 +38,7 @@ def from_url(url: str, password: str | None, driver: str) -> str:
     host = parts.hostname or "127.0.0.1"
     trust = query.get("trust_server_certificate", "yes" if host.startswith(LOOPBACK) else "no").lower() == "yes"
     encrypt = query.get("encrypt")
-    return mssql.connection_string(driver, host, parts.port or 1433, unquote(parts.username or "sa"),
+    return odbc.connection_string(driver, host, parts.port or 1433, unquote(parts.username or "sa"),
                                    password if password is not None else unquote(parts.password or ""),
                                    database=unquote(parts.path.lstrip("/")) or None, trust_server_certificate=trust,
                                    encrypt=None if encrypt is None else encrypt.lower() == "yes")
@@ -57,17 +57,17 @@ class ExistingSqlServer:
         self.allow = allow_server_changes
         self.as_is = as_is
         if "://" in dsn:
-            self.conninfo = from_url(dsn, password, mssql.detect_driver(drivers or mssql.installed_drivers()))
+            self.conninfo = from_url(dsn, password, odbc.detect_driver(drivers or odbc.installed_drivers()))
         else:
-            pairs = dict((k.strip().lower(), v) for k, v in mssql._split_conn(dsn))
+            pairs = dict((k.strip().lower(), v) for k, v in odbc._split_conn(dsn))
             text = dsn if dsn.rstrip().endswith(";") else dsn + ";"
             if "driver" not in pairs:
-                driver = mssql.detect_driver(drivers or mssql.installed_drivers())
+                driver = odbc.detect_driver(drivers or odbc.installed_drivers())
                 text = f"Driver={{{driver}}};" + text
             if password is not None:
                 text = with_option(text, "PWD", password)
             self.conninfo = text
-        self.safe = mssql.safe_connection_string(self.conninfo)
+        self.safe = odbc.safe_connection_string(self.conninfo)
 
     def start(self) -> Connection:
         try:
@@ -86,7 +86,7 @@ class ExistingSqlServer:
                 f"Database=concurbench in an ODBC string, or mssql://user@host:1433/concurbench")
         if sqlserver.database_of(self.conninfo) is None:
             self.conninfo = with_option(self.conninfo, "Database", database)
-            self.safe = mssql.safe_connection_string(self.conninfo)
+            self.safe = odbc.safe_connection_string(self.conninfo)
         return Connection(self.conninfo, self.safe)
 
     def _session_database(self, conn) -> str:
@@ -94,7 +94,7 @@ class ExistingSqlServer:
         try:
             name = sqlserver.scalar(conn, "SELECT DB_NAME() AS database_name")
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
-            raise ProvisionError(f"cannot read the session's database on {self.safe}: {mssql.first_line(exc)}") from None
+            raise ProvisionError(f"cannot read the session's database on {self.safe}: {odbc.first_line(exc)}") from None
         if not name:
             raise ProvisionError(f"{self.safe} names no database and the session reports none: add Database=... to "
                                  f"the DSN")

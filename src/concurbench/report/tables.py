@@ -6,9 +6,9 @@ import math
 
 from dataclasses import dataclass, field
 
+from ..engines.classes import ALL as ERROR_CLASSES
 from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
 from ..scenario.claims import server_matches
-from .metrics import ERROR_CLASSES, top_waits
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 from .server_facts import server_facts_table
 from .timeline import timeline_tables
@@ -393,3 +393,8 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
                        f"direction and the ratios.")
     table.notes.extend(status_notes(runs))
     return table
+
+
+def top_waits(result: VariantRun, n: int = 3) -> list[tuple[str, float]]:
+    share = (result.samplers.get("wait_events") or {}).get("share") or {}
+    return list(share.items())[:n]

@@ -46,7 +46,7 @@ class Unavailable:
 
 @dataclass(frozen=True)
 class PoolResult:
-    """One pool of one variant run: its metrics (as report/metrics.pool_metrics names them) and the
+    """One pool of one variant run: its metrics (as results/metrics.pool_metrics names them) and the
     merged statistics with their encoded histograms (PoolStats.to_dict, kept as it comes)."""
 
     name: str
@@ -100,7 +100,7 @@ class VariantRun:
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
     # the timeline: {"t_s", "source", "kind", "detail"} in time order (background/events.py); written when any
     events: list[dict] = field(default_factory=list)
-    # the unmeasured pass before the load (warmup_pass.py): transactions, failed, elapsed_s, after_restart; None: none
+    # the unmeasured pass before the load (running/warmup.py): transactions, failed, elapsed_s, after_restart; None: none
     warmup_pass: dict | None = None
 
     @property

@@ -139,7 +139,7 @@ class Variant:
     database: tuple[tuple[str, object], ...] = ()  # SQL Server database options for this variant
     probes: tuple[Probe, ...] = ()
     # each client of each measured pool runs this many transactions before the measured load, in a pass of their
-    # own that nothing measures (runner.py: warm_up); None: no such pass
+    # own that nothing measures (running/warmup.py: warm_up); None: no such pass
     warmup_transactions: int | None = None
 
     @property

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .samplers.registry import SAMPLERS
-from .scenario import loader
-from .scenario.model import Scenario
+from ..samplers.registry import SAMPLERS
+from ..scenario import loader
+from ..scenario.model import Scenario
 
 
 def load_scenario(path: str | Path, *, quick: bool = False, overrides: dict[str, str] | None = None) -> Scenario:

@@ -13,16 +13,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .check import evaluate, with_differences
-from .check.evaluate import LEFT_OUT
-from .errors import ConfigError
-from .report.render import write_report
-from .results.merge import join
-from .results.model import Run
-from .results.shards import Plan
-from .results.store import load_run, write_run
-from .scenarios import load_scenario
-from .scenario.claims import Claim
+from ..check import evaluate, with_differences
+from ..check.evaluate import LEFT_OUT
+from ..errors import ConfigError
+from ..report.render import write_report
+from ..results.merge import join
+from ..results.model import Run
+from ..results.shards import Plan
+from ..results.store import load_run, write_run
+from .load import load_scenario
+from ..scenario.claims import Claim
 
 
 @dataclass

@@ -11,10 +11,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError
-from .provisioners.base import home_dir
-from .results import journal
-from .results.store import load_run
+from ..errors import ConfigError
+from ..provisioners.base import home_dir
+from ..results import journal
+from ..results.store import load_run
 
 
 def _folder(home: Path | None = None) -> Path:

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from .errors import ConfigError, EngineError
-from .scenario.model import Pool, Scenario, Variant
-from .scenario.yamlpos import Checker, Problem, join
+from ..errors import ConfigError, EngineError
+from ..scenario.model import Pool, Scenario, Variant
+from ..scenario.yamlpos import Checker, Problem, join
 
 DEFAULT_MAX_CONNECTIONS = {"postgres": 100, "mssql": 32767}  # the servers' own defaults
 SETTING = {"postgres": "max_connections", "mssql": "user connections"}

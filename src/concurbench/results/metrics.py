@@ -8,7 +8,6 @@ Reports, CSV and claims read them flattened into dotted names by VariantRun.flat
 from __future__ import annotations
 
 from ..engines.classes import ALL as ERROR_CLASSES
-from ..results.model import VariantRun
 from ..workload.stats import PoolStats
 
 
@@ -41,8 +40,3 @@ def _latency(lat) -> dict:
 
     return {"mean_ms": r(lat.mean_ms()), "p50_ms": r(lat.percentile_ms(50.0)), "p95_ms": r(lat.percentile_ms(95.0)),
             "p99_ms": r(lat.percentile_ms(99.0)), "max_ms": r(lat.max_ms())}
-
-
-def top_waits(result: VariantRun, n: int = 3) -> list[tuple[str, float]]:
-    share = (result.samplers.get("wait_events") or {}).get("share") or {}
-    return list(share.items())[:n]

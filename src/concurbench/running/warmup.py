@@ -19,8 +19,8 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from .scenario.model import Pool
-from .workload.pool import LoadGenerator
+from ..scenario.model import Pool
+from ..workload.pool import LoadGenerator
 
 SEED_OFFSET = 7919  # the pass's draws differ from the measured load's
 

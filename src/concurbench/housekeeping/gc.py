@@ -27,12 +27,12 @@ from pathlib import Path
 
 import psutil
 
-from . import liveruns
-from .errors import ConcurbenchError
-from .provisioners import docker_engine
-from .provisioners.base import home_dir
-from .provisioners.containers import LABEL_RUN
-from .provisioners.local import LocalPostgres
+from ..running import liveruns
+from ..errors import ConcurbenchError
+from ..provisioners import docker_engine
+from ..provisioners.base import home_dir
+from ..provisioners.containers import LABEL_RUN
+from ..provisioners.local import LocalPostgres
 
 STALE_STAGING_S = 3600  # a download or initdb left half-done this long ago belongs to no live run
 

@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable, Collection, Iterable
 
-from .scenario.model import Variant
+from ..scenario.model import Variant
 
 RUN_OVERHEAD_S = 0.5  # connect, setup and teardown SQL, probes, collecting the workers' results
 CONNECT_S_PER_CLIENT = 0.005

@@ -20,31 +20,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import liveruns, stats
-from .background.events import merged
-from .background.kinds import background_events, make_background
-from .check import CheckPolicy, Sequential, evaluate, with_differences
-from .check.evaluate import LEFT_OUT
-from .check.plan import points_of
-from .check.sides import MIN_RUNS
-from .engines.admin import AdminSession
-from .engines.registry import get_engine
-from .errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
+from . import liveruns
+from .. import stats
+from ..background.events import merged
+from ..background.kinds import background_events, make_background
+from ..check import CheckPolicy, Sequential, evaluate, with_differences
+from ..check.evaluate import LEFT_OUT
+from ..check.plan import points_of
+from ..check.sides import MIN_RUNS
+from ..engines.admin import AdminSession
+from ..engines.registry import get_engine
+from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
 from .plan import PlannedRun, in_round, plan_runs, round_runs, without
-from .report.metrics import pool_metrics
-from .report.render import write_report
-from .results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
+from ..results.metrics import pool_metrics
+from ..report.render import write_report
+from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
-from .results.shards import SHARD_AND_CHECK, Plan, Shard
-from .results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
-from .samplers.base import SamplerDriver
-from .samplers.registry import build as build_samplers
-from .scenario.model import Scenario, Variant
-from .util import suggest
-from .warmup_pass import warm_up
-from .workload.pool import LoadGenerator, resolve_clients
-from .workload.session import application_name
+from ..results.shards import SHARD_AND_CHECK, Plan, Shard
+from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
+from ..samplers.base import SamplerDriver
+from ..samplers.registry import build as build_samplers
+from ..scenario.model import Scenario, Variant
+from ..util import suggest
+from .warmup import warm_up
+from ..workload.pool import LoadGenerator, resolve_clients
+from ..workload.session import application_name
 
 Progress = Callable[[dict], None]
 
@@ -472,7 +473,7 @@ class Runner:
         return chosen_variants(self.scenario, self.only)
 
     def _warm_up(self, server: "_Server", variant: Variant, pools) -> dict | None:
-        """The variant's warm-up pass (warmup_pass.py), when it has one; the server is no longer fresh after it."""
+        """The variant's warm-up pass (warmup.py), when it has one; the server is no longer fresh after it."""
         fresh, server.fresh = server.fresh, False
         if not variant.warmup_transactions:
             return None

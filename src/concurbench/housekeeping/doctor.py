@@ -14,10 +14,10 @@ import subprocess
 from dataclasses import dataclass
 
 from . import gc
-from .engines import mssql
-from .errors import ConcurbenchError
-from .provisioners import binaries, docker_engine, embedded
-from .workload import fastloop
+from ..engines import odbc
+from ..errors import ConcurbenchError
+from ..provisioners import binaries, docker_engine, embedded
+from ..workload import fastloop
 
 
 @dataclass(frozen=True)
@@ -163,10 +163,10 @@ def check_odbc() -> Check:
     drivers, source = odbc_drivers()
     if drivers is None:
         return Check(name, False, source, fix)
-    usable = mssql.usable_drivers(drivers)  # the names the engine connects with, no others
+    usable = odbc.usable_drivers(drivers)  # the names the engine connects with, no others
     if not usable:
         listed = ", ".join(drivers) or "none"
-        return Check(name, False, f"none of {', '.join(mssql.PREFERRED_DRIVERS)} among the ODBC drivers ({listed}; "
+        return Check(name, False, f"none of {', '.join(odbc.PREFERRED_DRIVERS)} among the ODBC drivers ({listed}; "
                                   f"from {source})", fix)
     if source != "pyodbc":
         return Check(name, False, f"{', '.join(usable)} installed, but pyodbc is not", "pip install pyodbc")
