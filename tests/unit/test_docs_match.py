@@ -1,0 +1,42 @@
+"""Docs that cannot drift from the code: docs/commands.md's reference part is what the click command tree
+gives, and docs/development.md's source map names every folder and root module of the package."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from concurbench.cli import reference
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "src" / "concurbench"
+
+
+def test_the_commands_page_has_every_command_and_option_as_the_code_gives_them():
+    text = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")
+    start, end = text.find(reference.BEGIN), text.find(reference.END)
+    assert start >= 0 and end > start, "docs/commands.md lost the reference markers"
+    committed = text[start:end + len(reference.END)]
+    assert committed == reference.markdown(), (
+        "docs/commands.md differs from the commands: run `python -m concurbench.cli.reference docs/commands.md`")
+
+
+def test_the_reference_covers_every_command_and_subcommand():
+    names = [full for full, _ in reference.commands()]
+    assert {"concurbench run", "concurbench claims", "concurbench history", "concurbench history check"} <= set(names)
+    for full, command in reference.commands():
+        for option in command.params:
+            for opt in getattr(option, "opts", []):
+                if opt.startswith("--"):
+                    assert f"`{opt}`" in reference.markdown(), f"{full} {opt}"
+
+
+def test_the_source_map_names_every_folder_and_root_module():
+    text = (ROOT / "docs" / "development.md").read_text(encoding="utf-8")
+    layout = re.search(r"## Layout.*?```(.*?)```", text, re.S).group(1)
+    folders = sorted(p.name + "/" for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists())
+    modules = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    missing = [name for name in folders + modules if not re.search(rf"(?<![\w/]){re.escape(name)}", layout)]
+    assert not missing, f"docs/development.md's layout does not name {', '.join(missing)}"
+    gone = [name for name in re.findall(r"^  ([a-z_]+(?:\.py|/))", layout, re.M) if name not in folders + modules]
+    assert not gone, f"docs/development.md's layout names what the package no longer has: {', '.join(gone)}"
