@@ -1,5 +1,5 @@
-"""Scenario files: loading, validation and the frozen model. Above engines/ and errors only; the loader
-takes the samplers it checks names against (concurbench.scenarios binds it to their registry)."""
+"""Scenario files: loading, validation and the frozen model. Above engines/, errors and util only; the
+loader takes the samplers it checks names against (concurbench.scenarios binds it to their registry)."""
 
 from .model import Pool, Scenario, Variant
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .yamlpos import describe
+from .yamlpos import Checker, describe, join
 
 _CLAUSE = re.compile(r"^(>=|<=|==|!=|>|<)?\s*(\d+(?:\.\d+){0,2})$")
 _HEAD = re.compile(r"^\s*(\d+(?:\.\d+)*)")
@@ -52,6 +52,17 @@ def parse_versions(value) -> VersionSpec:
                              f"such as {EXAMPLES}")
         clauses.append((match.group(1) or "==", tuple(int(p) for p in match.group(2).split("."))))
     return VersionSpec(text, tuple(clauses))
+
+
+def read_condition(check: Checker, item: dict, path: str) -> VersionSpec | None:
+    """The item's `versions:` condition, or None when it has none (or a wrong one, which is reported)."""
+    if item.get("versions") is None:
+        return None
+    try:
+        return parse_versions(item["versions"])
+    except ValueError as exc:
+        check.add(item, "versions", join(path, "versions"), str(exc))
+        return None
 
 
 def version_parts(version) -> tuple[int, ...] | None:
