@@ -417,3 +417,21 @@ def test_timeline_keys_reach_the_model(tmp_path):
     hold, ddl = load_scenario(path).variants[0].background
     assert (hold.start_after, hold.release_after, hold.at) == (0.25, 1.5, None)
     assert (ddl.kind, ddl.at, ddl.sql) == ("statement", 0.5, ("SET lock_timeout = '1s'", "SELECT 1"))
+
+
+@pytest.mark.parametrize("body, where, words", [
+    ("engine: postgres\nvariants:\n  v:\n    pools:\n      p: {clients: 1, transaction: \"select 1; select 2\"}\n",
+     ":6:36: variants.v.pools.p.transaction[0]", "holds 2 statements"),
+    ("engine: postgres\nsetup:\n  - file: [a, b]\nvariants:\n  v:\n    pools:\n      p: {clients: 1, transaction: x}\n",
+     ":4:11: setup[0].file", "must be a file name, got a list"),
+    ("engine: mssql\nsamplers: {mssql_waits: {top: many}}\nvariants:\n  v:\n    pools:\n"
+     "      p: {clients: 1, transaction: x}\n", ":3:12: samplers.mssql_waits", "value of the wrong kind"),
+])
+def test_odd_values_are_problems_with_their_place_not_internal_errors(tmp_path, body, where, words):
+    """A transaction of one string holding two statements, a `file:` that is a list, a sampler option of the
+    wrong kind: each once ended in an internal error."""
+    path = tmp_path / "odd.yaml"
+    path.write_text("name: odd\n" + body)
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    assert f"{path}{where}" in caught.value.message and words in caught.value.message

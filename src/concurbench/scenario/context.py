@@ -36,7 +36,7 @@ class Context:
     engine: str
     samplers: Mapping[str, SamplerKind]
     files: list[Path] = field(default_factory=list)  # SQL files read, for the scenario's hash
-    positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # field path -> (line, column), for guards.py
+    positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # field path -> (line, column), for running/guards.py
 
 
 def expand(text: str, params: dict[str, Any], report) -> Any:

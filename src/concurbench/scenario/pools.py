@@ -21,7 +21,7 @@ POOL_KEYS = ["clients", "transaction", "params", "measure", "atomic", "transacti
 
 def read_pools(ctx: Context, vnode, vpath: str, duration: float) -> tuple[Pool, ...]:
     """The variant's pools; `duration` is its measurement window in seconds. Records where each pool's
-    `clients` is written, for checks made later (guards.py)."""
+    `clients` is written, for checks made later (running/guards.py)."""
     check = ctx.check
     node = check.mapping(vnode, "pools", join(vpath, "pools"))
     if node is None:
@@ -107,8 +107,11 @@ def _transaction(ctx: Context, pnode, path: str) -> tuple[Statement, ...]:
     tpath = join(path, "transaction")
     if value is None:
         return ()
-    if isinstance(value, str):
+    if isinstance(value, str):  # one statement: a list of one, placed where the text is
         value = CommentedSeq([value])
+        line, col = ctx.check.position(pnode, "transaction")
+        value._yaml_set_line_col(line - 1, col - 1)
+        value.lc.data = {0: [line - 1, col - 1]}
     if not isinstance(value, list) or not value:
         check.add(pnode, "transaction", tpath, f"must be a non-empty list of statements, got {describe(value)}")
         return ()

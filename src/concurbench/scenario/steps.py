@@ -45,7 +45,10 @@ def read_steps(ctx: Context, node, key: str, path: str) -> tuple[SqlStep, ...]:
 
 def _file_step(ctx: Context, item, path: str) -> SqlStep | None:
     """A `file:` step: the file next to the scenario or in a folder above it, with ${name} replaced."""
-    rel = Path(str(item["file"]))
+    if not isinstance(item["file"], str) or not item["file"].strip():
+        ctx.check.add(item, "file", path, f"must be a file name, got {describe(item['file'])}")
+        return None
+    rel = Path(item["file"])
     for base in [ctx.path.resolve().parent, *ctx.path.resolve().parents]:
         candidate = base / rel
         if candidate.is_file():

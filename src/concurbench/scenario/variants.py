@@ -130,6 +130,9 @@ def read_samplers(ctx: Context, node, path: str, default):
         except ConfigError as exc:
             check.add(value, where, sub, exc.message, of_key=isinstance(value, dict))
             continue
+        except (ValueError, TypeError) as exc:  # an option of the wrong kind (a word where a number goes)
+            check.add(value, where, sub, f"an option has a value of the wrong kind ({exc})", of_key=isinstance(value, dict))
+            continue
         specs.append(spec)
     return tuple(specs)
 

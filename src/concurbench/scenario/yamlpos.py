@@ -122,6 +122,8 @@ class Checker:
                 line, col = lc.value(key)
         except (KeyError, IndexError, TypeError, AttributeError):
             line, col = lc.line, lc.col
+        if line is None or col is None:  # a node made here rather than read from the file
+            return (1, 1)
         return (line + 1, col + 1)
 
     def add(self, parent: Any, key: Any, path: str, message: str, *, of_key: bool = False) -> None:
