@@ -256,21 +256,40 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
     if contender_server is not None:
         c = _one_server(contender_dir, c, contender_server)
     warnings = _check(baseline_dir, b, contender_dir, c, force)
+    by_server = _by_server(baseline_dir, b, contender_dir, c, force, warnings)
+    b_groups, c_groups = _group(b.variant_runs, by_server), _group(c.variant_runs, by_server)
+    wanted, gate_patterns = list(metrics or []), [p for p, _ in thresholds.patterns]
+    matched: set[str] = set()
+    available: set[str] = set()
+    rows = _gate(_rows(b_groups, c_groups, wanted, gate_patterns, thresholds, by_server, matched, available))
+    _check_patterns(wanted, gate_patterns, matched, available)
+    if not rows:
+        raise ConfigError(f"nothing to compare between {baseline_dir} and {contender_dir}: no variant, client "
+                          f"count and measured pool ran in both with the metrics asked for")
+    warnings += _notes(gate_patterns, available, b_groups, c_groups)
+    return Comparison(_info(baseline_dir, b), _info(contender_dir, c), rows, warnings, thresholds, by_server)
+
+
+def _by_server(b_dir: Path, b: Run, c_dir: Path, c: Run, force: bool, warnings: list[str]) -> bool:
+    """Whether results are paired server by server (either run covers several); refuses different matrices
+    unless forced (then only the servers in both are compared, with a warning)."""
     b_servers, c_servers = _servers(b), _servers(c)
     by_server = len(b_servers) > 1 or len(c_servers) > 1
     if by_server and sorted(b_servers) != sorted(c_servers):
         servers = (f"the baseline ran on {', '.join(b_servers) or '?'} and the contender on "
                    f"{', '.join(c_servers) or '?'}")
         if not force:
-            raise ConfigError(f"cannot compare {baseline_dir} with {contender_dir}: a run that covers several "
+            raise ConfigError(f"cannot compare {b_dir} with {c_dir}: a run that covers several "
                               f"servers is compared server by server, and {servers}. Compare runs of the same "
                               f"server matrix, or pass --force to compare only the servers both have.")
         warnings.append(f"compared only the servers in both runs: {servers}")
-    b_groups, c_groups = _group(b.variant_runs, by_server), _group(c.variant_runs, by_server)
-    wanted = list(metrics or [])
-    gate_patterns = [p for p, _ in thresholds.patterns]
-    matched: set[str] = set()
-    available: set[str] = set()
+    return by_server
+
+
+def _rows(b_groups: dict, c_groups: dict, wanted: list[str], gate_patterns: list[str], thresholds: Thresholds,
+          by_server: bool, matched: set[str], available: set[str]) -> list[Row]:
+    """A row per metric compared, for every (variant, point[, server]) and measured pool both runs have;
+    `matched` and `available` collect the patterns that matched and the metrics there were."""
     rows: list[Row] = []
     for key, b_runs in b_groups.items():
         c_runs = c_groups.get(key)
@@ -286,12 +305,15 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
             available.update(names)
             patterns = wanted or list(DEFAULT_METRICS) + (list(FIXED_COUNT_METRICS) if fixed else [])
             chosen = _select(names, patterns, matched)
-            gated = _select(names, gate_patterns, matched, gated_only=True)
-            chosen += [n for n in gated if n not in chosen]
+            chosen += [n for n in _select(names, gate_patterns, matched, gated_only=True) if n not in chosen]
             for metric in chosen:
                 rows.append(_row(b_runs[0], key, pool, metric, _values(b_rows, metric), _values(c_rows, metric),
                                  thresholds, by_server))
-    rows = _gate(rows)
+    return rows
+
+
+def _check_patterns(wanted: list[str], gate_patterns: list[str], matched: set[str], available: set[str]) -> None:
+    """A --metric or --fail-above pattern that matched no metric is a ConfigError with a did-you-mean."""
     for pattern in wanted + gate_patterns:
         if available and pattern not in matched:
             hint = difflib.get_close_matches(pattern, sorted(available), n=3)
@@ -299,21 +321,23 @@ def compare_runs(baseline_dir: Path, contender_dir: Path, *, metrics: Iterable[s
             raise ConfigError(f"{flag} {pattern}: no metric of these runs matches it"
                               + (f" (did you mean {', '.join(hint)}?)" if hint else
                                  f"; metrics include {', '.join(sorted(available)[:12])}"))
-    if not rows:
-        raise ConfigError(f"nothing to compare between {baseline_dir} and {contender_dir}: no variant, client "
-                          f"count and measured pool ran in both with the metrics asked for")
+
+
+def _notes(gate_patterns: list[str], available: set[str], b_groups: dict, c_groups: dict) -> list[str]:
+    """Warnings: gate patterns whose metrics have no better direction, and what ran in one run only."""
+    out = []
     for pattern in gate_patterns:
         if not any(fnmatchcase(m, pattern) and direction(m) != NEUTRAL for m in available):
             neutral = sorted(m for m in available if fnmatchcase(m, pattern))
-            warnings.append(f"--fail-above {pattern}: {', '.join(neutral[:5])} "
-                            f"{'has' if len(neutral) == 1 else 'have'} no better direction, so nothing is gated")
+            out.append(f"--fail-above {pattern}: {', '.join(neutral[:5])} "
+                       f"{'has' if len(neutral) == 1 else 'have'} no better direction, so nothing is gated")
     only_b = [_key_label(k) for k in b_groups if k not in c_groups]
     only_c = [_key_label(k) for k in c_groups if k not in b_groups]
     if only_b:
-        warnings.append(f"only in the baseline, not compared: {', '.join(only_b)}")
+        out.append(f"only in the baseline, not compared: {', '.join(only_b)}")
     if only_c:
-        warnings.append(f"only in the contender, not compared: {', '.join(only_c)}")
-    return Comparison(_info(baseline_dir, b), _info(contender_dir, c), rows, warnings, thresholds, by_server)
+        out.append(f"only in the contender, not compared: {', '.join(only_c)}")
+    return out
 
 
 def _one_server(path: Path, run: Run, wanted: str) -> Run:
