@@ -573,7 +573,7 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
     """A shard's claims, on every server it ran: not evaluated, and where they will be."""
     servers = list(dict.fromkeys(r.server for r in results)) or [None]
     reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
-    return [ClaimVerdict(c.text, "not evaluated", c.description, server, reason=reason)
+    return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason)
             for server in servers for c in scenario.expect]
 
 
