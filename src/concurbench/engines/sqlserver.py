@@ -158,6 +158,10 @@ def is_connection_error(exc: BaseException) -> bool:
     return odbc.classify(exc) == CONNECTION
 
 
+def flush_statistics(conn, version_num: int) -> None:
+    """Nothing: concurbench asks SQL Server for no flush of a session's statistics before a window."""
+
+
 class Configurator:
     """Applies a scenario's `server:` and `database:` choices to one server and undoes them at the end.
 

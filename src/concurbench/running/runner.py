@@ -320,8 +320,7 @@ class Runner:
         # before anything is changed or created on the server: the run's connections against what it gives
         check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
                         server.connection.safe)
-        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
-            if hasattr(self.eng, "configurator") else None
+        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo)
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
         if hasattr(server.provisioner, "apply_settings"):  # a dsn server's: planned by start(), applied now
@@ -499,8 +498,7 @@ class Runner:
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
         background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
                                for b in variant.background]
-        if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
-            self.eng.flush_statistics(conn, version_num)
+        self.eng.flush_statistics(conn, version_num)  # what this session did so far is not counted in the window
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
                                sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
