@@ -34,7 +34,8 @@ from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsup
 from .guards import check_connected, check_scenario
 from .plan import PlannedRun, in_round, plan_runs, round_runs, without
 from ..results.metrics import pool_metrics
-from ..report.render import write_report
+from ..report.render import RunReport
+from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
 from ..results.shards import SHARD_AND_CHECK, Plan, Shard
@@ -67,6 +68,7 @@ def incomplete_error(results: list[VariantRun]) -> RunError | None:
 class RunOutcome:
     run: Run
     error: ConcurbenchError | None = None
+    report: Report | None = None  # the tables report.md was written from, to print as they are
 
     @property
     def run_dir(self) -> Path:
@@ -186,7 +188,7 @@ class Runner:
         self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together,
                                   share=self.share)
         self._mark_running(first=True)
-        live = None
+        live, report = None, RunReport()
         if self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
@@ -214,11 +216,11 @@ class Runner:
                 verdicts = with_differences(self._final_verdicts(results, status), self._recorded) \
                     if self.scenario.expect else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
-                                        also=write_report)
+                                        also=report.write)
                 if unsaved is not None and error is None:
                     error = RunError(unsaved)
                 liveruns.unregister(live)
-        return RunOutcome(run, error)
+        return RunOutcome(run, error, report.of(run))
 
     def _mark_running(self, first: bool = False) -> None:
         """The manifest of the run in progress (again once a server is known): a killed run still says what it
