@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from .. import stats
 from ..results.model import ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
-from ..stats import Verdict
 from ..scenario.claims import Claim
+from ..stats import Verdict
 from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"

@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import stats
 from ..errors import ConfigError
 from ..results.model import ClaimVerdict, VariantRun
 from ..scenario.claims import Claim

@@ -159,7 +159,8 @@ def is_connection_error(exc: BaseException) -> bool:
 
 
 def flush_statistics(conn, version_num: int) -> None:
-    """Nothing: concurbench asks SQL Server for no flush of a session's statistics before a window."""
+    """Does nothing: concurbench has no flush of a session's statistics to ask SQL Server for before a window
+    (the runner calls this on every engine)."""
 
 
 class Configurator:

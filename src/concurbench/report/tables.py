@@ -341,7 +341,8 @@ def _claims(claims: list[ClaimVerdict]) -> Table:
     counts = {v: sum(1 for c in claims if c.verdict is v) for v in Verdict}
     table.notes.append(f"{counts[Verdict.PASS]} of {len(claims)} claims hold"
                        + (f"; {counts[Verdict.FAIL]} failed" if counts[Verdict.FAIL] else "")
-                       + "".join(f"; {counts[v]} {v}" for v in (Verdict.INCONCLUSIVE, Verdict.NOT_EVALUATED) if counts[v]))
+                       + "".join(f"; {counts[v]} {v}" for v in (Verdict.INCONCLUSIVE, Verdict.NOT_EVALUATED)
+                                 if counts[v]))
     table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets. The verdict's interval "
                        "is left over right (or left minus right) at the claim's share of the 5% error rate, corrected "
                        "for the number of claims and looks: it leaves out the claim's boundary (1, or 0) exactly when "

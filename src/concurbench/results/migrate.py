@@ -47,7 +47,8 @@ def _with_left_out(summary: dict) -> dict:
 
 def _left_out(claim: dict) -> bool:
     reason = claim.get("reason")
-    return claim.get("verdict") == Verdict.NOT_EVALUATED and isinstance(reason, str) and reason.startswith(LEFT_OUT_REASONS)
+    return (claim.get("verdict") == Verdict.NOT_EVALUATED and isinstance(reason, str)
+            and reason.startswith(LEFT_OUT_REASONS))
 
 
 def _v1_to_v2(manifest: dict, summary: dict) -> tuple[dict, dict]:
@@ -68,9 +69,9 @@ def _v1_to_v2(manifest: dict, summary: dict) -> tuple[dict, dict]:
 
 def _claim_v1(claim: dict) -> dict:
     passed = claim.get("passed")
+    verdict = Verdict.PASS if passed is True else Verdict.FAIL if passed is False else Verdict.NOT_EVALUATED
     return {"claim": claim.get("claim", ""), "description": claim.get("description") or "",
-            "server": claim.get("server"),
-            "verdict": (Verdict.PASS if passed is True else Verdict.FAIL if passed is False else Verdict.NOT_EVALUATED).value,
+            "server": claim.get("server"), "verdict": verdict.value,
             "left": None if claim.get("left") is None else {"value": claim["left"]},
             "right": None if claim.get("right") is None else {"value": claim["right"]},
             "reason": claim.get("error") or ""}

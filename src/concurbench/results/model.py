@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..scenario.model import Scenario
-from ..stats.decisions import Verdict
+from ..stats import Verdict
 from . import frame as frames
 from .shards import Plan
 

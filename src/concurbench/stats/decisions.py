@@ -34,7 +34,6 @@ from .tdist import t_quantile
 from .testing import Test
 
 
-
 class Verdict(StrEnum):
     """The verdict on a claim. The decision rule gives PASS, FAIL or INCONCLUSIVE; NOT_EVALUATED is a claim
     that was never tested (no data, a variant left out, a server it is not about). The members are the
