@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from concurbench.report import render
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -17,10 +18,13 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def outcome(server, running_server, tmp_path_factory):
     scenario = load_scenario(HERE / "scenarios" / "hold-and-errors.yaml")
-    events = []
+    events, built = [], []
     provisioner = running_server(server[1])
-    out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events.append).run()
-    return out, events, provisioner
+    original = render.build_report
+    with pytest.MonkeyPatch.context() as patch:  # how often the run's tables are built
+        patch.setattr(render, "build_report", lambda run: built.append(run.path) or original(run))
+        out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events.append).run()
+    return out, events, provisioner, built
 
 
 def by_variant(outcome, name):
@@ -28,7 +32,7 @@ def by_variant(outcome, name):
 
 
 def test_run_completes_and_writes_the_run_directory(outcome):
-    out, events, provisioner = outcome
+    out, events, provisioner, built = outcome
     assert out.status == "ok", out.error
     assert provisioner.stopped == 1
     for name in ("manifest.json", "summary.json", "summary.csv", "report.md", "samples/wait_events.csv"):
@@ -38,6 +42,9 @@ def test_run_completes_and_writes_the_run_directory(outcome):
     assert manifest["servers"][0]["version_num"] >= 140000
     assert manifest["scenario"]["sha256"] and len(manifest["scenario"]["sha256"]) == 64
     assert {"variant", "tick", "variant_done"} <= {e["event"] for e in events}
+    # the tables were built once; report.md is the Report the outcome carries for printing
+    assert built == [out.run_dir]
+    assert (out.run_dir / "report.md").read_text(encoding="utf-8") == render.markdown(out.report)
 
 
 def test_statements_executed_equal_transactions_times_statements(outcome):

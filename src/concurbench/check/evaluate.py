@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 from .. import stats
 from ..results.model import ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
 from ..scenario.claims import Claim
+from ..stats import Verdict
 from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
-NOT_EVALUATED = "not evaluated"
 LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
 ABOUT_OTHERS = "not evaluated: the claim is about"
 LEFT_OUT = "left out with --variant"  # why a variant the user did not choose has no run
@@ -27,11 +27,11 @@ NOT_CHOSEN = f"not evaluated: {LEFT_OUT}"
 
 def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
     """(failed, undecided) for `--check`: undecided counts inconclusive and not evaluated claims, except
-    those left out on purpose: by the scenario (in quick runs, or on servers the claim is not about) or
-    by the user (on variants --variant did not choose)."""
-    failed = sum(1 for v in verdicts if v.verdict == stats.FAIL)
-    undecided = sum(1 for v in verdicts if v.verdict in (stats.INCONCLUSIVE, NOT_EVALUATED)
-                    and not v.reason.startswith((LEFT_OUT_OF_QUICK, ABOUT_OTHERS, NOT_CHOSEN)))
+    those left out on purpose (`left_out`): by the scenario (in quick runs, or on servers the claim is not
+    about) or by the user (on variants --variant did not choose)."""
+    failed = sum(1 for v in verdicts if v.verdict is Verdict.FAIL)
+    undecided = sum(1 for v in verdicts if v.verdict in (Verdict.INCONCLUSIVE, Verdict.NOT_EVALUATED)
+                    and not v.left_out)
     return failed, undecided
 
 
@@ -110,10 +110,10 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
             member = _Member(claim, server)
             members.append(member)
             if not claim.applies_to(server):
-                member.verdict = _settled(member, f"{ABOUT_OTHERS} {claim.about} only")
+                member.verdict = _settled(member, f"{ABOUT_OTHERS} {claim.about} only", left_out=True)
                 continue
             previous = decided.get((claim.text, server))
-            if previous is not None and previous.verdict in (stats.PASS, stats.FAIL):
+            if previous is not None and previous.verdict in (Verdict.PASS, Verdict.FAIL):
                 member.verdict = previous
                 continue
             _prepare(member, mine, skipped, quick)
@@ -126,7 +126,7 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
         member.verdict = _verdict(member, verdict, p, level, look, family)
     for member in members:
         if member.verdict is None:
-            member.verdict = _verdict(member, stats.INCONCLUSIVE, None, None, look, family)
+            member.verdict = _verdict(member, Verdict.INCONCLUSIVE, None, None, look, family)
     return [m.verdict for m in members]
 
 
@@ -134,10 +134,10 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, str], q
     claim = member.claim
     left_out = sorted({r.variant for r in claim.refs() if r.variant in skipped})
     if quick and claim.skip_quick:
-        member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}")
+        member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}", left_out=True)
         return
     if left_out and all(skipped[v] == LEFT_OUT for v in left_out):
-        member.verdict = _settled(member, f"{NOT_CHOSEN} ({', '.join(left_out)})")
+        member.verdict = _settled(member, f"{NOT_CHOSEN} ({', '.join(left_out)})", left_out=True)
         return
     if left_out:
         why = "; ".join(f"{v}: {skipped[v]}" for v in left_out)
@@ -175,12 +175,14 @@ def _runs(side: SideData | float, factor: float) -> stats.Runs | float:
     return side if isinstance(side, float) else side.runs.scaled(factor)
 
 
-def _settled(member: _Member, reason: str) -> ClaimVerdict:
+def _settled(member: _Member, reason: str, *, left_out: bool = False) -> ClaimVerdict:
+    """Not evaluated, and why; `left_out` when on purpose (a check does not count it as undecided)."""
     claim = member.claim
-    return ClaimVerdict(claim.text, NOT_EVALUATED, claim.description, member.server, reason=reason)
+    return ClaimVerdict(claim.text, Verdict.NOT_EVALUATED, claim.description, member.server, reason=reason,
+                        left_out=left_out)
 
 
-def _verdict(member: _Member, verdict: str, p: float | None, level: float | None, look: Look,
+def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | None, look: Look,
              family: int) -> ClaimVerdict:
     """The verdict with its sides, the 95% interval of left against right, and the same at the level the
     claim was tested at: that interval leaves out the claim's boundary exactly when the verdict decides."""
@@ -190,17 +192,17 @@ def _verdict(member: _Member, verdict: str, p: float | None, level: float | None
     right = _shown(member.right, claim.right.factor)
     if member.reason:
         reason = member.reason
-    elif test is not None and math.isinf(test.diff) and verdict != stats.INCONCLUSIVE:
-        word = "holds" if verdict == stats.PASS else "does not hold"
+    elif test is not None and math.isinf(test.diff) and verdict is not Verdict.INCONCLUSIVE:
+        word = "holds" if verdict is Verdict.PASS else "does not hold"
         reason = f"{word}: every run measured more than 0 on one side and exactly 0 on the other" + _runs_a_side(member)
-    elif test is not None and test.se == 0 and verdict != stats.INCONCLUSIVE:
-        word = "holds" if verdict == stats.PASS else "does not hold"
+    elif test is not None and test.se == 0 and verdict is not Verdict.INCONCLUSIVE:
+        word = "holds" if verdict is Verdict.PASS else "does not hold"
         reason = f"{word} exactly: every run measured the same" + _runs_a_side(member)
-    elif verdict == stats.INCONCLUSIVE:
+    elif verdict is Verdict.INCONCLUSIVE:
         reason = ("the difference is within the noise" + _how(member) + _odds(p, level, look, family)
                   + _more(member, family))
     else:
-        word = "holds" if verdict == stats.PASS else "the opposite holds"
+        word = "holds" if verdict is Verdict.PASS else "the opposite holds"
         reason = f"{word} at 95%" + _how(member) + _odds(p, level, look, family)
     # an exact comparison (every run the same, or a side of zeros) has no interval worth showing
     shown = level if level and p is not None and not member.reason and test.se and not math.isinf(test.diff) else None

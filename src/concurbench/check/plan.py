@@ -16,11 +16,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from .. import stats
 from ..errors import ConfigError
 from ..results.model import ClaimVerdict, VariantRun
 from ..scenario.claims import Claim
 from ..scenario.model import Scenario
+from ..stats import Verdict
 from ..util import parse_duration
 from .evaluate import Look, evaluate
 from .sides import MIN_RUNS, NEVER_SEEN, THIN
@@ -69,7 +69,7 @@ class Sequential:
         verdicts = evaluate(list(self.scenario.expect), runs, skipped=self.skipped, quick=self.scenario.quick,
                             look=self.look(self.looks_taken), decided=self.decided)
         for v in verdicts:
-            if v.verdict in (stats.PASS, stats.FAIL):
+            if v.verdict in (Verdict.PASS, Verdict.FAIL):
                 self.decided.setdefault((v.claim, v.server), v)
         return verdicts
 
@@ -81,7 +81,7 @@ class Sequential:
         claims = {c.text: c for c in self.scenario.expect}
         out: dict[tuple, set] = {}
         for v in verdicts:
-            if v.verdict != stats.INCONCLUSIVE or v.reason.startswith((THIN, NEVER_SEEN)):
+            if v.verdict is not Verdict.INCONCLUSIVE or v.reason.startswith((THIN, NEVER_SEEN)):
                 continue
             claim = claims.get(v.claim)
             if claim is None:

@@ -14,7 +14,6 @@ from rich.markup import escape
 
 from ..running.merge import merge_shards
 from ..report.render import terminal
-from ..report.tables import build_report
 from .console import err, out
 from .exits import EXIT_RUN_FAILED, check_exit_code
 
@@ -41,7 +40,7 @@ def merge(shard_dirs: tuple[Path, ...], out_dir: Path, partial: bool, check: boo
     for warning in outcome.warnings:
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
     if run.variant_runs:
-        terminal(build_report(run), out)
+        terminal(outcome.report, out)
     if run.status != "ok":
         err.print(f"[red]error:[/red] a shard's run ended {run.status}: {escape(run.error or '')}",
                   highlight=False, soft_wrap=True)

@@ -13,7 +13,6 @@ from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
 from ..provisioners.registry import make_provisioner
 from ..report.render import terminal
-from ..report.tables import build_report
 from ..results.shards import SHARD_AND_CHECK, Shard
 from ..running.runner import Runner
 from ..running.load import load_scenario
@@ -91,7 +90,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         progress.close()
         signal.signal(signal.SIGTERM, previous)
     if outcome.results:
-        terminal(build_report(outcome.run), out)
+        terminal(outcome.report, out)
         if plots:
             try:
                 write_and_list_plots(outcome.run_dir)

@@ -18,6 +18,7 @@ from ..report.tables import build_report
 from ..results import frame
 from ..results.model import Run
 from ..results.store import csv_text, load_run
+from ..stats import Verdict
 from .console import err, out
 
 
@@ -137,7 +138,7 @@ def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
             notes.append(f"unreadable: {exc.message}")
             continue
         servers = ", ".join(s.version_short for s in run.servers) or "–"
-        passed = sum(1 for c in run.claims if c.verdict == "pass")
+        passed = sum(1 for c in run.claims if c.verdict is Verdict.PASS)
         table.add_row(run.started[:19].replace("T", " "), run.scenario.name + (" (quick)" if run.scenario.quick else ""),
                       str(run.target), servers, str(len({r.variant for r in run.variant_runs})), run.status,
                       f"{passed}/{len(run.claims)}" if run.claims else "–", str(path))

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Callable
 
 from ..errors import EngineError
+from .base import Engine
 
 
 class AdminSession:
-    def __init__(self, engine, conninfo: str, *, application_name: str = "concurbench:admin",
+    def __init__(self, engine: Engine, conninfo: str, *, application_name: str = "concurbench:admin",
                  on_note: Callable[[str], None] | None = None):
         self.engine = engine
         self.conninfo = conninfo
@@ -42,8 +43,7 @@ class AdminSession:
         broken = getattr(self.conn, "broken", None)  # psycopg knows; for pyodbc the engine reads the error
         if broken is not None:
             return bool(broken or getattr(self.conn, "closed", False))
-        check = getattr(self.engine, "is_connection_error", None)
-        return bool(check is not None and check(exc))
+        return self.engine.is_connection_error(exc)
 
     def _reconnect(self, lost: str) -> None:
         self._close()

@@ -1,19 +1,19 @@
 """Engines by the names scenarios use (`engine: postgres` or `engine: mssql`).
 
-An engine is a module with: connect(conninfo, application_name=...), first_line(exc),
-run_script(conn, sql, origin), query_rows(conn, sql, what), server_info(conn, names),
-statement_channel(conn, statements, params, protocol), BEGIN and COMMIT (the words an atomic pool
-wraps its statements in), and init(conn, sql) for a pool's per-session statements.
+An engine is a module that meets the `Engine` protocol (engines/base.py); it is imported when asked for.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import cast
+
+from .base import Engine
 
 ENGINES = {"postgres": "postgres", "mssql": "sqlserver"}
 
 
-def get_engine(name: str):
+def get_engine(name: str) -> Engine:
     if name not in ENGINES:
         raise ValueError(f"unknown engine {name}")
-    return importlib.import_module(f"{__package__}.{ENGINES[name]}")
+    return cast(Engine, importlib.import_module(f"{__package__}.{ENGINES[name]}"))

@@ -158,6 +158,11 @@ def is_connection_error(exc: BaseException) -> bool:
     return odbc.classify(exc) == CONNECTION
 
 
+def flush_statistics(conn, version_num: int) -> None:
+    """Does nothing: concurbench has no flush of a session's statistics to ask SQL Server for before a window
+    (the runner calls this on every engine)."""
+
+
 class Configurator:
     """Applies a scenario's `server:` and `database:` choices to one server and undoes them at the end.
 

@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..report.repeats import key as repeat_key
 from ..results.model import Run, Unavailable, VariantRun
 from ..results.store import MANIFEST, SUMMARY, load_run
-from ..stats import estimate
+from ..stats import Verdict, estimate
 
 CLAIMS = "claims"  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
@@ -163,7 +163,7 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         shown = c.ratio if c.ratio is not None else c.left
         if shown is None or not _number(shown.value):
             continue
-        status = "ok" if c.verdict in ("pass", "fail", "inconclusive") else "not evaluated"
+        status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else "ok"  # the point's status
         out.append(PointRecord(record.run_id, record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server,
                                c.claim, status, float(shown.value), None, None, _finite(shown.low),
                                _finite(shown.high), int(shown.n or 1), (float(shown.value),)))

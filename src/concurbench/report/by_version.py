@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 
 from ..results.model import ClaimVerdict, Run
-from .tables import Report, Table, figure
+from ..stats import Verdict
+from .tables import VERDICT_CELLS, Report, Table, figure
+
+CELLS = {**VERDICT_CELLS, Verdict.NOT_EVALUATED: "n/a"}  # a cell's verdict word
 
 
 def _version_key(version: str) -> tuple:
@@ -22,9 +25,9 @@ def _version_key(version: str) -> tuple:
 def cell(v: ClaimVerdict | None) -> str:
     if v is None:
         return "–"
-    word = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not evaluated": "n/a"}[v.verdict]
+    word = CELLS[v.verdict]
     shown = next((e for e in (v.interval, v.ratio, v.left) if e is not None), None)
-    if shown is None or v.verdict == "not evaluated":
+    if shown is None or v.verdict is Verdict.NOT_EVALUATED:
         return word
     unit = "×" if shown is v.ratio or shown.method == "left / right" else ""
     prefix = "difference " if shown.method == "left - right" else ""
@@ -49,7 +52,7 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
             reasons: dict[str, list[str]] = {}  # a reason once, with every version it was given on
             for version in versions:
                 v = by.get((claim, version))
-                if v is not None and v.verdict != "pass":
+                if v is not None and v.verdict is not Verdict.PASS:
                     reasons.setdefault(_without_figures(v.reason), []).append(version)
             for reason, where in reasons.items():
                 table.notes.append(f"{n} on {', '.join(where)}: {reason}")

@@ -45,11 +45,29 @@ def markdown(report: Report) -> str:
     return "\n".join(out)
 
 
-def write_report(run: Run) -> Path:
-    """Write report.md into the run's directory (after the store has written the data)."""
+def write_report(run: Run, report: Report) -> Path:
+    """Write `report` (the run's, as printed) as report.md into the run's directory."""
     path = Path(run.path) / REPORT_MD
-    path.write_text(markdown(build_report(run)), encoding="utf-8")
+    path.write_text(markdown(report), encoding="utf-8")
     return path
+
+
+class RunReport:
+    """The Report of one run, built once, the first time it is asked for; report.md is written from it and
+    the terminal prints it. `write` fits the store's `save_run(run, also=...)`, so the tables are built
+    after the data are written; a run the store moved to its fallback directory has the same tables
+    (they do not show the run's directory)."""
+
+    def __init__(self) -> None:
+        self.report: Report | None = None
+
+    def of(self, run: Run) -> Report:
+        if self.report is None:
+            self.report = build_report(run)
+        return self.report
+
+    def write(self, run: Run) -> Path:
+        return write_report(run, self.of(run))
 
 
 def terminal(report: Report, console) -> None:

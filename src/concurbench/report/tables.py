@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..engines.classes import ALL as ERROR_CLASSES
 from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
 from ..scenario.claims import server_matches
+from ..stats import Verdict
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 from .server_facts import server_facts_table
 from .timeline import timeline_tables
@@ -282,7 +283,8 @@ def _probes(group: str, runs: list[VariantRun]) -> list[Table]:
     return out
 
 
-VERDICT_CELLS = {"pass": "PASS", "fail": "FAIL", "inconclusive": "INCONCLUSIVE", "not evaluated": "–"}
+VERDICT_CELLS = {Verdict.PASS: "PASS", Verdict.FAIL: "FAIL", Verdict.INCONCLUSIVE: "INCONCLUSIVE",
+                 Verdict.NOT_EVALUATED: "–"}
 
 
 def _side(side: ClaimEstimate | None) -> str:
@@ -336,11 +338,11 @@ def _claims(claims: list[ClaimVerdict]) -> Table:
     for c in claims:
         table.rows.append([VERDICT_CELLS[c.verdict], c.claim, _side(c.left), _side(c.right), _side(c.ratio),
                            _verdict_interval(c.interval)] + ([c.server or ""] if multi else []) + [c.reason or c.description])
-    counts = {v: sum(1 for c in claims if c.verdict == v) for v in VERDICT_CELLS}
-    table.notes.append(f"{counts['pass']} of {len(claims)} claims hold"
-                       + (f"; {counts['fail']} failed" if counts["fail"] else "")
-                       + (f"; {counts['inconclusive']} inconclusive" if counts["inconclusive"] else "")
-                       + (f"; {counts['not evaluated']} not evaluated" if counts["not evaluated"] else ""))
+    counts = {v: sum(1 for c in claims if c.verdict is v) for v in Verdict}
+    table.notes.append(f"{counts[Verdict.PASS]} of {len(claims)} claims hold"
+                       + (f"; {counts[Verdict.FAIL]} failed" if counts[Verdict.FAIL] else "")
+                       + "".join(f"; {counts[v]} {v}" for v in (Verdict.INCONCLUSIVE, Verdict.NOT_EVALUATED)
+                                 if counts[v]))
     table.notes.append("Sides and ratios show the estimate with its 95% interval in brackets. The verdict's interval "
                        "is left over right (or left minus right) at the claim's share of the 5% error rate, corrected "
                        "for the number of claims and looks: it leaves out the claim's boundary (1, or 0) exactly when "

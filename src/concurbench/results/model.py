@@ -16,12 +16,12 @@ from typing import Any
 
 from .. import __version__
 from ..scenario.model import Scenario
+from ..stats import Verdict
 from . import frame as frames
 from .shards import Plan
 
 FORMAT_VERSION = 2
 STATUSES = ("ok", "interrupted", "incomplete", "failed")  # of a variant run
-VERDICTS = ("pass", "fail", "inconclusive", "not evaluated")
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
 
 
@@ -257,10 +257,14 @@ class ClaimEstimate:
 
 @dataclass(frozen=True)
 class ClaimVerdict:
-    """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated."""
+    """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated.
+
+    `left_out` marks a claim not evaluated on purpose, which a check does not count as undecided: the
+    scenario left it out (of quick runs, or of servers it is not about) or the user did (its variants
+    were not chosen with --variant)."""
 
     claim: str
-    verdict: str  # one of VERDICTS
+    verdict: Verdict
     description: str = ""
     server: str | None = None
     left: ClaimEstimate | None = None
@@ -270,15 +274,20 @@ class ClaimVerdict:
     p_value: float | None = None  # the test's two-sided p-value
     level: float | None = None  # the level it was tested at: its share of 5% (Holm over claims, spending over looks)
     interval: ClaimEstimate | None = None  # left / right (or left - right) at the level the verdict was tested at
+    left_out: bool = False  # not evaluated on purpose (see above)
+
+    def __post_init__(self):
+        object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
 
     @property
     def passed(self) -> bool | None:
         """True on pass, False on fail, None when the claim was not decided."""
-        return {"pass": True, "fail": False}.get(self.verdict)
+        return {Verdict.PASS: True, Verdict.FAIL: False}.get(self.verdict)
 
     def as_dict(self) -> dict:
         return {"claim": self.claim, "description": self.description, "server": self.server,
-                "verdict": self.verdict, "left": self.left.as_dict() if self.left else None,
+                "verdict": self.verdict.value, "left_out": self.left_out,
+                "left": self.left.as_dict() if self.left else None,
                 "right": self.right.as_dict() if self.right else None, "reason": self.reason,
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
                 "interval": self.interval.as_dict() if self.interval else None}
@@ -287,13 +296,18 @@ class ClaimVerdict:
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
         data = _mapping(data, where)
         _need(data, ("claim", "verdict"), where)
-        if data["verdict"] not in VERDICTS:
-            raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(VERDICTS)}")
-        return cls(data["claim"], data["verdict"], data.get("description") or "", data.get("server"),
+        try:
+            verdict = Verdict(data["verdict"])
+        except ValueError:
+            raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(Verdict)}") from None
+        if not isinstance(data.get("left_out", False), bool):
+            raise FormatProblem(f"{where}.left_out", f"expected true or false, found {data['left_out']!r}")
+        return cls(data["claim"], verdict, data.get("description") or "", data.get("server"),
                    ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
                    ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
-                   data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"))
+                   data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
+                   data.get("left_out", False))
 
 
 class _Flat:
@@ -496,7 +510,7 @@ class Run:
 
     @property
     def claims_failed(self) -> int:
-        return sum(1 for c in self.claims if c.verdict == "fail")
+        return sum(1 for c in self.claims if c.verdict is Verdict.FAIL)
 
     def frame(self):
         """One tidy row per server x variant x point x pool x repeat x metric (a pandas DataFrame)."""

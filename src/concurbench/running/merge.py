@@ -17,6 +17,7 @@ from ..check import evaluate, with_differences
 from ..check.evaluate import LEFT_OUT
 from ..errors import ConfigError
 from ..report.render import write_report
+from ..report.tables import Report, build_report
 from ..results.merge import join
 from ..results.model import Run
 from ..results.shards import Plan
@@ -29,6 +30,7 @@ from ..scenario.claims import Claim
 class MergeOutcome:
     run: Run
     warnings: list[str] = field(default_factory=list)
+    report: Report | None = None  # the tables report.md was written from, to print as they are
 
 
 def merge_shards(dirs: list[Path], out_dir: Path, *, partial: bool = False,
@@ -47,8 +49,9 @@ def merge_shards(dirs: list[Path], out_dir: Path, *, partial: bool = False,
     out_dir.mkdir(parents=True, exist_ok=True)
     run = replace(run, claims=verdicts, path=out_dir)
     write_run(run)
-    write_report(run)
-    return MergeOutcome(run, joined.warnings)
+    report = build_report(run)
+    write_report(run, report)
+    return MergeOutcome(run, joined.warnings, report)
 
 
 def _claims(run: Run, scenario_file: Path | None) -> list[Claim]:

@@ -34,7 +34,8 @@ from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsup
 from .guards import check_connected, check_scenario
 from .plan import PlannedRun, in_round, plan_runs, round_runs, without
 from ..results.metrics import pool_metrics
-from ..report.render import write_report
+from ..report.render import RunReport
+from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
 from ..results.shards import SHARD_AND_CHECK, Plan, Shard
@@ -67,6 +68,7 @@ def incomplete_error(results: list[VariantRun]) -> RunError | None:
 class RunOutcome:
     run: Run
     error: ConcurbenchError | None = None
+    report: Report | None = None  # the tables report.md was written from, to print as they are
 
     @property
     def run_dir(self) -> Path:
@@ -186,7 +188,7 @@ class Runner:
         self.schedule = plan_runs(variants, len(servers), range(1, self.repeat + 1), together=together,
                                   share=self.share)
         self._mark_running(first=True)
-        live = None
+        live, report = None, RunReport()
         if self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
@@ -214,11 +216,11 @@ class Runner:
                 verdicts = with_differences(self._final_verdicts(results, status), self._recorded) \
                     if self.scenario.expect else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
-                                        also=write_report)
+                                        also=report.write)
                 if unsaved is not None and error is None:
                     error = RunError(unsaved)
                 liveruns.unregister(live)
-        return RunOutcome(run, error)
+        return RunOutcome(run, error, report.of(run))
 
     def _mark_running(self, first: bool = False) -> None:
         """The manifest of the run in progress (again once a server is known): a killed run still says what it
@@ -320,8 +322,7 @@ class Runner:
         # before anything is changed or created on the server: the run's connections against what it gives
         check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
                         server.connection.safe)
-        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo) \
-            if hasattr(self.eng, "configurator") else None
+        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo)
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
         if hasattr(server.provisioner, "apply_settings"):  # a dsn server's: planned by start(), applied now
@@ -499,8 +500,7 @@ class Runner:
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
         background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
                                for b in variant.background]
-        if hasattr(self.eng, "flush_statistics"):  # what this session did so far is not counted in the window
-            self.eng.flush_statistics(conn, version_num)
+        self.eng.flush_statistics(conn, version_num)  # what this session did so far is not counted in the window
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
                                sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
@@ -573,7 +573,7 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
     """A shard's claims, on every server it ran: not evaluated, and where they will be."""
     servers = list(dict.fromkeys(r.server for r in results)) or [None]
     reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
-    return [ClaimVerdict(c.text, "not evaluated", c.description, server, reason=reason)
+    return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason)
             for server in servers for c in scenario.expect]
 
 

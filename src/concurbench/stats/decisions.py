@@ -26,13 +26,26 @@ not decided. A claim decided at an earlier look leaves the family, so the others
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 from typing import Callable
 
 from .estimates import ALPHA
 from .tdist import t_quantile
 from .testing import Test
 
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"
+
+class Verdict(StrEnum):
+    """The verdict on a claim. The decision rule gives PASS, FAIL or INCONCLUSIVE; NOT_EVALUATED is a claim
+    that was never tested (no data, a variant left out, a server it is not about). The members are the
+    words themselves (`Verdict.PASS == "pass"`), so JSON and text show the words."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+    NOT_EVALUATED = "not evaluated"
+
+
+PASS, FAIL, INCONCLUSIVE = Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE  # the decision rule's outcomes
 MAX_RUNS_ESTIMATED = 100  # beyond this many runs a side, `runs_to_decide` says only "more than"
 
 
@@ -52,7 +65,7 @@ def holm(p_values: list[float | None]) -> list[float | None]:
     return out
 
 
-def decide(op: str, test: Test, p: float | None, level: float) -> str:
+def decide(op: str, test: Test, p: float | None, level: float) -> Verdict:
     """PASS, FAIL or INCONCLUSIVE for `left op right`, given the claim's two-sided p-value and the level it
     is tested at (its share of the error rate at this look).
 
@@ -74,7 +87,7 @@ def decide(op: str, test: Test, p: float | None, level: float) -> str:
     return FAIL if op == "==" else PASS
 
 
-def decide_family(items: list[tuple[str, Test]], level_for: Callable[[int], float] | float) -> list[str]:
+def decide_family(items: list[tuple[str, Test]], level_for: Callable[[int], float] | float) -> list[Verdict]:
     """Verdicts of a family of claims `(op, test)` looked at together (Holm's step-down): `level_for(m)` is
     the look's level for a claim with 1/m of the error rate, or a number `a` for one look at a / m."""
     if not callable(level_for):
