@@ -45,6 +45,25 @@ def test_a_rate_is_kept_and_its_lag_reported_apart(server, loop):
     assert result.events == []  # a rate alone has no timeline
 
 
+# A wait for a due time rounded up to whole milliseconds, as both loops' waits were before, adds half a millisecond
+# to the lag's mean by itself, however quiet the machine. benchmarks/rate_lag.py measured 0.08-0.10 ms (compiled
+# loop) and 0.10-0.17 ms (Python loop) at 1,000/s over 8 clients on a quiet two-core VM (docs/load-generator.md),
+# and the rounding loops 0.52-0.60 ms. The bound lies between them; a busy machine can push one window past it,
+# so the test takes the best of three.
+LAG_MEAN_BOUND_MS = 0.45
+
+
+def test_a_rate_of_1000_a_second_is_sent_within_a_fraction_of_a_millisecond_of_its_due_times(server, loop):
+    means = []
+    for _attempt in range(3):
+        _result, stats = run(server, pool("SELECT 1", clients=4, rate=1000.0), loop, 1.0)
+        assert stats.lag.count == stats.transactions > 800
+        means.append(stats.lag.mean_ms())
+        if means[-1] < LAG_MEAN_BOUND_MS:
+            break
+    assert min(means) < LAG_MEAN_BOUND_MS, f"lag means {means} ms"
+
+
 def test_latency_runs_from_the_scheduled_start_when_the_server_falls_behind(server, loop):
     # two clients at 50 ms a transaction serve 40/s of the 100/s due: the backlog grows through the
     # window, and every transaction is timed from when it was due, not from when a client got to it
