@@ -24,11 +24,13 @@ Goals, each judged from its interval over the rounds (95%, Student t; ratios on 
 as driver_overhead.py judges its goals): for concurbench/compiled against pgbench at every rate,
 lag mean and p99 at most 1.2x pgbench's or within 0.05 ms of it (whichever allows more), latency p50
 and p99 within 0.9x-1.1x of pgbench's, the achieved rate within 1% of the rate; and against the
-baseline at 1,000/s, CPU per transaction at most 1.05x. The other loops are reported beside them.
+baseline at 1,000/s, CPU per transaction at most 1.05x (and with `--instructions N`, the user-space
+instructions a transaction of one session at 1,000/s in each tree's compiled loop, counted by
+valgrind, which the machine's state does not move). The other loops are reported beside them.
 
     python benchmarks/rate_lag.py [--rates 100,1000,10000] [--clients 8] [--seconds 8] [--warmup 1]
         [--rounds 6] [--loops compiled,python] [--baseline CHECKOUT] [--waits timerfd,epoll_wait]
-        [--scale 10] [--csv FILE]
+        [--scale 10] [--instructions 2000] [--csv FILE]
     python benchmarks/rate_lag.py --from-csv FILE      # the summary of an earlier run, measuring nothing
 """
 
@@ -40,6 +42,7 @@ import json
 import math
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +58,7 @@ from concurbench.workload import fastloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from driver_overhead import goal_verdict, pgbench_binary, ratio_interval  # noqa: E402 - the same rules
+from instructions_per_transaction import drive_pool, per_transaction  # noqa: E402 - the same count
 
 STATEMENT = "SELECT abalance FROM pgbench_accounts WHERE aid = :aid"  # pgbench -S's statement
 LAG_GOAL, LAG_SLACK_MS = 1.2, 0.05  # at most 1.2x pgbench's, or within 0.05 ms of it
@@ -132,6 +136,45 @@ def drive(spec: dict) -> None:
                       "lag_p99": stats.lag.percentile_ms(99.0),
                       "cpu_us": sum(result.worker_cpu_s) / loop_txns * 1e6,
                       "transactions": stats.transactions}))
+
+
+def count(spec: dict) -> None:
+    """One session of the rate pool for a set number of transactions in this process's own loop (--count,
+    under valgrind)."""
+    from concurbench.scenario.distributions import parse_distribution
+    from concurbench.scenario.model import Pool, Statement
+
+    pool = Pool("select_only", 1, (Statement("select", STATEMENT),), transactions=spec["transactions"],
+                params=(("aid", parse_distribution(f"uniform(1, {100000 * spec['scale']})")),),
+                rate=spec["rate"], protocol="simple")
+    drive_pool(spec["conninfo"], pool, "compiled")
+
+
+def part_instructions(trees: list[tuple[str, Path]], conninfo: str, args) -> list[str]:
+    """User-space instructions a transaction of one session at CPU_RATE in each tree's compiled loop, counted by
+    valgrind as instructions_per_transaction.py counts them (runs of N and 4N transactions): what the loop's own
+    work costs, which the machine's state does not move; the kernel's work (the wakeups) is left out."""
+    if shutil.which("valgrind") is None:
+        return ["instructions: left out, valgrind is not installed"]
+    counts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, tree in trees:
+            def command(n: int) -> list[str]:
+                spec = {"conninfo": conninfo, "rate": CPU_RATE, "transactions": n, "scale": args.scale}
+                return [sys.executable, __file__, "--count", json.dumps(spec)]
+            saved = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = str(tree / "src")  # valgrind's python imports that tree's code
+            try:
+                counts[name] = per_transaction(command, args.instructions, Path(tmp), name)
+            finally:
+                os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
+            print(f"instructions {name}/compiled at {CPU_RATE:,.0f}/s, one session: {counts[name]:,.0f} a transaction",
+                  flush=True)
+    line = (f"instructions at {CPU_RATE:,.0f}/s, one session, compiled loop ({args.instructions:,} and "
+            f"{4 * args.instructions:,} transactions): " + ", ".join(f"{n} {c:,.0f}" for n, c in counts.items()))
+    if "baseline" in counts:
+        line += f"; concurbench / baseline {counts['concurbench'] / counts['baseline']:.3f}x"
+    return [line]
 
 
 # -- the summary -------------------------------------------------------------------------
@@ -235,10 +278,17 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--csv", help="write every measurement to this file")
     parser.add_argument("--from-csv", help="print the summary of an earlier run's --csv file; measure nothing")
+    parser.add_argument("--instructions", type=int, default=0,
+                        help="also count user-space instructions a transaction at 1,000/s under valgrind, runs of N "
+                             "and 4N transactions (0: not)")
     parser.add_argument("--drive", help=argparse.SUPPRESS)
+    parser.add_argument("--count", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.drive:
         drive(json.loads(args.drive))
+        return 0
+    if args.count:
+        count(json.loads(args.count))
         return 0
     if args.from_csv:
         print("\n".join(summarize(read_csv(args.from_csv))))
@@ -261,6 +311,7 @@ def main() -> int:
     server = EmbeddedPostgres({"max_connections": str(4 * args.clients + 20)})
     connection = server.start()
     rows: list[dict] = []
+    instruction_lines: list[str] = []
     try:
         version = server.version()
         pgbench, which = pgbench_binary(int(str(version).split(".")[0]))
@@ -285,6 +336,8 @@ def main() -> int:
                           f"{m['lat_p99']:>8.3f} {m['lag_mean']:>8.3f} {m['lag_p99']:>8.3f} {m['cpu_us']:>10.1f} "
                           f"{m['wakeups']:>7.2f}",
                           flush=True)
+        if args.instructions:
+            instruction_lines = part_instructions(trees, connection.conninfo, args)
     finally:
         server.stop()
         if args.csv and rows:
@@ -294,7 +347,7 @@ def main() -> int:
                 writer.writerows(rows)
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")
-    print("\n".join(summarize(rows)))
+    print("\n".join(summarize(rows) + instruction_lines))
     return 0
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from concurbench.report.metrics import pool_metrics
 from concurbench.scenario.model import Phase, Pool, Statement
+from concurbench.workload import fastloop
 from concurbench.workload.pool import LoadGenerator
 
 pytestmark = pytest.mark.integration
@@ -62,6 +63,18 @@ def test_a_rate_of_1000_a_second_is_sent_within_a_fraction_of_a_millisecond_of_i
         if means[-1] < LAG_MEAN_BOUND_MS:
             break
     assert min(means) < LAG_MEAN_BOUND_MS, f"lag means {means} ms"
+
+
+@pytest.mark.parametrize("wait", ["timerfd", "epoll_wait"])
+def test_the_compiled_loops_fallback_waits_keep_the_rate(server, compiled, monkeypatch, wait):
+    """The waits the compiled loop falls back to where epoll_pwait2 does not work, named for the worker processes
+    (they inherit the environment): a timerfd keeps the due times as precisely, whole milliseconds do not."""
+    monkeypatch.setenv(fastloop.WAIT_ENV, wait)
+    _result, stats = run(server, pool("SELECT 1", clients=4, rate=1000.0, arrivals="fixed"), "compiled", 1.0)
+    assert 950 <= stats.transactions <= 1010 and stats.lag.count == stats.transactions
+    assert stats.lag.max_ms() < 100
+    if wait == "epoll_wait":
+        assert stats.lag.mean_ms() > 0.3  # a wait rounded up to a millisecond: half of one late on average
 
 
 def test_latency_runs_from_the_scheduled_start_when_the_server_falls_behind(server, loop):

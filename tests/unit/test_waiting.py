@@ -5,15 +5,20 @@ the clock's reading): for each of its ways to wait, the wait must never end befo
 later than that way's rounding. The Python loop's is PreciseEpoll's: here over stand-ins for epoll and
 select() that move an injected clock by the timeouts they are given, rounded as CPython rounds them
 (a float of seconds up to whole nanoseconds, then up to milliseconds for epoll and to microseconds for
-select). A due time already past is sent at once, without a wait.
+select). A due time already past is sent at once, without a wait. Where the kernel refuses a way to
+wait (a seccomp filter in a child process stands in for an older kernel), the loop takes the next.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import platform
 import random
 import select
 import socket
+import subprocess
+import sys
 
 import pytest
 
@@ -193,3 +198,36 @@ def test_precise_epoll_waits_in_milliseconds_when_select_cannot_take_its_descrip
     poller.poll(0.0004)
     assert refused == [0.0003] and epoll.timeouts == [0.0003, 0.0004]  # asked once, then epoll alone
     assert clock() == START + 2 * MS
+
+
+SECCOMP_CHILD = r"""
+import ctypes, struct, sys
+blocked = [int(n) for n in sys.argv[1].split(",")]
+# a seccomp filter (classic BPF) that makes the blocked system calls fail with ENOSYS, as an older kernel would
+code = [(0x20, 0, 0, 4), (0x15, 0, 2 * len(blocked) + 1, 0xC000003E), (0x20, 0, 0, 0)]  # x86_64 only, else allow
+for nr in blocked:
+    code += [(0x15, 0, 1, nr), (0x06, 0, 0, 0x00050000 | 38)]
+code += [(0x06, 0, 0, 0x7FFF0000)]
+prog = b"".join(struct.pack("HBBI", *op) for op in code)
+buf = ctypes.create_string_buffer(prog)
+fprog = struct.pack("HxxxxxxQ", len(code), ctypes.addressof(buf))
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.prctl(38, 1, 0, 0, 0) == 0  # no new privileges: allowed without them
+assert libc.prctl(22, 2, ctypes.c_char_p(fprog), 0, 0) == 0, ctypes.get_errno()
+from concurbench.workload import fastloop
+print(",".join(fastloop._fastloop.waits()), fastloop.wait())
+"""
+
+
+@pytest.mark.parametrize("blocked, left", [("441", "timerfd,epoll_wait timerfd"),
+                                           ("441,283", "epoll_wait epoll_wait")])
+def test_a_kernel_that_refuses_epoll_pwait2_or_timerfd_gets_the_next_wait(plan, blocked, left):
+    """The kernel itself refuses the calls (a seccomp filter in a child process answers ENOSYS for epoll_pwait2,
+    441, and timerfd_create, 283, on x86_64): the loop's probe finds the next way to wait."""
+    if platform.machine() != "x86_64":
+        pytest.skip("the filter names x86_64's system call numbers")
+    env = {k: v for k, v in os.environ.items() if k != fastloop.WAIT_ENV}
+    out = subprocess.run([sys.executable, "-c", SECCOMP_CHILD, blocked], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == left
