@@ -196,11 +196,12 @@ def lag_verdict(ours: list[float], theirs: list[float]) -> str:
     return text + ": undecided"
 
 
-def ratio_verdict(ratios: list[float], goal: tuple[float, float]) -> str:
+def ratio_verdict(ratios: list[float], goal: tuple[float, float] | None) -> str:
+    """The geometric mean of the rounds' ratios, its 95% interval, and the goal's verdict (when it has one)."""
     mean, low, high = ratio_interval(ratios)
     if low is None:
-        return f"{mean:.3f}x (one round): undecided"
-    return f"{mean:.3f}x [{low:.3f}, {high:.3f}]: {goal_verdict(low, high, goal)}"
+        return f"{mean:.3f}x (one round)" + (": undecided" if goal else "")
+    return f"{mean:.3f}x [{low:.3f}, {high:.3f}]" + (f": {goal_verdict(low, high, goal)}" if goal else "")
 
 
 def summarize(rows: list[dict]) -> list[str]:
@@ -249,11 +250,12 @@ def summarize(rows: list[dict]) -> list[str]:
             if baseline:
                 both = sorted(set(mine) & set(baseline))
                 cpu = [mine[r]["cpu_us"] / baseline[r]["cpu_us"] for r in both]
-                goal = CPU_GOAL if rate == CPU_RATE and side == "concurbench/compiled" else (0.0, math.inf)
+                goal = CPU_GOAL if rate == CPU_RATE and side == "concurbench/compiled" else None
                 lines.append(f"    CPU per transaction / baseline's: {ratio_verdict(cpu, goal)}"
-                             + (f" (goal: at most {CPU_GOAL[1]}x)" if goal == CPU_GOAL else " (no goal)"))
-                for f, name in (("lag_mean", "lag mean"), ("lat_p50", "latency p50")):
-                    lines.append(f"    {name} / baseline's: {ratio_verdict([mine[r][f] / baseline[r][f] for r in both], (0.0, math.inf))}")
+                             + (f" (goal: at most {CPU_GOAL[1]}x)" if goal else ""))
+                for f, name in (("wakeups", "wakeups"), ("lag_mean", "lag mean"), ("lat_p50", "latency p50")):
+                    lines.append(f"    {name} / baseline's: "
+                                 f"{ratio_verdict([mine[r][f] / baseline[r][f] for r in both], None)}")
     return lines
 
 
@@ -324,6 +326,8 @@ def main() -> int:
         print(f"{'round':>5} {'rate':>7} {'side':>22} {'achieved/s':>11} {'lat p50':>8} {'lat p99':>8} "
               f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7}", flush=True)
         for round_no in range(1, args.rounds + 1):
+            load = os.getloadavg()
+            print(f"-- round {round_no}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
             for rate in rates:
                 shift = (round_no - 1) % len(sides)
                 for side, tree, loop, wait in sides[shift:] + sides[:shift]:  # each side takes each place in turn
