@@ -1220,7 +1220,7 @@ static int step_loop(Loop *L) {
         int64_t timer;
         int ms;
         int64_t wait = plan_wait(L->wait, now, L->heap_n ? L->heap[0]->wake_at : -1, &ts, &timer, &ms);
-        if (L->tfd >= 0 && timer != L->armed && arm(L, timer) < 0) {
+        if (L->tfd >= 0 && wait > 0 && timer != L->armed && arm(L, timer) < 0) { /* a poll is no wait */
             rc = -1;
             break;
         }
