@@ -12,6 +12,8 @@ rate of `--rates`, in interleaved rounds whose order of sides turns every round:
   CPU as a run makes them, after the same warm-up; its latency (from the due time) and lag
   histograms, its achieved rate, and the worker processes' CPU per transaction (their load loops,
   warm-up included, per transaction at the measured rate);
+- for both: voluntary context switches a transaction (each one a wait that blocked, so a wakeup)
+  and how long the load generator's threads waited for a CPU each time they ran (schedstat);
 - baseline/LOOP (with `--baseline CHECKOUT`): the same pool run by another checkout's code (its
   extension built), e.g. main's before a change, in the same rounds;
 - concurbench/compiled-WAIT (with `--waits`): this tree's compiled loop made to wait with another of
@@ -47,9 +49,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 from concurbench import stats as cstats
 from concurbench.provisioners.embedded import EmbeddedPostgres
@@ -65,7 +69,42 @@ LAG_GOAL, LAG_SLACK_MS = 1.2, 0.05  # at most 1.2x pgbench's, or within 0.05 ms 
 LATENCY_GOAL = (0.9, 1.1)
 RATE_GOAL = (0.99, 1.01)
 CPU_GOAL, CPU_RATE = (0.0, 1.05), 1000.0  # against the baseline at 1,000/s
-FIGURES = ("achieved", "lat_p50", "lat_p99", "lag_mean", "lag_p99", "cpu_us", "wakeups", "transactions")
+FIGURES = ("achieved", "lat_p50", "lat_p99", "lag_mean", "lag_p99", "cpu_us", "wakeups", "cpu_wait", "transactions")
+
+
+class RunQueue:
+    """How long the load generator's threads waited for a CPU each time they were woken or preempted: from
+    /proc/PID/task/TID/schedstat (time on a run queue, times run), sampled every 100 ms while the processes
+    `pids()` names live (the last sample of each thread counts: a thread's figures go when it exits).
+    `main_only`: the processes' main threads alone (a worker's loop, not its threads that connect)."""
+
+    def __init__(self, pids, main_only: bool = False):
+        self.pids, self.main_only, self.last, self.stop = pids, main_only, {}, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> "RunQueue":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+    def _sample(self) -> None:
+        while not self.stop.wait(0.1):
+            for pid in self.pids():
+                tasks = [Path(f"/proc/{pid}/task/{pid}/schedstat")] if self.main_only else \
+                    Path(f"/proc/{pid}/task").glob("*/schedstat")
+                for task in tasks:
+                    try:
+                        _on_cpu, waited, runs = (int(f) for f in task.read_text().split())
+                    except (OSError, ValueError):
+                        continue
+                    self.last[(pid, task.parent.name)] = (waited, runs)
+
+    def mean_us(self) -> float:
+        waited = sum(w for w, _r in self.last.values())
+        return waited / max(sum(r for _w, r in self.last.values()), 1) / 1000
 
 
 # -- the sides ---------------------------------------------------------------------------
@@ -78,7 +117,11 @@ def run_pgbench(pgbench: Path, port: int, rate: float, args) -> dict:
                "-T", str(math.ceil(args.warmup + args.seconds) + 1), "--log", f"--log-prefix={prefix}",
                "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "concurbench"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(cmd, capture_output=True, text=True, check=True)
+        with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as proc:
+            with RunQueue(lambda: [proc.pid]) as queue:
+                _out, err = proc.communicate()
+        if proc.returncode:
+            raise RuntimeError(f"pgbench failed: {err[-2000:]}")
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         # client_id transaction_no time script_no time_epoch time_us schedule_lag (times in microseconds)
         rows = np.array([[int(f) for f in line.split()[2:7]] for path in Path(tmp).glob("log.*")
@@ -90,7 +133,7 @@ def run_pgbench(pgbench: Path, port: int, rate: float, args) -> dict:
     inside = (end_us >= lo) & (end_us < lo + int(args.seconds * 1e6))
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     return {"achieved": int(inside.sum()) / args.seconds,
-            "wakeups": (after.ru_nvcsw - before.ru_nvcsw) / len(rows),
+            "wakeups": (after.ru_nvcsw - before.ru_nvcsw) / len(rows), "cpu_wait": queue.mean_us(),
             "lat_p50": _pct(latency[inside], 50) / 1000, "lat_p99": _pct(latency[inside], 99) / 1000,
             "lag_mean": float(lag[inside].mean()) / 1000, "lag_p99": _pct(lag[inside], 99) / 1000,
             "cpu_us": cpu / len(rows) * 1e6, "transactions": int(inside.sum())}
@@ -123,15 +166,17 @@ def drive(spec: dict) -> None:
                 params=(("aid", parse_distribution(f"uniform(1, {100000 * spec['scale']})")),),
                 rate=spec["rate"], protocol="simple")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker processes are this process's children
-    result = LoadGenerator(spec["conninfo"], [pool], warmup=spec["warmup"], duration=spec["seconds"],
-                           seed=spec["seed"], loop=spec["loop"]).run()
+    with RunQueue(lambda: [child.pid for child in psutil.Process().children()], main_only=True) as queue:
+        result = LoadGenerator(spec["conninfo"], [pool], warmup=spec["warmup"], duration=spec["seconds"],
+                               seed=spec["seed"], loop=spec["loop"]).run()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     stats = result.pools[pool.name]
     if result.messages or stats.failed or result.loop != spec["loop"]:
         raise SystemExit(f"run not clean: {result.messages} failed={stats.failed} loop={result.loop}")
     tps = stats.transactions / result.elapsed_s
     loop_txns = max(tps * max(result.worker_wall_s), 1)  # transactions over the load loops, warm-up included
-    print(json.dumps({"achieved": tps, "wakeups": (after.ru_nvcsw - before.ru_nvcsw) / loop_txns, "lat_p50": stats.txn.percentile_ms(50.0),
+    print(json.dumps({"achieved": tps, "wakeups": (after.ru_nvcsw - before.ru_nvcsw) / loop_txns,
+                      "cpu_wait": queue.mean_us(), "lat_p50": stats.txn.percentile_ms(50.0),
                       "lat_p99": stats.txn.percentile_ms(99.0), "lag_mean": stats.lag.mean_ms(),
                       "lag_p99": stats.lag.percentile_ms(99.0),
                       "cpu_us": sum(result.worker_cpu_s) / loop_txns * 1e6,
@@ -212,8 +257,9 @@ def summarize(rows: list[dict]) -> list[str]:
     rates = sorted({rate for rate, _side in by})
     sides = list(dict.fromkeys(side for _rate, side in by))
     lines = ["", f"{'rate':>8} {'side':>22} {'rounds':>6} {'achieved/s':>11} {'lat p50':>8} {'lat p99':>8} "
-                 f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7}   (medians over rounds; ms; "
-                 f"wakeups: voluntary context switches of the load generator a transaction)"]
+                 f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7} {'CPU wait us':>11}   (medians over "
+                 f"rounds; ms; wakeups: the load generator's voluntary context switches a transaction; CPU wait: the "
+                 f"mean time its threads waited on a run queue each time they ran)"]
     for rate in rates:
         for side in sides:
             runs = list(by.get((rate, side), {}).values())
@@ -222,7 +268,7 @@ def summarize(rows: list[dict]) -> list[str]:
             med = {f: statistics.median(r[f] for r in runs) for f in FIGURES}
             lines.append(f"{rate:>8,.0f} {side:>22} {len(runs):>6} {med['achieved']:>11,.1f} {med['lat_p50']:>8.3f} "
                          f"{med['lat_p99']:>8.3f} {med['lag_mean']:>8.3f} {med['lag_p99']:>8.3f} {med['cpu_us']:>10.1f} "
-                         f"{med['wakeups']:>7.2f}")
+                         f"{med['wakeups']:>7.2f} {med['cpu_wait']:>11.1f}")
     lines.append("")
     for rate in rates:
         base = by.get((rate, "pgbench"), {})
@@ -262,7 +308,7 @@ def summarize(rows: list[dict]) -> list[str]:
 def read_csv(path: str) -> list[dict]:
     with open(path, newline="") as fh:
         return [{"round": int(r["round"]), "rate": float(r["rate"]), "side": r["side"],
-                 **{f: float(r[f]) for f in FIGURES}} for r in csv.DictReader(fh)]
+                 **{f: float(r.get(f) or "nan") for f in FIGURES}} for r in csv.DictReader(fh)]
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -324,7 +370,7 @@ def main() -> int:
                                                  for loop in loops]
         sides += [(f"concurbench/compiled-{wait}", here, "compiled", wait) for wait in waits]
         print(f"{'round':>5} {'rate':>7} {'side':>22} {'achieved/s':>11} {'lat p50':>8} {'lat p99':>8} "
-              f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7}", flush=True)
+              f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7} {'CPU wait us':>11}", flush=True)
         for round_no in range(1, args.rounds + 1):
             load = os.getloadavg()
             print(f"-- round {round_no}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
@@ -338,7 +384,7 @@ def main() -> int:
                     rows.append({"round": round_no, "rate": rate, "side": side, **m})
                     print(f"{round_no:>5} {rate:>7,.0f} {side:>22} {m['achieved']:>11,.1f} {m['lat_p50']:>8.3f} "
                           f"{m['lat_p99']:>8.3f} {m['lag_mean']:>8.3f} {m['lag_p99']:>8.3f} {m['cpu_us']:>10.1f} "
-                          f"{m['wakeups']:>7.2f}",
+                          f"{m['wakeups']:>7.2f} {m['cpu_wait']:>11.1f}",
                           flush=True)
         if args.instructions:
             instruction_lines = part_instructions(trees, connection.conninfo, args)
