@@ -13,7 +13,8 @@ rate of `--rates`, in interleaved rounds whose order of sides turns every round:
   histograms, its achieved rate, and the worker processes' CPU per transaction (their load loops,
   warm-up included, per transaction at the measured rate);
 - for both: voluntary context switches a transaction (each one a wait that blocked, so a wakeup)
-  and how long the load generator's threads waited for a CPU each time they ran (schedstat);
+  and how long the load generator's threads waited for a CPU each time they ran (schedstat; for
+  concurbench the workers' loop threads from when all sessions are connected);
 - baseline/LOOP (with `--baseline CHECKOUT`): the same pool run by another checkout's code (its
   extension built), e.g. main's before a change, in the same rounds;
 - concurbench/compiled-WAIT (with `--waits`): this tree's compiled loop made to wait with another of
@@ -75,11 +76,14 @@ FIGURES = ("achieved", "lat_p50", "lat_p99", "lag_mean", "lag_p99", "cpu_us", "w
 class RunQueue:
     """How long the load generator's threads waited for a CPU each time they were woken or preempted: from
     /proc/PID/task/TID/schedstat (time on a run queue, times run), sampled every 100 ms while the processes
-    `pids()` names live (the last sample of each thread counts: a thread's figures go when it exits).
-    `main_only`: the processes' main threads alone (a worker's loop, not its threads that connect)."""
+    `pids()` names live (the last sample of each thread counts: a thread's figures go when it exits), from
+    `mark()` on when it is called (a worker's start-up and connecting left out). `main_only`: the processes'
+    main threads alone (a worker's loop, not its threads that connect)."""
 
     def __init__(self, pids, main_only: bool = False):
-        self.pids, self.main_only, self.last, self.stop = pids, main_only, {}, threading.Event()
+        self.pids, self.main_only, self.stop = pids, main_only, threading.Event()
+        self.base: dict[tuple, tuple[int, int]] = {}
+        self.last: dict[tuple, tuple[int, int]] = {}
         self.thread = threading.Thread(target=self._sample, daemon=True)
 
     def __enter__(self) -> "RunQueue":
@@ -90,21 +94,40 @@ class RunQueue:
         self.stop.set()
         self.thread.join()
 
+    def mark(self) -> None:
+        """Count from now on."""
+        self.base = self._read()
+
+    # a LoadGenerator listener: the window is set once every session has connected
+    def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
+        self.mark()
+
+    def measurement_ended(self, end_ns: int) -> None:
+        pass
+
+    def _read(self) -> dict[tuple, tuple[int, int]]:
+        out = {}
+        for pid in self.pids():
+            tasks = [Path(f"/proc/{pid}/task/{pid}/schedstat")] if self.main_only else \
+                Path(f"/proc/{pid}/task").glob("*/schedstat")
+            for task in tasks:
+                try:
+                    _on_cpu, waited, runs = (int(f) for f in task.read_text().split())
+                except (OSError, ValueError):
+                    continue
+                out[(pid, task.parent.name)] = (waited, runs)
+        return out
+
     def _sample(self) -> None:
         while not self.stop.wait(0.1):
-            for pid in self.pids():
-                tasks = [Path(f"/proc/{pid}/task/{pid}/schedstat")] if self.main_only else \
-                    Path(f"/proc/{pid}/task").glob("*/schedstat")
-                for task in tasks:
-                    try:
-                        _on_cpu, waited, runs = (int(f) for f in task.read_text().split())
-                    except (OSError, ValueError):
-                        continue
-                    self.last[(pid, task.parent.name)] = (waited, runs)
+            self.last.update(self._read())
 
     def mean_us(self) -> float:
-        waited = sum(w for w, _r in self.last.values())
-        return waited / max(sum(r for _w, r in self.last.values()), 1) / 1000
+        waited = runs = 0
+        for key, (w, r) in self.last.items():
+            w0, r0 = self.base.get(key, (0, 0))
+            waited, runs = waited + w - w0, runs + r - r0
+        return waited / max(runs, 1) / 1000
 
 
 # -- the sides ---------------------------------------------------------------------------
@@ -168,7 +191,7 @@ def drive(spec: dict) -> None:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the worker processes are this process's children
     with RunQueue(lambda: [child.pid for child in psutil.Process().children()], main_only=True) as queue:
         result = LoadGenerator(spec["conninfo"], [pool], warmup=spec["warmup"], duration=spec["seconds"],
-                               seed=spec["seed"], loop=spec["loop"]).run()
+                               seed=spec["seed"], loop=spec["loop"], listeners=[queue]).run()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     stats = result.pools[pool.name]
     if result.messages or stats.failed or result.loop != spec["loop"]:
