@@ -47,10 +47,10 @@ def test_a_rate_is_kept_and_its_lag_reported_apart(server, loop):
 
 
 # A wait for a due time rounded up to whole milliseconds, as both loops' waits were before, adds half a millisecond
-# to the lag's mean by itself, however quiet the machine. benchmarks/rate_lag.py measured 0.08-0.10 ms (compiled
-# loop) and 0.10-0.17 ms (Python loop) at 1,000/s over 8 clients on a quiet two-core VM (docs/load-generator.md),
-# and the rounding loops 0.52-0.60 ms. The bound lies between them; a busy machine can push one window past it,
-# so the test takes the best of three.
+# to the lag's mean by itself, however quiet the machine. benchmarks/rate_lag.py measured a lag mean of 0.07 ms
+# (compiled loop) and 0.10 ms (Python loop) at 1,000/s over 8 clients on a two-core VM, 0.1-0.3 ms in rounds beside
+# other heavy work, and 0.52-0.55 ms for both loops when they rounded (docs/load-generator.md). The bound lies
+# between them; a busy machine can push one window past it, so the test takes the best of three.
 LAG_MEAN_BOUND_MS = 0.45
 
 
