@@ -32,8 +32,8 @@ instructions a transaction of one session at 1,000/s in each tree's compiled loo
 valgrind, which the machine's state does not move). The other loops are reported beside them.
 
     python benchmarks/rate_lag.py [--rates 100,1000,10000] [--clients 8] [--seconds 8] [--warmup 1]
-        [--rounds 6] [--loops compiled,python] [--baseline CHECKOUT] [--waits timerfd,epoll_wait]
-        [--scale 10] [--instructions 2000] [--csv FILE]
+        [--rounds 6] [--loops compiled,python] [--baseline CHECKOUT] [--waits WAIT,...]
+        [--scale 10] [--instructions N] [--csv FILE]
     python benchmarks/rate_lag.py --from-csv FILE      # the summary of an earlier run, measuring nothing
 """
 
