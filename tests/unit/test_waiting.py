@@ -22,6 +22,7 @@ import sys
 
 import pytest
 
+from concurbench.errors import RunError
 from concurbench.scenario.model import Pool, Statement
 from concurbench.workload import fastloop
 from concurbench.workload import pool as pool_mod
@@ -89,7 +90,7 @@ def test_the_loop_takes_the_best_wait_that_works_here_and_can_be_told_another(pl
     with pytest.raises(RuntimeError, match="not a wait of the compiled loop"):
         fastloop.wait()
     if fastloop.unavailable("postgres") is None:
-        with pytest.raises(fastloop.RunError, match="CONCURBENCH_LOOP_WAIT=sleep"):
+        with pytest.raises(RunError, match="CONCURBENCH_LOOP_WAIT=sleep"):
             fastloop.resolve("auto", "postgres")
 
 
