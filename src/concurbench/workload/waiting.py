@@ -34,9 +34,7 @@ class PreciseEpoll:
 
     def poll(self, timeout: float) -> list[tuple[int, int]]:
         """The ready (fd, events), after waiting up to `timeout` seconds for one."""
-        if timeout <= 0 or timeout >= LOOK_S:
-            return self._epoll.poll(timeout)
-        if self._own is None:
+        if timeout <= 0 or timeout >= LOOK_S or self._own is None:
             return self._epoll.poll(timeout)
         try:
             ready = self._wait(self._own, (), (), timeout)[0]
