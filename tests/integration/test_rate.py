@@ -12,6 +12,7 @@ import pytest
 
 from concurbench.results.metrics import pool_metrics
 from concurbench.scenario.model import Phase, Pool, Statement
+from concurbench.workload import fastloop
 from concurbench.workload.pool import LoadGenerator
 
 pytestmark = pytest.mark.integration
@@ -43,6 +44,43 @@ def test_a_rate_is_kept_and_its_lag_reported_apart(server, loop):
     assert metrics["lag"]["mean_ms"] is not None and metrics["lag"]["mean_ms"] < 5
     assert stats.lag.count == stats.transactions
     assert result.events == []  # a rate alone has no timeline
+
+
+# A wait for a due time rounded up to whole milliseconds, as both loops' waits were before, adds half a millisecond
+# to the lag's mean by itself, however quiet the machine. benchmarks/rate_lag.py measured a lag mean of 0.07 ms
+# (compiled loop) and 0.10 ms (Python loop) at 1,000/s over 8 clients on a two-core VM, 0.1-0.3 ms in rounds beside
+# other heavy work, and 0.52-0.55 ms for both loops when they rounded (docs/load-generator.md). The bound lies
+# between them; a busy machine can push one window past it, so the test takes the best of three.
+LAG_MEAN_BOUND_MS = 0.45
+
+
+def best_lag_mean(server, loop: str) -> float:
+    """The lowest lag mean of up to three 1 s windows at 1,000/s over 4 clients (stops at one under the bound)."""
+    means = []
+    for _attempt in range(3):
+        _result, stats = run(server, pool("SELECT 1", clients=4, rate=1000.0), loop, 1.0)
+        assert stats.lag.count == stats.transactions > 800
+        means.append(stats.lag.mean_ms())
+        if means[-1] < LAG_MEAN_BOUND_MS:
+            break
+    return min(means)
+
+
+def test_a_rate_of_1000_a_second_is_sent_within_a_fraction_of_a_millisecond_of_its_due_times(server, loop):
+    assert best_lag_mean(server, loop) < LAG_MEAN_BOUND_MS
+
+
+@pytest.mark.parametrize("wait", ["timerfd", "epoll_wait"])
+def test_the_compiled_loops_fallback_waits_keep_the_rate(server, compiled, monkeypatch, wait):
+    """The waits the compiled loop falls back to where epoll_pwait2 does not work, named for the worker processes
+    (they inherit the environment): a timerfd keeps the due times as precisely, whole milliseconds do not."""
+    monkeypatch.setenv(fastloop.WAIT_ENV, wait)
+    if wait == "timerfd":
+        assert best_lag_mean(server, "compiled") < LAG_MEAN_BOUND_MS
+        return
+    _result, stats = run(server, pool("SELECT 1", clients=4, rate=1000.0, arrivals="fixed"), "compiled", 1.0)
+    assert stats.transactions >= 900 and stats.lag.count == stats.transactions
+    assert stats.lag.mean_ms() > 0.3  # a wait rounded up to a millisecond: half of one late on average
 
 
 def test_latency_runs_from_the_scheduled_start_when_the_server_falls_behind(server, loop):

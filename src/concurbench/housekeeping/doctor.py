@@ -197,7 +197,12 @@ def check_event_loop() -> Check:
     name = "load generator: compiled loop"
     why = fastloop.unavailable("postgres")
     if why is None:
-        return Check(name, True, f"built; PostgreSQL pools run it, over psycopg's libpq ({fastloop.bind()})")
+        try:
+            wait = fastloop.wait()
+        except RuntimeError as exc:
+            return Check(name, False, f"built, but it cannot run: {exc}", f"unset {fastloop.WAIT_ENV}")
+        return Check(name, True, f"built; PostgreSQL pools run it, over psycopg's libpq ({fastloop.bind()}), "
+                                 f"waiting for a rate's due times with {wait}")
     return Check(name, False, f"PostgreSQL pools run the pure Python loop, which takes more CPU per statement from "
                               f"the server it measures (docs/load-generator.md): {why}",
                  "install a C compiler and Python's headers (on Debian: apt-get install gcc python3-dev), "

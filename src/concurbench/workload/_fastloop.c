@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,6 +155,9 @@ typedef struct {
     Sess *s;
     int n;
     int epfd;
+    int wait;      /* how the loop waits for its next due time (WAIT_*) */
+    int tfd;       /* WAIT_TIMERFD: the timer in the epoll set; -1: none */
+    int64_t armed; /* the time the timer is armed for; 0: disarmed; -1: expired and not yet re-armed */
     volatile int64_t *window;
     int64_t *counters;
     volatile int8_t *status;
@@ -265,6 +270,144 @@ static int drain(Sess *s) {
     s->retried = s->late = s->skipped = 0;
     for (int i = 0; i < s->n_statements; i++) s->stmts[i].used = 0;
     return 0;
+}
+
+/* -- waiting for the next due time ------------------------------------------------ */
+/* The loop waits on its sockets until the earliest due (or wake) time in its heap. epoll_wait takes whole
+   milliseconds, and a wait rounded up to them sent a rate's transactions half a millisecond late on
+   average. So the loop waits, best first, with epoll_pwait2 (a timeout in nanoseconds: Linux 5.11 and glibc
+   2.35), else with a timerfd in the epoll set armed for the due time itself (one more system call a wait),
+   else, where neither works, with epoll_wait rounding up as before. It probes at its start which works
+   (an old kernel says ENOSYS, a sandbox may say EPERM). The kernel's timer slack (50 us by default, as for
+   pgbench's ppoll) still applies to epoll_pwait2 and epoll_wait; a timerfd has none. */
+enum { WAIT_PWAIT2 = 0, WAIT_TIMERFD = 1, WAIT_MS = 2, N_WAITS = 3 };
+static const char *const WAIT_NAMES[N_WAITS] = {"epoll_pwait2", "timerfd", "epoll_wait"};
+#define WAIT_CAP_NS 50000000LL /* the longest wait: the loop looks at its parent and at signals this often */
+#define NS 1000000000LL
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35))
+#define HAVE_PWAIT2 1
+static int pwait2(int epfd, struct epoll_event *events, int n, const struct timespec *ts) {
+    return epoll_pwait2(epfd, events, n, ts, NULL);
+}
+#elif defined(SYS_epoll_pwait2) && defined(__LP64__)
+#define HAVE_PWAIT2 1 /* a C library without the wrapper: the system call, whose timespec is this ABI's */
+static int pwait2(int epfd, struct epoll_event *events, int n, const struct timespec *ts) {
+    return (int)syscall(SYS_epoll_pwait2, epfd, events, n, ts, NULL, 0);
+}
+#else
+#define HAVE_PWAIT2 0
+#endif
+
+/* The loop's next wait from `now` until `wake_at` (-1: nothing due), as `mode` asks the kernel for it: *ts
+   (epoll_pwait2), *timer (the timerfd's absolute expiry; 0: none) and *ms (epoll_wait, and the timerfd
+   mode's backstop). Returns how long the wait lasts when no socket is ready sooner: 0 when wake_at has
+   passed, else from wake_at (never earlier) to wake_at plus the mode's rounding (none but epoll_wait's),
+   at most WAIT_CAP_NS. */
+static int64_t plan_wait(int mode, int64_t now, int64_t wake_at, struct timespec *ts, int64_t *timer, int *ms) {
+    int64_t wait = wake_at < 0 ? WAIT_CAP_NS : wake_at - now;
+    wait = wait < 0 ? 0 : (wait > WAIT_CAP_NS ? WAIT_CAP_NS : wait);
+    ts->tv_sec = (time_t)(wait / NS);
+    ts->tv_nsec = (long)(wait % NS);
+    *ms = (int)((wait + 999999) / 1000000);
+    *timer = mode == WAIT_TIMERFD && wait > 0 && wait < WAIT_CAP_NS ? wake_at : 0;
+    return mode == WAIT_MS ? *ms * 1000000LL : wait;
+}
+
+/* Arm the timer for `at` (absolute, CLOCK_MONOTONIC like clock_ns; 0 disarms). Setting a timerfd clears
+   an expiry nobody read, so the loop never reads it: it re-arms (or disarms) before the next wait. */
+static int arm(Loop *L, int64_t at) {
+    struct itimerspec spec = {{0, 0}, {(time_t)(at / NS), (long)(at % NS)}};
+    if (timerfd_settime(L->tfd, TFD_TIMER_ABSTIME, &spec, NULL) < 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    L->armed = at;
+    return 0;
+}
+
+static int wait_events(Loop *L, struct epoll_event *events, int maxev, const struct timespec *ts, int ms) {
+#if HAVE_PWAIT2
+    if (L->wait == WAIT_PWAIT2) return pwait2(L->epfd, events, maxev, ts);
+#endif
+    return epoll_wait(L->epfd, events, maxev, ms);
+}
+
+/* Whether `mode` works on the epoll set `epfd` (for WAIT_TIMERFD, *tfd is the timer, added to the set). */
+static int wait_works(int mode, int epfd, int *tfd) {
+    if (mode == WAIT_PWAIT2) {
+#if HAVE_PWAIT2
+        struct epoll_event ev;
+        struct timespec zero = {0, 0};
+        return pwait2(epfd, &ev, 1, &zero) >= 0;
+#else
+        return 0;
+#endif
+    }
+    if (mode == WAIT_TIMERFD) {
+        *tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL}; /* NULL: the timer, not a session */
+        if (*tfd >= 0 && epoll_ctl(epfd, EPOLL_CTL_ADD, *tfd, &ev) == 0) return 1;
+        if (*tfd >= 0) close(*tfd);
+        *tfd = -1;
+        return 0;
+    }
+    return mode == WAIT_MS;
+}
+
+/* The loop's wait: `requested` (an index of WAIT_NAMES), or the best that works here when it is -1. */
+static int setup_wait(Loop *L, int requested) {
+    L->tfd = -1;
+    if (requested >= N_WAITS) {
+        PyErr_SetString(PyExc_ValueError, "no such wait");
+        return -1;
+    }
+    for (int mode = requested < 0 ? 0 : requested; mode < N_WAITS; mode++) {
+        if (wait_works(mode, L->epfd, &L->tfd)) {
+            L->wait = mode;
+            return 0;
+        }
+        if (requested >= 0) break;
+    }
+    PyErr_Format(PyExc_RuntimeError, "the compiled loop cannot wait with %s here",
+                 WAIT_NAMES[requested < 0 ? WAIT_MS : requested]);
+    return -1;
+}
+
+/* waits() -> tuple: the names of the waits that work here, best first (the loop takes the first). */
+static PyObject *fl_waits(PyObject *self, PyObject *noargs) {
+    int epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) return PyErr_SetFromErrno(PyExc_OSError);
+    PyObject *out = PyList_New(0);
+    for (int mode = 0; out && mode < N_WAITS; mode++) {
+        int tfd = -1;
+        if (!wait_works(mode, epfd, &tfd)) continue;
+        if (tfd >= 0) close(tfd);
+        PyObject *name = PyUnicode_FromString(WAIT_NAMES[mode]);
+        if (name == NULL || PyList_Append(out, name) < 0) Py_CLEAR(out);
+        Py_XDECREF(name);
+    }
+    close(epfd);
+    if (out == NULL) return NULL;
+    Py_SETREF(out, PyList_AsTuple(out));
+    return out;
+}
+
+/* plan_wait(mode, now, wake_at) -> (wait, pwait2 timeout, timer expiry, epoll_wait ms): the loop's next wait
+   and what each call would be given (tests). */
+static PyObject *fl_plan_wait(PyObject *self, PyObject *args) {
+    int mode;
+    long long now, wake_at;
+    if (!PyArg_ParseTuple(args, "iLL", &mode, &now, &wake_at)) return NULL;
+    if (mode < 0 || mode >= N_WAITS) {
+        PyErr_SetString(PyExc_ValueError, "no such wait");
+        return NULL;
+    }
+    struct timespec ts;
+    int64_t timer;
+    int ms;
+    int64_t wait = plan_wait(mode, now, wake_at, &ts, &timer, &ms);
+    return Py_BuildValue("(LLLi)", (long long)wait, (long long)ts.tv_sec * NS + ts.tv_nsec, (long long)timer, ms);
 }
 
 /* -- epoll and the think-time heap --------------------------------------------- */
@@ -1073,17 +1216,20 @@ static int step_loop(Loop *L) {
             }
             next_check = now + PARENT_CHECK_NS;
         }
-        int timeout = 50;
-        if (L->heap_n) {
-            int64_t wait = L->heap[0]->wake_at - now;
-            timeout = wait <= 0 ? 0 : (wait >= 50000000 ? 50 : (int)((wait + 999999) / 1000000));
+        struct timespec ts;
+        int64_t timer;
+        int ms;
+        int64_t wait = plan_wait(L->wait, now, L->heap_n ? L->heap[0]->wake_at : -1, &ts, &timer, &ms);
+        if (L->tfd >= 0 && wait > 0 && timer != L->armed && arm(L, timer) < 0) { /* a poll is no wait */
+            rc = -1;
+            break;
         }
         int n;
-        if (timeout == 0 || alone()) {
-            n = epoll_wait(L->epfd, events, maxev, timeout);
+        if (wait == 0 || alone()) {
+            n = wait_events(L, events, maxev, &ts, ms);
         } else {
             Py_BEGIN_ALLOW_THREADS
-            n = epoll_wait(L->epfd, events, maxev, timeout);
+            n = wait_events(L, events, maxev, &ts, ms);
             Py_END_ALLOW_THREADS
         }
         if (n < 0) {
@@ -1094,6 +1240,10 @@ static int step_loop(Loop *L) {
         }
         for (int e = 0; e < n && rc == 0; e++) {
             Sess *s = events[e].data.ptr;
+            if (s == NULL) { /* the timer expired: re-armed (or disarmed) before the next wait */
+                L->armed = -1;
+                continue;
+            }
             if (s->state != RUNNING && s->state != ROLLING_BACK) {
                 idle_input(L, s);
                 continue;
@@ -1294,12 +1444,13 @@ static PyObject *fl_run(PyObject *self, PyObject *args) {
     }
     Loop L;
     memset(&L, 0, sizeof L);
-    if (!PyArg_ParseTuple(env, "iiiiiUOOO", &RUNNING, &ROLLING_BACK, &THINKING, &DONE, &SLOT_DONE,
-                          &L.connection_kind, &L.retryable, &L.connection_failure, &L.result_failure))
+    int wait;
+    if (!PyArg_ParseTuple(env, "iiiiiUOOOi", &RUNNING, &ROLLING_BACK, &THINKING, &DONE, &SLOT_DONE,
+                          &L.connection_kind, &L.retryable, &L.connection_failure, &L.result_failure, &wait))
         return NULL;
     Py_buffer window = {0}, status = {0}, finished = {0}, counters = {0};
     L.n = (int)PyList_GET_SIZE(specs);
-    L.epfd = -1;
+    L.epfd = L.tfd = -1;
     int ok = 0;
     if (get_buffer(window_o, &window, 8, 3, "window") < 0) return NULL;
     if (get_buffer(status_o, &status, 1, 0, "status") < 0) goto release;
@@ -1329,6 +1480,7 @@ static PyObject *fl_run(PyObject *self, PyObject *args) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto release;
     }
+    if (setup_wait(&L, wait) < 0) goto release;
     L.remaining = L.n;
     L.drain_at = L.n > 0 ? DRAIN_ALL / L.n : DRAIN_MAX;
     L.drain_at = L.drain_at > DRAIN_MAX ? DRAIN_MAX : (L.drain_at < DRAIN_MIN ? DRAIN_MIN : L.drain_at);
@@ -1347,6 +1499,7 @@ release:;
         free_session(&L.s[i]);
     }
     PyErr_Restore(type, value, tb);
+    if (L.tfd >= 0) close(L.tfd);
     if (L.epfd >= 0) close(L.epfd);
     PyMem_Free(L.s);
     PyMem_Free(L.heap);
@@ -1374,6 +1527,12 @@ static PyMethodDef methods[] = {
     {"arrivals", fl_arrivals, METH_VARARGS,
      "arrivals(pace, frees) -> ([(when, due)], skipped): a schedule.Pace's answers to sessions becoming free "
      "at the given times, as the loop computes them (for tests)."},
+    {"waits", fl_waits, METH_NOARGS,
+     "waits() -> tuple: the names of the ways to wait for a due time that work here, best first (the loop's "
+     "choice)."},
+    {"plan_wait", fl_plan_wait, METH_VARARGS,
+     "plan_wait(mode, now, wake_at) -> (wait, pwait2 ns, timer expiry, epoll_wait ms): the loop's next wait "
+     "with that mode when no socket is ready sooner, and what each call is given (for tests)."},
     {"draws", fl_draws, METH_VARARGS,
      "draws(spec, n) -> [tuple]: n transactions' parameter texts as the loop draws them from a session's draw "
      "spec (for tests)."},
@@ -1394,6 +1553,6 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     PyObject *m = PyModule_Create(&module);
     /* fastloop.py refuses a build of other sources: raise this when a function's arguments or the schedule
        change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 4) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "INTERFACE", 5) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -11,10 +11,15 @@ The extension is optional: without a C compiler `pip install` skips it and the p
 It calls the libpq psycopg itself is linked with (found through psycopg's compiled pq module), so
 a PGconn is never given to another libpq build. LoadGenerator's `loop` chooses: "auto" (compiled
 when it can run), "compiled" (an error when it cannot) or "python".
+
+The loop waits for a rate's due times to the nanosecond where it can (WAITS, best first; see
+_fastloop.c). It takes the best that works here; CONCURBENCH_LOOP_WAIT names another (to measure or
+test a fallback).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import time
@@ -33,9 +38,13 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 4  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
+INTERFACE = 5  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
+# how the compiled loop waits for a due time, best first (its WAIT_NAMES): a timeout in nanoseconds, a timer
+# armed for the due time, whole milliseconds rounded up (the last resort)
+WAITS = ("epoll_pwait2", "timerfd", "epoll_wait")
+WAIT_ENV = "CONCURBENCH_LOOP_WAIT"
 _bound: list[str] = []  # the libpq file the extension calls, once bound in this process
 
 
@@ -69,6 +78,20 @@ def unavailable(engine: str) -> str | None:
     return None
 
 
+def wait() -> str:
+    """How the compiled loop waits for a due time here: the best of WAITS that works, or the one
+    CONCURBENCH_LOOP_WAIT names. RuntimeError when that one is unknown or does not work here."""
+    works = _fastloop.waits()
+    asked = os.environ.get(WAIT_ENV, "")
+    if not asked:
+        return works[0]
+    if asked not in WAITS:
+        raise RuntimeError(f"{WAIT_ENV}={asked}: not a wait of the compiled loop (one of {', '.join(WAITS)})")
+    if asked not in works:
+        raise RuntimeError(f"{WAIT_ENV}={asked}: that wait does not work here (these do: {', '.join(works)})")
+    return asked
+
+
 def resolve(requested: str, engine: str) -> str:
     """The loop to run: "compiled" or "python"."""
     if requested not in LOOPS:
@@ -77,6 +100,10 @@ def resolve(requested: str, engine: str) -> str:
         return "python"
     why = unavailable(engine)
     if why is None:
+        try:
+            wait()
+        except RuntimeError as exc:
+            raise RunError(f"the compiled event loop cannot run: {exc}") from None
         return "compiled"
     if requested == "compiled":
         raise RunError(f"the compiled event loop cannot run: {why}")
@@ -89,7 +116,11 @@ def describe(requested: str, engine: str = "postgres") -> str:
         return "pure Python loop"
     why = unavailable(engine)
     if why is None:
-        return f"compiled loop over {bind()}"
+        try:
+            how = f"waiting with {wait()}"
+        except RuntimeError as exc:
+            how = f"but it cannot run: {exc}"
+        return f"compiled loop over {bind()}, {how}"
     return f"pure Python loop ({why})" if requested == "auto" else f"unavailable: {why}"
 
 
@@ -218,5 +249,5 @@ def run(sessions: list[Session], window, status, finished, slot_done: int) -> No
         return
     specs = [_Glue(s, window).spec() for s in sessions]
     env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
-           pg.result_failure)
+           pg.result_failure, WAITS.index(wait()))
     _fastloop.run(specs, window, status, finished, sessions[0].counter, env)

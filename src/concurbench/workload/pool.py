@@ -32,6 +32,7 @@ from .session import DONE as SESSION_DONE
 from .schedule import Pace, events
 from .session import FAR_FUTURE, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 from .stats import PoolStats
+from .waiting import LOOK_S, PreciseEpoll
 from .window_end import END_BOUND_S, end_sessions
 
 CONNECTING, READY, DONE, FAILED = 0, 1, 2, -1
@@ -85,12 +86,15 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     merged: dict[str, PoolStats] = {}  # one per pool, shared by its sessions here
     sessions = [Session(conninfo, s.pool, s.index, seed, counters, s.slot, engine,
                         merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
+    poller = None if loop == "compiled" else PreciseEpoll()  # before the sessions' sockets: select() wants a low fd
     live, problems = _connect_all(specs, sessions, status)
     usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     stopped = None
     try:
-        run = _compiled_loop if loop == "compiled" else _loop
-        stopped = run(live, window, status, finished)
+        if poller is None:
+            stopped = _compiled_loop(live, window, status, finished)
+        else:
+            stopped = _loop(live, window, status, finished, poller=poller)
     except Exception as exc:  # noqa: BLE001 - keep what was measured, and stop the run: its figures are cut short
         stopped = f"a worker's load loop failed: {type(exc).__name__}: {exc}"
     finally:
@@ -173,7 +177,7 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
     """Step every session until the window ends or all are done; only stepped sessions are looked at.
     Returns why it ended the window for every worker early (the server refused connections), or None."""
     _await_start(window, sessions, clock, sleep)
-    poller = poller or select.epoll()  # a test passes its own, with its own clock
+    poller = poller or PreciseEpoll()  # waits to the microsecond; a test passes its own, with its own clock
     by_fd: dict[int, Session] = {}
     polled: dict[int, object] = {}  # slot -> the channel whose fd is registered
     sleeping: list[tuple[int, int, Session]] = []  # (wake time, slot, session) for think times
@@ -217,7 +221,7 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
                     window[2] = now  # ends the window for every worker process and the harness
                     return refused
                 next_parent_check = now + 200_000_000
-            timeout = 0.05 if not sleeping else max(0.0, min(0.05, (sleeping[0][0] - now) / 1e9))
+            timeout = LOOK_S if not sleeping else max(0.0, min(LOOK_S, (sleeping[0][0] - now) / 1e9))
             for fd, _event in poller.poll(timeout):
                 session = by_fd.get(fd)
                 if session is not None and session.state in busy:
