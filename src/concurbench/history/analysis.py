@@ -8,8 +8,8 @@ marked there, and a change point at it says that the scenario changed with it. A
 failed or ended early is kept and shown, and left out of the detection.
 
 Change points of several metrics of one location (scenario, variant, pool, clients, point, server)
-within one run of each other are one change: the metric with the smallest p leads, the others are
-listed with it.
+within one run of each other are one change: a metric with a better direction (throughput, latency)
+leads before one without (a count), then the smallest p; the others are listed with it.
 """
 
 from __future__ import annotations
@@ -241,7 +241,8 @@ def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGrou
             at = _index_in_points(s0, c0)
             near = [i for i in items if abs(_index_in_points(*i) - at) <= 1]
             items = [i for i in items if i not in near]
-            near.sort(key=lambda i: (not i[1].confirmed, i[1].p))
+            # the lead: confirmed first, then a metric with a better direction (tps before a count), then p
+            near.sort(key=lambda i: (not i[1].confirmed, better_way(i[0].key.metric, directions) == NEUTRAL, i[1].p))
             lead_s, lead_c = near[0]
             pts = lead_s.included
             before, after = pts[lead_c.index - 1], pts[lead_c.index]
