@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from concurbench.running.progress_events import Recorder, Tick, VariantDone, VariantStarted
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -17,9 +18,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def outcome(server, running_server, tmp_path_factory):
     scenario = load_scenario(HERE / "scenarios" / "hold-and-errors.yaml")
-    events = []
+    events = Recorder()
     provisioner = running_server(server[1])
-    out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events.append).run()
+    out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events).run()
     return out, events, provisioner
 
 
@@ -37,7 +38,7 @@ def test_run_completes_and_writes_the_run_directory(outcome):
     assert manifest["format_version"] == 2
     assert manifest["servers"][0]["version_num"] >= 140000
     assert manifest["scenario"]["sha256"] and len(manifest["scenario"]["sha256"]) == 64
-    assert {"variant", "tick", "variant_done"} <= {e["event"] for e in events}
+    assert {VariantStarted, Tick, VariantDone} <= {type(e) for e in events.events}
 
 
 def test_statements_executed_equal_transactions_times_statements(outcome):
