@@ -20,11 +20,9 @@ a run that fails once started is saved, and its error is `outcome.error`.
 from __future__ import annotations
 
 import contextlib
-import platform
 import signal
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -32,7 +30,7 @@ from .check import CheckPolicy
 from .errors import ConcurbenchError, ConfigError
 from .probe import ProbeReport, probe as probe_target
 from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
-from .report.by_version import claims_by_version
+from .report.by_version import claims_by_version, made_lines
 from .report.tables import Report
 from .results.model import Run
 from .results.shards import SHARD_AND_CHECK, Shard
@@ -42,7 +40,8 @@ from .running.progress_events import Listener, RunEnded, RunStarted
 from .running.runner import RunOutcome, Runner, chosen_variants
 from .scenario.model import Scenario
 
-__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "CLAIMS_VERSIONS", "ClaimsTable", "Outcome", "Target", "claims", "probe", "run"]
+__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "CLAIMS_VERSIONS", "ClaimsTable", "Outcome", "Target", "claims",
+           "probe", "run"]
 
 CLAIMS_VERSIONS = ("14", "15", "16", "17", "18")  # `claims`: the versions of a scenario without server.versions
 CLAIMS_TARGET = "binaries"
@@ -191,27 +190,7 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
                 errors.append((model.name, outcome.error))
             if on_run is not None:
                 on_run(outcome.run, outcome.error)
-    return ClaimsTable(runs, errors, claims_by_version(runs, lines=_claims_lines(runs, target, command)))
-
-
-def _claims_lines(runs: list[Run], target: Target, command: str | None) -> list[str]:
-    """Where and when the table was made, and by which command."""
-    host = runs[0].host if runs else {}
-    cpu = ", ".join(str(x) for x in (host.get("cpu_model"), f"{host.get('cpu_count')} CPUs", host.get("machine")) if x)
-    forms = ", quick forms" if any(r.scenario.quick for r in runs) else ", full forms"
-    lines = [f"Made {_span(runs)} on {host.get('hostname') or platform.node()} ({cpu}), target {runs[0].target if runs else target.name}"
-             + forms]
-    return lines + ([f"Command: {command}"] if command else [])
-
-
-def _span(runs: list[Run]) -> str:
-    """When the runs were made, and how long they took from the first start to the last end."""
-    times = [datetime.fromisoformat(t) for r in runs for t in (r.started, r.ended) if t]
-    if not times:
-        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    first, last = min(times), max(times)
-    minutes = round((last - first).total_seconds() / 60)
-    return f"{first.strftime('%Y-%m-%d %H:%M')} to {last.strftime('%H:%M UTC')} ({minutes // 60} h {minutes % 60:02d} min)"
+    return ClaimsTable(runs, errors, claims_by_version(runs, lines=made_lines(runs, target.name, command)))
 
 
 def _scenario(scenario: Scenario | str | Path, quick: bool, params: dict[str, str] | None) -> Scenario:

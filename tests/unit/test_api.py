@@ -81,7 +81,8 @@ def test_claims_on_docker_uses_the_scenarios_versions_and_images(scenario_file, 
 
 def test_claims_with_an_image_or_versions_given_takes_those(scenario_file, handed, tmp_path):
     runner = CliRunner()
-    runner.invoke(cli, ["claims", "--target", "docker", "--image", "my/pg:x", str(scenario_file), "--out", str(tmp_path)])
+    runner.invoke(cli, ["claims", "--target", "docker", "--image", "my/pg:x", str(scenario_file),
+                        "--out", str(tmp_path)])
     runner.invoke(cli, ["claims", "--target", "docker", "--server-version", "15,16", str(scenario_file),
                         "--out", str(tmp_path)])
     assert [p.image for p in handed[0][0]] == ["my/pg:x"]

@@ -1,7 +1,7 @@
 """Run a scenario: provision, set up, run every variant at every sweep point, sample, clean up.
 
-The runner never prints: it tells a listener its progress (progress_events.py) and returns (or, on failure,
-raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
+The runner never prints: it tells a listener its progress (progress_events.py) and returns (or, on
+failure, raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
 written; servers, background sessions and worker processes are always ended. It builds the run's
 result (results/model.py) once, has the store write it and then renders report.md from it; until
 then the run directory holds a manifest saying "running" and a journal of the finished variant
@@ -47,6 +47,7 @@ from ..util import suggest
 from .warmup import warm_up
 from ..workload.pool import LoadGenerator, resolve_clients
 from ..workload.session import application_name
+
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
     """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
