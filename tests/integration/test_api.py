@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,56 @@ def test_a_pool_behind_its_rate_ends_with_a_warning_on_the_terminal_and_in_the_r
     assert [m for m in behind.messages if "fell behind its rate" in m] and behind.status == "ok"
     assert not [m for m in kept.messages if "fell behind" in m]  # 50 tps with two clients is kept
     assert "- behind: pool p fell behind its rate: offered 1,000,000,000 tps" in (run.path / "report.md").read_text()
+
+
+LONG = """name: long
+engine: postgres
+duration: 60s
+warmup: 0s
+variants:
+  a:
+    pools:
+      p: {clients: 2, transaction: [SELECT 1]}
+"""
+SCRIPT = """import sys
+
+import concurbench
+from concurbench.api import Target
+from concurbench.running.progress_events import Listener
+
+
+class Measuring(Listener):
+    said = False
+
+    def on_tick(self, event):
+        if event.phase == "measure" and event.transactions and not self.said:
+            self.said = True
+            print("measuring", flush=True)
+
+
+if __name__ == "__main__":
+    outcome = concurbench.run(sys.argv[1], target=Target("dsn", dsn=sys.argv[2]), out_dir=sys.argv[3],
+                              listener=Measuring())
+    print(outcome.status, outcome.run_dir, flush=True)
+"""
+
+
+def test_sigterm_stops_a_run_of_the_api_which_keeps_what_it_measured(server, tmp_path):
+    (tmp_path / "long.yaml").write_text(LONG)
+    (tmp_path / "script.py").write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(concurbench.__file__).parent.parent)}
+    proc = subprocess.Popen([sys.executable, "script.py", "long.yaml", server[1].conninfo, "runs"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "measuring"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    status, run_dir = out.split()
+    assert status == "interrupted"
+    run = concurbench.load(tmp_path / run_dir)
+    assert run.status == "interrupted" and run.variant_runs[0].status == "interrupted"
+    assert run.variant_runs[0].pools["p"].metrics["transactions"] > 0
+    assert run.variant_runs[0].elapsed_s < 30  # stopped in the window, not at its end
