@@ -139,7 +139,7 @@ class Outcome(RunOutcome):
     provisioners: list = field(default_factory=list)
 
     def kept(self) -> list[str]:
-        """How to reach each server left running (Target.keep), as the provisioners that can say it put it."""
+        """How to reach each server left running (Target.keep), from the provisioners that can say so."""
         return [hint() for p in self.provisioners for hint in [getattr(p, "connect_hint", None)] if hint]
 
 
@@ -162,8 +162,8 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
            out_dir: str | Path = "results", listener: Listener | None = None,
            on_run: Callable[[Run, ConcurbenchError | None], None] | None = None,
            command: str | None = None) -> ClaimsTable:
-    """Check every scenario's claims on every server version (`check`: CheckPolicy, the default one when
-    None), one run each, scenario after scenario, and tabulate them; or tabulate `stored` run directories
+    """Check every scenario's claims on every server version (`check`: CheckPolicy; None: 5 runs and a
+    30-minute budget each), one run each, scenario after scenario, and tabulate them; or tabulate `stored` run directories
     instead. Every scenario file is loaded before any run. `target` defaults to binaries; versions come
     from the target, else the scenario's server.versions, else 14 to 18. `on_run(run, error)` is called
     after each run; an interrupted run raises KeyboardInterrupt. `command` is named in the table's lines."""

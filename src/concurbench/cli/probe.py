@@ -85,5 +85,6 @@ def probe(scenario: Path, quick: bool, target: Target, params: tuple[str, ...], 
     connections the run opens at once against what the server gives. Prints one table; the last line is
     the JSON file. Exit 1 when a check failed; nothing is left on the server."""
     model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
-    if not probe_all(model, target=target, variants=variants, json_path=json_path or default_json(out_dir, model.name)):
+    json_path = json_path or default_json(out_dir, model.name)
+    if not probe_all(model, target=target, variants=variants, json_path=json_path):
         sys.exit(EXIT_RUN_FAILED)

@@ -22,7 +22,7 @@ class ImagePull:
     """Progress event: a container image is being pulled (`layer` None: the pull begins)."""
 
     image: str
-    status: str
+    status: str | None  # as the Docker engine words it ("pulling" when the pull begins)
     layer: str | None = None
 
 
