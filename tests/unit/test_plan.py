@@ -14,8 +14,8 @@ from rich.console import Console
 from concurbench.cli.progress import Progress
 from concurbench.running.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, PlannedRun, clock_text, \
     estimate_s, plan_runs, round_runs, without
-from concurbench.running.progress_events import CheckLook, Planned, Provisioning, Stopping, Tick, VariantDone, \
-    VariantStarted
+from concurbench.running.progress_events import CheckLook, Planned, Provisioning, RunEnded, RunStarted, Stopping, \
+    Tick, VariantDone, VariantStarted
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
@@ -196,6 +196,23 @@ def test_the_plan_says_a_shards_share_and_that_check_rounds_may_follow():
         "plan: 3 variant runs, about 0:30; --check adds rounds while claims are open",
         "check: 2 claims open after 2 runs (look 1 of 4)",
         "plan: now 5 variant runs, about 0:50 left"]
+
+
+def test_each_run_of_claims_gets_its_own_plan_and_clock():
+    """`claims` runs one scenario after another with one display: the second plan is a plan, not a change."""
+    clock = Clock()
+    buffer = io.StringIO()
+    progress = Progress(Console(file=buffer, width=200), clock=clock)
+    for name, count in (("first", 3), ("second", 2)):
+        progress.on_run_started(RunStarted(name))
+        progress.on_plan(Planned(runs(10.0, count)))
+        progress.on_variant(variant("a"))
+        clock.now += 30
+        progress.on_variant_done(VariantDone(result("a")))
+        progress.on_run_ended(RunEnded(name, "ok"))
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "plan: 3 variant runs, about 0:30" and lines[3] == "plan: 2 variant runs, about 0:20"
+    assert lines[4] == "variant a: clients p=2; warm-up 2 s, 10 s; run 1 of 2, 0:00 elapsed, about 0:20 left"
 
 
 def test_a_terminal_gets_a_bar_of_the_whole_run():
