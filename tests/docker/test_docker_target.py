@@ -21,6 +21,7 @@ import pytest
 
 from concurbench.errors import ProvisionError
 from concurbench.provisioners import containers, docker as target, docker_engine
+from concurbench.running.progress_events import ImagePull, Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
@@ -241,13 +242,13 @@ def test_remove_leftover_containers_of_a_killed_run(docker_client, images):
 
 
 def test_an_image_that_cannot_be_pulled(leftovers):
-    events = []
-    server = target.DockerServer("postgres", "concurbench-test/not-here:1", host_network=True, progress=events.append)
+    events = Recorder()
+    server = target.DockerServer("postgres", "concurbench-test/not-here:1", host_network=True, listener=events)
     with pytest.raises(ProvisionError) as info:
         server.start()
     message = info.value.message
     assert "cannot pull the image concurbench-test/not-here:1" in message and "docker load" in message
-    assert events and events[0]["event"] == "pull"
+    assert events.events and isinstance(events.events[0], ImagePull)
 
 
 def test_engine_status_lists_the_test_image():

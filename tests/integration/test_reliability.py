@@ -17,6 +17,7 @@ from concurbench.engines.admin import AdminSession
 from concurbench.errors import ConfigError, EngineError
 from concurbench.running.guards import check_connected
 from concurbench.provisioners.embedded import EmbeddedPostgres
+from concurbench.running.progress_events import Planned, Recorder, VariantDone
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -116,13 +117,13 @@ def test_the_plan_is_the_order_the_runner_takes(server, running_server, tmp_path
                                              "variants:\n  a:\n    pools:\n"
                                              "      p: {clients: sweep, transaction: [SELECT 1]}\n"
                                              "  b:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"))
-    events: list[dict] = []
-    outcome = Runner(scenario, running_server(server[1]), out_dir=tmp_path / "runs", progress=events.append,
+    events = Recorder()
+    outcome = Runner(scenario, running_server(server[1]), out_dir=tmp_path / "runs", progress=events,
                      repeat=2).run()
     assert outcome.status == "ok", outcome.error
-    plans = [e["runs"] for e in events if e["event"] == "plan"]
-    assert len(plans) == 1 and all(r["estimate_s"] > 0 for r in plans[0])
-    planned = [(r["variant"], r["point"], r["repeat"]) for r in plans[0]]
+    plans = [e.runs for e in events.of(Planned)]
+    assert len(plans) == 1 and all(r.estimate_s > 0 for r in plans[0])
+    planned = [(r.variant, r.point, r.repeat) for r in plans[0]]
     assert planned == [(r.variant, r.point, r.repeat) for r in outcome.results]
     assert len(planned) == 6
 
@@ -134,20 +135,20 @@ def test_each_check_round_is_announced_before_it_runs(server, running_server, tm
                                              "variants:\n" + "".join(f"  {v}:\n    pools:\n      p: {{clients: 1, "
                                                                      f"transaction: [SELECT 1]}}\n" for v in "abc")
                                    + "expect:\n  - claim: a is faster\n    check: \"a: tps > 2 * b: tps\"\n"))
-    events: list[dict] = []
-    outcome = Runner(scenario, running_server(server[1]), out_dir=tmp_path / "runs", progress=events.append,
+    events = Recorder()
+    outcome = Runner(scenario, running_server(server[1]), out_dir=tmp_path / "runs", progress=events,
                      check=CheckPolicy(max_repeats=3, budget_s=120)).run()
     assert outcome.error is None, outcome.error
-    plans = [e for e in events if e["event"] == "plan"]
-    assert len(plans) >= 2 and all(p["check"] for p in plans)
-    assert [(r["variant"], r["repeat"]) for r in plans[0]["runs"]] == [("a", 1), ("b", 1), ("c", 1)]
-    assert [(r["variant"], r["repeat"]) for r in plans[1]["runs"]][3:] == [("b", 2), ("a", 2)]  # backwards
+    plans = events.of(Planned)
+    assert len(plans) >= 2 and all(p.check for p in plans)
+    assert [(r.variant, r.repeat) for r in plans[0].runs] == [("a", 1), ("b", 1), ("c", 1)]
+    assert [(r.variant, r.repeat) for r in plans[1].runs][3:] == [("b", 2), ("a", 2)]  # backwards
     ran = [(r.variant, r.repeat) for r in outcome.results]
-    assert [(r["variant"], r["repeat"]) for r in plans[-1]["runs"]] == ran and ("c", 2) not in ran
+    assert [(r.variant, r.repeat) for r in plans[-1].runs] == ran and ("c", 2) not in ran
     for previous, plan in zip(plans, plans[1:]):  # sent once the runs planned before had run, before the round
-        sent = next(i for i, e in enumerate(events) if e is plan)
-        done = sum(1 for e in events[:sent] if e["event"] == "variant_done")
-        assert done == len(previous["runs"])
+        sent = next(i for i, e in enumerate(events.events) if e is plan)
+        done = sum(1 for e in events.events[:sent] if isinstance(e, VariantDone))
+        assert done == len(previous.runs)
 
 
 def test_a_log_drain_whose_backend_was_terminated_still_restores_the_log_settings():

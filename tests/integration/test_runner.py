@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from concurbench.report import render
+from concurbench.running.progress_events import Recorder, Tick, VariantDone, VariantStarted
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -18,12 +19,12 @@ pytestmark = pytest.mark.integration
 @pytest.fixture(scope="module")
 def outcome(server, running_server, tmp_path_factory):
     scenario = load_scenario(HERE / "scenarios" / "hold-and-errors.yaml")
-    events, built = [], []
+    events, built = Recorder(), []
     provisioner = running_server(server[1])
     original = render.build_report
     with pytest.MonkeyPatch.context() as patch:  # how often the run's tables are built
         patch.setattr(render, "build_report", lambda run: built.append(run.path) or original(run))
-        out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events.append).run()
+        out = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), progress=events).run()
     return out, events, provisioner, built
 
 
@@ -41,7 +42,7 @@ def test_run_completes_and_writes_the_run_directory(outcome):
     assert manifest["format_version"] == 2
     assert manifest["servers"][0]["version_num"] >= 140000
     assert manifest["scenario"]["sha256"] and len(manifest["scenario"]["sha256"]) == 64
-    assert {"variant", "tick", "variant_done"} <= {e["event"] for e in events}
+    assert {VariantStarted, Tick, VariantDone} <= {type(e) for e in events.events}
     # the tables were built once; report.md is the Report the outcome carries for printing
     assert built == [out.run_dir]
     assert (out.run_dir / "report.md").read_text(encoding="utf-8") == render.markdown(out.report)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from concurbench.running.progress_events import Recorder, WarmPass
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -37,9 +38,8 @@ variants:
 def test_the_pass_runs_before_each_variant_unmeasured_and_is_recorded(server, running_server, tmp_path):
     path = tmp_path / "warm.yaml"
     path.write_text(SCENARIO)
-    events: list[dict] = []
-    out = Runner(load_scenario(path), running_server(server[1]), out_dir=tmp_path / "runs",
-                 progress=events.append).run()
+    events = Recorder()
+    out = Runner(load_scenario(path), running_server(server[1]), out_dir=tmp_path / "runs", progress=events).run()
     assert out.status == "ok", out.error
     first, second = out.results
     assert first.pools["writers"].metrics["transactions"] == 10 == second.pools["writers"].metrics["transactions"]
@@ -49,6 +49,6 @@ def test_the_pass_runs_before_each_variant_unmeasured_and_is_recorded(server, ru
                                               "status")} == {"transactions_per_client": 3, "transactions": 6,
                                                              "failed": 0, "after_restart": True, "status": "ok"}
     assert second.warmup_pass["transactions"] == 8 and second.warmup_pass["after_restart"] is False
-    assert [e["variant"] for e in events if e["event"] == "warm_pass"] == ["first", "second"]
+    assert [e.variant for e in events.of(WarmPass)] == ["first", "second"]
     stored = (out.run_dir / "summary.json").read_text()
     assert '"warmup_pass"' in stored

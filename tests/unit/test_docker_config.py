@@ -12,6 +12,7 @@ from docker.errors import APIError, ImageNotFound
 from concurbench.errors import ConfigError, ProvisionError
 from concurbench.provisioners import containers, docker as target, docker_engine
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
+from concurbench.running.progress_events import ImagePull, Recorder
 
 LABELS = target.container_labels("run1", "postgres", "srv1")
 
@@ -186,7 +187,7 @@ def test_factory_through_the_registry():
     assert server.image == "postgres:16" and server.host_network and server.keep
     assert server.labels["concurbench.run_id"] == "abc" and server.labels["concurbench.keep"] == "1"
     assert server.ready_timeout == 60
-    mssql = make_provisioner("mssql", {}, TargetOptions(target="docker", extra={"ready_timeout": 5}))
+    mssql = make_provisioner("mssql", {}, TargetOptions(target="docker", ready_timeout=5))
     assert mssql.image.endswith("server:2022-latest") and mssql.ready_timeout == 5
     assert target.DockerServer("mssql", "x:1").ready_timeout == 180
 
@@ -309,10 +310,10 @@ def test_pull_reports_each_layer_status_once():
                           {"status": "Downloading", "id": "a1", "progress": "[=>  ] 1MB"},
                           {"status": "Downloading", "id": "a1", "progress": "[==> ] 2MB"},
                           {"status": "Pull complete", "id": "a1"}])
-    events = []
-    image = docker_engine.ensure_image(client, "postgres:16", events.append)
+    events = Recorder()
+    image = docker_engine.ensure_image(client, "postgres:16", events)
     assert image.id == "sha256:abc" and client.api.pulled == [("postgres", "16")]
-    assert [(e.get("layer"), e["status"]) for e in events] == [
+    assert [(e.layer, e.status) for e in events.of(ImagePull)] == [
         (None, "pulling"), ("16", "Pulling from library/postgres"), ("a1", "Downloading"), ("a1", "Pull complete")]
 
 

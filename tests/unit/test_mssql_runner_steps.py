@@ -15,6 +15,7 @@ from mssql_standin import StandInProvisioner, StandInSqlServer
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import EngineError, ProvisionError
+from concurbench.running.progress_events import Recorder, RunWarning
 from concurbench.running.runner import Runner, _Server
 from concurbench.running.load import load_scenario
 
@@ -170,9 +171,9 @@ def test_tempdb_files_that_cannot_be_removed_are_reported_and_the_run_goes_on(st
     reported as a warning with what to do; the setup still runs (the old code stopped at the first)."""
     server = standin(3)
     server.busy_after_restart = 99
-    events: list[dict] = []
-    runner, state, provisioner = start(server, tmp_path, progress=events.append)
-    warnings = [e["message"] for e in events if e.get("event") == "warning"]
+    events = Recorder()
+    runner, state, provisioner = start(server, tmp_path, progress=events)
+    warnings = [e.message for e in events.of(RunWarning)]
     assert len(warnings) == 2 and len(server.tempdb_files) == 3
     assert all(f"after {mc.REMOVE_ATTEMPTS} attempts" in w and "(2555)" in w for w in warnings)
     assert "ALTER DATABASE tempdb REMOVE FILE [temp3]" in warnings[0]

@@ -12,7 +12,10 @@ from pathlib import Path
 from rich.console import Console
 
 from concurbench.cli.progress import Progress
-from concurbench.running.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, clock_text, estimate_s, plan_runs, round_runs, without
+from concurbench.running.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanClock, PlannedRun, clock_text, \
+    estimate_s, plan_runs, round_runs, without
+from concurbench.running.progress_events import CheckLook, Planned, Provisioning, RunEnded, RunStarted, Stopping, \
+    Tick, VariantDone, VariantStarted
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
@@ -108,7 +111,7 @@ def test_time_left_corrects_itself_and_takes_a_longer_plan():
     clock = Clock()
     plan = PlanClock(clock)
     assert plan.left() is None and plan.total == 0
-    plan.plan([{"estimate_s": 10.0}] * 3)
+    plan.plan(runs(10.0, 3))
     assert (plan.current, plan.total, plan.left()) == (1, 3, 30.0)
     plan.run_started()
     clock.now += 5
@@ -116,7 +119,7 @@ def test_time_left_corrects_itself_and_takes_a_longer_plan():
     clock.now += 10  # the first run took 15 s, not 10: what is left is scaled by 1.5
     plan.run_finished()
     assert plan.ratio() == 1.5 and plan.left() == 30.0 and plan.current == 2
-    plan.plan([{"estimate_s": 10.0}] * 5)  # two more runs: a sequential check asked for more repeats
+    plan.plan(runs(10.0, 5))  # two more runs: a sequential check asked for more repeats
     assert (plan.current, plan.total, plan.left()) == (2, 5, 60.0)
     plan.run_started()
     clock.now += 100  # a run far beyond its estimate counts as done, never as negative time
@@ -127,7 +130,7 @@ def test_time_left_corrects_itself_and_takes_a_longer_plan():
 def test_the_ratio_is_bounded():
     clock = Clock()
     plan = PlanClock(clock)
-    plan.plan([{"estimate_s": 1.0}] * 2)
+    plan.plan(runs(1.0, 2))
     plan.run_started()
     clock.now += 60
     plan.run_finished()
@@ -138,27 +141,33 @@ def test_clock_text():
     assert (clock_text(None), clock_text(5), clock_text(65.4), clock_text(3725)) == ("?", "0:05", "1:05", "1:02:05")
 
 
+def runs(estimate_s: float, count: int) -> tuple[PlannedRun, ...]:
+    """`count` planned runs of `estimate_s` seconds each (the clock reads only the estimates)."""
+    return tuple(PlannedRun("v", None, 0, 1, estimate_s) for _ in range(count))
+
+
 def result(name: str) -> VariantRun:
     return VariantRun(variant=name, group="main", point=None, elapsed_s=1.0,
                       pools={"p": PoolResult("p", True, 2, {"tps": 1234.0})})
 
 
-VARIANT = {"event": "variant", "point": None, "clients": {"p": 2}, "duration": 10.0, "warmup": 2.0, "fixed": False}
+def variant(name: str) -> VariantStarted:
+    return VariantStarted(name, None, {"p": 2}, duration=10.0, warmup=2.0, fixed=False)
 
 
 def test_plain_lines_say_which_run_of_how_many_and_what_is_left():
     clock = Clock()
     buffer = io.StringIO()
     progress = Progress(Console(file=buffer, width=200), clock=clock)
-    progress({"event": "plan", "runs": [{"estimate_s": 10.0}] * 3})
-    progress({"event": "provisioning", "target": "dsn"})
-    progress({**VARIANT, "variant": "a"})
+    progress.on_plan(Planned(runs(10.0, 3)))
+    progress.on_provisioning(Provisioning("dsn"))
+    progress.on_variant(variant("a"))
     clock.now += 20
-    progress({"event": "variant_done", "result": result("a")})
-    progress({"event": "plan", "runs": [{"estimate_s": 10.0}] * 5})
-    progress({**VARIANT, "variant": "b"})
-    progress({"event": "tick", "phase": "measure", "elapsed": 1.0, "transactions": 10, "tps": 10.0})
-    progress({"event": "stopping", "target": "dsn"})
+    progress.on_variant_done(VariantDone(result("a")))
+    progress.on_plan(Planned(runs(10.0, 5)))
+    progress.on_variant(variant("b"))
+    progress.on_tick(Tick("b", None, "measure", 1.0, 10, 10.0))
+    progress.on_stopping(Stopping("dsn"))
     progress.close()
     lines = buffer.getvalue().splitlines()
     assert lines[0] == "plan: 3 variant runs, about 0:30"
@@ -177,28 +186,44 @@ def test_the_plan_says_a_shards_share_and_that_check_rounds_may_follow():
         buffer = io.StringIO()
         progress = Progress(Console(file=buffer, width=200), clock=Clock())
         for event in events:
-            progress(event)
+            (progress.on_check if isinstance(event, CheckLook) else progress.on_plan)(event)
         return buffer.getvalue().splitlines()
 
-    assert lines({"event": "plan", "runs": [{"estimate_s": 10.0}] * 3, "shard": "2/4", "of": 12}) == [
+    assert lines(Planned(runs(10.0, 3), shard="2/4", of=12)) == [
         "plan: 3 variant runs (shard 2/4 of a run of 12), about 0:30"]
-    assert lines({"event": "plan", "runs": [{"estimate_s": 10.0}] * 3, "check": True},
-                 {"event": "check", "look": 1, "of": 4, "open": 2, "runs": 2},
-                 {"event": "plan", "runs": [{"estimate_s": 10.0}] * 5, "check": True}) == [
+    assert lines(Planned(runs(10.0, 3), check=True), CheckLook(look=1, of=4, open=2, runs=2),
+                 Planned(runs(10.0, 5), check=True)) == [
         "plan: 3 variant runs, about 0:30; --check adds rounds while claims are open",
         "check: 2 claims open after 2 runs (look 1 of 4)",
         "plan: now 5 variant runs, about 0:50 left"]
+
+
+def test_each_run_of_claims_gets_its_own_plan_and_clock():
+    """`claims` runs one scenario after another with one display: the second plan is a plan, not a change."""
+    clock = Clock()
+    buffer = io.StringIO()
+    progress = Progress(Console(file=buffer, width=200), clock=clock)
+    for name, count in (("first", 3), ("second", 2)):
+        progress.on_run_started(RunStarted(name))
+        progress.on_plan(Planned(runs(10.0, count)))
+        progress.on_variant(variant("a"))
+        clock.now += 30
+        progress.on_variant_done(VariantDone(result("a")))
+        progress.on_run_ended(RunEnded(name, "ok"))
+    lines = buffer.getvalue().splitlines()
+    assert lines[0] == "plan: 3 variant runs, about 0:30" and lines[3] == "plan: 2 variant runs, about 0:20"
+    assert lines[4] == "variant a: clients p=2; warm-up 2 s, 10 s; run 1 of 2, 0:00 elapsed, about 0:20 left"
 
 
 def test_a_terminal_gets_a_bar_of_the_whole_run():
     clock = Clock()
     buffer = io.StringIO()
     progress = Progress(Console(file=buffer, width=160, force_terminal=True, color_system=None), clock=clock)
-    progress({"event": "plan", "runs": [{"estimate_s": 10.0}] * 4})
-    progress({"event": "provisioning", "target": "embedded"})
-    progress({**VARIANT, "variant": "a"})
+    progress.on_plan(Planned(runs(10.0, 4)))
+    progress.on_provisioning(Provisioning("embedded"))
+    progress.on_variant(variant("a"))
     clock.now += 3
-    progress({"event": "tick", "phase": "measure", "elapsed": 1.0, "transactions": 10, "tps": 10.0})
+    progress.on_tick(Tick("a", None, "measure", 1.0, 10, 10.0))
     progress.bar.refresh()
     progress.close()
     text = buffer.getvalue()

@@ -1,11 +1,14 @@
-"""Option bundles more than one command takes: where the server comes from (`run`, `probe`)."""
+"""Option bundles more than one command takes: where the server comes from (`run`, `probe`, `claims`)."""
 
 from __future__ import annotations
 
+import functools
+
 import click
 
+from ..api import Target
 from ..errors import ConfigError
-from ..provisioners.registry import APPLY, SERVER_SETTINGS, TargetOptions
+from ..provisioners.registry import APPLY, SERVER_SETTINGS
 
 DSN_OPTIONS = (
     click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
@@ -18,48 +21,41 @@ DSN_OPTIONS = (
                       "--allow-server-changes, every setting) are left as they are, and each difference from the "
                       "scenario is recorded and shown."),
 )
-TARGET_OPTIONS = (
-    click.option("--target", default="embedded", show_default=True,
-                 help="Where the server comes from: embedded, binaries, docker or dsn."),
-    click.option("--server-version", "versions", default=None, metavar="V[,V...]",
-                 help="Server version(s); with several, each gets its own server (run: side by side, one run directory)."),
-    click.option("--image", default=None, help="Docker image to run (--target docker)."),
-    click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker)."),
-    *DSN_OPTIONS,
-)
+VERSIONS_HELP = "Server version(s); with several, each gets its own server (run: side by side, one run directory)."
+TARGET_KEYS = ("versions", "dsn", "password_env", "image", "host_network", "allow_server_changes", "server_settings")
 
 
-def _with(options, command):
-    for option in reversed(options):
-        command = option(command)
-    return command
+def _target_bundle(default: str, versions_help: str) -> tuple:
+    return (
+        click.option("--target", default=default, show_default=True,
+                     help="Where the server comes from: embedded, binaries, docker or dsn."),
+        click.option("--server-version", "versions", default=None, metavar="V[,V...]", help=versions_help),
+        click.option("--image", default=None, help="Docker image to run (--target docker)."),
+        click.option("--host-network", is_flag=True, help="Run containers with host networking (--target docker)."),
+        *DSN_OPTIONS,
+    )
 
 
-def target_options(command):
-    """Add the target options to a command: --target, --server-version, --image, --host-network, and the dsn
-    target's --dsn, --password-env, --allow-server-changes, --server-settings."""
-    return _with(TARGET_OPTIONS, command)
+def target_options(default: str = "embedded", versions_help: str = VERSIONS_HELP):
+    """Add the target options to a command (--target, --server-version, --image, --host-network, and the dsn
+    target's --dsn, --password-env, --allow-server-changes, --server-settings) and hand it one `target`, the
+    api.Target built from them (and from --keep, when the command has it): the same for every command."""
+    def decorate(command):
+        @functools.wraps(command)
+        def with_target(**kwargs):
+            kwargs["target"] = target_of(kwargs.pop("target"), **{k: kwargs.pop(k) for k in TARGET_KEYS},
+                                         keep=kwargs.pop("keep", False))
+            return command(**kwargs)
+        for option in reversed(_target_bundle(default, versions_help)):
+            with_target = option(with_target)
+        return with_target
+    return decorate
 
 
-def dsn_options(command):
-    """Add the dsn target's options to a command: --dsn, --password-env, --allow-server-changes, --server-settings."""
-    return _with(DSN_OPTIONS, command)
-
-
-def server_versions(model, target: str, versions: str | None, image: str | None) -> list[str | None]:
-    """The versions to provision: --server-version's list, else the scenario's own matrix (docker, binaries)."""
-    wanted = [v.strip() for v in versions.split(",") if v.strip()] if versions else [None]
-    if not versions and not image and model.versions and target in ("docker", "binaries"):
-        wanted = list(model.versions)  # the scenario's own version matrix (server.versions)
-    return wanted
-
-
-def target_of(target: str, version: str | None, *, dsn, password_env, image, host_network, allow_server_changes,
-              server_settings: str = APPLY, keep: bool = False, model=None, progress=None) -> TargetOptions:
-    return TargetOptions(target=target, server_version=version, dsn=dsn, password_env=password_env, image=image,
-                         images=model.images if model is not None else (), host_network=host_network, keep=keep,
-                         allow_server_changes=allow_server_changes, server_settings=server_settings,
-                         extra={"progress": progress})
+def target_of(name: str, *, versions: str | None = None, keep: bool = False, **options) -> Target:
+    """The Target of a command's options; `versions` as --server-version gives them (V[,V...])."""
+    wanted = tuple(v.strip() for v in versions.split(",") if v.strip()) if versions else ()
+    return Target(name, wanted, keep=keep, **options)
 
 
 def parse_params(pairs: tuple[str, ...]) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""`concurbench probe`, and the probe `run --probe` starts with: build each target without the scenario's
-settings, probe it (concurbench.probe), print one table per server and write them all as JSON.
+"""`concurbench probe`, and the probe `run --probe` starts with: probe each server of the target (api.probe,
+which builds them without the scenario's settings), print one table per server and write them all as JSON.
 
 The JSON file: {"format": "concurbench-probe/1", "ok": bool, "probes": [one report per server]}; each
 report names the scenario, target, connection (never a password), server version, elapsed seconds
@@ -15,15 +15,15 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from .. import api
+from ..api import Target
 from ..errors import ConcurbenchError
-from ..probe import ProbeReport, probe as probe_target
+from ..probe import ProbeReport
 from ..probe.report import FORMAT
-from ..provisioners.registry import APPLY, AS_IS, make_provisioner
-from ..running.runner import chosen_variants
 from ..running.load import load_scenario
 from .console import err, out
 from .exits import EXIT_RUN_FAILED
-from .options import parse_params, server_versions, target_of, target_options
+from .options import parse_params, target_options
 from .progress import Progress
 
 STATUS = {"ok": "[green]ok[/green]", "failed": "[red]failed[/red]", "skipped": "[yellow]skipped[/yellow]"}
@@ -33,22 +33,12 @@ def default_json(out_dir: Path, name: str) -> Path:
     return out_dir / f"probe-{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
 
 
-def probe_all(model, *, target: str, versions, dsn, password_env, image, host_network, allow_server_changes,
-              variants, json_path: Path, server_settings: str = APPLY) -> bool:
-    """Probe every server the run would use; print the tables and write the JSON; True when nothing failed.
-    ConfigError (a bad option) before any server is touched."""
-    chosen = chosen_variants(model, list(variants) or None)
+def probe_all(model, *, target: Target, variants, json_path: Path) -> bool:
+    """Probe every server the run would use (api.probe); print the tables and write the JSON; True when nothing
+    failed. ConfigError (a bad option) before any server is touched."""
     progress = Progress(err)
-    reports: list[ProbeReport] = []
     try:
-        provisioners = [make_provisioner(model.engine, {}, target_of(
-            target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
-            allow_server_changes=allow_server_changes, server_settings=server_settings, model=model,
-            progress=progress)) for version in server_versions(model, target, versions, image)]
-        for provisioner in provisioners:
-            reports.append(probe_target(model, provisioner, target=target, variants=chosen,
-                                        allow_server_changes=allow_server_changes,
-                                        as_is=server_settings == AS_IS))
+        reports = api.probe(model, target=target, variants=variants, listener=progress)
     finally:
         progress.close()
     for report in reports:
@@ -80,25 +70,21 @@ def show(report: ProbeReport) -> None:
 @click.command()
 @click.argument("scenario", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--quick", is_flag=True, help="Probe the scenario with its `quick` overrides.")
-@target_options
+@target_options()
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Probe only these variants.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the table as JSON to FILE [default: OUT/probe-SCENARIO-TIME.json].")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where the JSON goes when --json is not given.")
-def probe(scenario: Path, quick: bool, target: str, versions: str | None, dsn: str | None, password_env: str | None,
-          image: str | None, host_network: bool, allow_server_changes: bool, server_settings: str,
-          params: tuple[str, ...], variants: tuple[str, ...], json_path: Path | None, out_dir: Path) -> None:
+def probe(scenario: Path, quick: bool, target: Target, params: tuple[str, ...], variants: tuple[str, ...],
+          json_path: Path | None, out_dir: Path) -> None:
     """Check in about a minute, with no load, that SCENARIO can run on the target: connect, read each
     sampler, start and stop each background session, run the setup and probe queries in a transaction
     that is rolled back, plan the server settings without applying them, check permissions and count the
     connections the run opens at once against what the server gives. Prints one table; the last line is
     the JSON file. Exit 1 when a check failed; nothing is left on the server."""
     model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
-    good = probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env, image=image,
-                     host_network=host_network, allow_server_changes=allow_server_changes,
-                     server_settings=server_settings, variants=variants,
-                     json_path=json_path or default_json(out_dir, model.name))
-    if not good:
+    json_path = json_path or default_json(out_dir, model.name)
+    if not probe_all(model, target=target, variants=variants, json_path=json_path):
         sys.exit(EXIT_RUN_FAILED)

@@ -3,7 +3,7 @@
 On a terminal, a progress bar of the whole run stays at the bottom (run i/n, the variant, elapsed,
 time left, the current throughput) while the steps are printed above it; otherwise plain lines,
 the throughput every 5 seconds. The plan and the time left come from plan.PlanClock, fed by the
-runner's `plan` events (sent again when the plan grows or shrinks) and its variant runs.
+runner's `Planned` events (sent again when the plan grows or shrinks) and its variant runs.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from rich.progress import Progress as Bar
 from rich.text import Text
 
 from ..running.plan import PlanClock, clock_text
+from ..running.progress_events import CheckLook, ImagePull, Listener, Planned, Provisioning, RepeatStarted, \
+    Restarting, RunEnded, RunStarted, RunWarning, ServerUp, SetupStep, Stopping, Tick, VariantDone, VariantStarted, \
+    WarmPass
 
 PLAIN_TICK_S = 5.0
 
@@ -32,7 +35,9 @@ class _Times(ProgressColumn):
         return Text(f"{clock_text(self.plan.elapsed())} elapsed, about {clock_text(self.plan.left())} left")
 
 
-class Progress:
+class Progress(Listener):
+    """The progress display: a Listener of the run's events that prints them on `console`."""
+
     def __init__(self, console: Console, clock: Callable[[], float] = time.monotonic):
         self.console = console
         self.live = console.is_terminal
@@ -43,75 +48,96 @@ class Progress:
         self._last_plain = 0.0
         self.label = ""
         self.repeat = ""
+        self.runs = 0  # runs begun (RunStarted)
 
-    def __call__(self, event: dict) -> None:
-        kind = event["event"]
-        if kind == "plan":
-            again = bool(self.plan.runs)
-            self.plan.plan(event["runs"])
-            share = f" (shard {event['shard']} of a run of {event['of']})" if event.get("shard") else ""
-            more = "; --check adds rounds while claims are open" if event.get("check") and not again else ""
-            self._line(f"plan: {'now ' if again else ''}{self.plan.total} variant run"
-                       f"{'s' if self.plan.total != 1 else ''}{share}, about {clock_text(self.plan.left())}"
-                       f"{' left' if again else ''}{more}")
-        elif kind == "check":
-            self._line(f"check: {event['open']} claim{'s' if event['open'] != 1 else ''} open after {event['runs']} "
-                       f"runs (look {event['look']} of {event['of']})")
-        elif kind == "provisioning":
-            self._line(f"connecting to the {event['target']} server" if event["target"] == "dsn" else
-                       f"starting the {event['target']} server")
-        elif kind == "server":
-            self._line(f"server {event.get('engine', 'PostgreSQL')} {event['version']} at {event['connection']}")
-        elif kind == "setup":
-            self._line(f"setup: {event['origin']}")
-        elif kind == "variant":
-            self.plan.run_started()
-            clients = ", ".join(f"{p}={n}" for p, n in event["clients"].items())
-            what = "transactions per client" if event["fixed"] else f"{event['duration']:g} s"
-            self.label = f"{event['variant']}" + (f" @ {event['point']}" if event["point"] is not None else "") \
-                + self.repeat
-            self._line(f"variant {self.label}: clients {clients}; warm-up {event['warmup']:g} s, {what}"
-                       f"{self._where()}")
-            if self.live:
-                self._status("connecting")
-        elif kind == "tick":
-            phase = event["phase"]
-            text = (f"  {self.label}: warm-up {-event['elapsed']:.1f} s left" if phase == "warmup" else
-                    f"  {self.label}: {event['elapsed']:.1f} s, {event['transactions']:,} txns, "
-                    f"{event['tps']:,.0f} tps now")
-            if self.live:
-                self._status(text.strip())
-            elif self.clock() - self._last_plain >= PLAIN_TICK_S:
-                self._last_plain = self.clock()
-                self.console.print(text, highlight=False)
-        elif kind == "variant_done":
-            self.plan.run_finished()
-            r = event["result"]
-            parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
-            status = "" if r.complete else f" ({r.status})"
-            self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
-        elif kind == "repeat":
-            where = f" on {event['server']}" if event.get("server") else ""
-            self.repeat = where + (f" (repeat {event['repeat']}/{event['of']})" if event["of"] > 1 else "")
-        elif kind == "pull":
-            layer = f" {event['layer']}" if event.get("layer") else ""
-            text = f"pulling {event['image']}{layer}: {event.get('status') or ''}"
-            if self.live:
-                self._status(text)
-            elif not event.get("layer"):
-                self.console.print("  " + text, highlight=False)
-        elif kind == "warm_pass":
-            after = " after the restart" if event.get("after_restart") else ""
-            self._line(f"  {event['variant']}: warm-up pass{after}, {event['transactions']} transactions per "
-                       f"client (not measured)")
-        elif kind == "restart":
-            settings = ", ".join(f"{k}={v}" for k, v in event["settings"].items()) or "the scenario's own"
-            self._line(f"restarting the server with settings: {settings}")
-        elif kind == "warning":
-            self._line(f"warning: {event['message']}")
-        elif kind == "stopping":
-            self._line("leaving the dsn server (its settings as they were)" if event.get("target") == "dsn" else
-                       "stopping the server")
+    def on_run_started(self, event: RunStarted) -> None:
+        """A run begins; the second and later (`claims` runs one scenario after another) get a plan, a clock
+        and labels of their own, as the first has from the start."""
+        self.close()
+        if self.runs:
+            self.plan = PlanClock(self.clock)
+            self._last_plain = 0.0
+            self.label = self.repeat = ""
+        self.runs += 1
+
+    def on_run_ended(self, event: RunEnded) -> None:
+        self.close()
+
+    def on_plan(self, event: Planned) -> None:
+        again = bool(self.plan.runs)
+        self.plan.plan(event.runs)
+        share = f" (shard {event.shard} of a run of {event.of})" if event.shard else ""
+        more = "; --check adds rounds while claims are open" if event.check and not again else ""
+        self._line(f"plan: {'now ' if again else ''}{self.plan.total} variant run"
+                   f"{'s' if self.plan.total != 1 else ''}{share}, about {clock_text(self.plan.left())}"
+                   f"{' left' if again else ''}{more}")
+
+    def on_check(self, event: CheckLook) -> None:
+        self._line(f"check: {event.open} claim{'s' if event.open != 1 else ''} open after {event.runs} "
+                   f"runs (look {event.look} of {event.of})")
+
+    def on_provisioning(self, event: Provisioning) -> None:
+        self._line(f"connecting to the {event.target} server" if event.target == "dsn" else
+                   f"starting the {event.target} server")
+
+    def on_server(self, event: ServerUp) -> None:
+        self._line(f"server {event.engine} {event.version} at {event.connection}")
+
+    def on_setup(self, event: SetupStep) -> None:
+        self._line(f"setup: {event.origin}")
+
+    def on_variant(self, event: VariantStarted) -> None:
+        self.plan.run_started()
+        clients = ", ".join(f"{p}={n}" for p, n in event.clients.items())
+        what = "transactions per client" if event.fixed else f"{event.duration:g} s"
+        self.label = event.variant + (f" @ {event.point}" if event.point is not None else "") + self.repeat
+        self._line(f"variant {self.label}: clients {clients}; warm-up {event.warmup:g} s, {what}{self._where()}")
+        if self.live:
+            self._status("connecting")
+
+    def on_tick(self, event: Tick) -> None:
+        text = (f"  {self.label}: warm-up {-event.elapsed:.1f} s left" if event.phase == "warmup" else
+                f"  {self.label}: {event.elapsed:.1f} s, {event.transactions:,} txns, {event.tps:,.0f} tps now")
+        if self.live:
+            self._status(text.strip())
+        elif self.clock() - self._last_plain >= PLAIN_TICK_S:
+            self._last_plain = self.clock()
+            self.console.print(text, highlight=False)
+
+    def on_variant_done(self, event: VariantDone) -> None:
+        self.plan.run_finished()
+        r = event.result
+        parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
+        status = "" if r.complete else f" ({r.status})"
+        self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
+
+    def on_repeat(self, event: RepeatStarted) -> None:
+        where = f" on {event.server}" if event.server else ""
+        self.repeat = where + (f" (repeat {event.repeat}/{event.of})" if event.of > 1 else "")
+
+    def on_pull(self, event: ImagePull) -> None:
+        layer = f" {event.layer}" if event.layer else ""
+        text = f"pulling {event.image}{layer}: {event.status or ''}"
+        if self.live:
+            self._status(text)
+        elif not event.layer:
+            self.console.print("  " + text, highlight=False)
+
+    def on_warm_pass(self, event: WarmPass) -> None:
+        after = " after the restart" if event.after_restart else ""
+        self._line(f"  {event.variant}: warm-up pass{after}, {event.transactions} transactions per client "
+                   f"(not measured)")
+
+    def on_restart(self, event: Restarting) -> None:
+        settings = ", ".join(f"{k}={v}" for k, v in event.settings.items()) or "the scenario's own"
+        self._line(f"restarting the server with settings: {settings}")
+
+    def on_warning(self, event: RunWarning) -> None:
+        self._line(f"warning: {event.message}")
+
+    def on_stopping(self, event: Stopping) -> None:
+        self._line("leaving the dsn server (its settings as they were)" if event.target == "dsn" else
+                   "stopping the server")
 
     def _where(self) -> str:
         """`; run 3 of 12, 1:10 elapsed, about 3:20 left` (plain lines carry what the bar shows)."""

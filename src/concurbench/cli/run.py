@@ -2,25 +2,24 @@
 
 from __future__ import annotations
 
-import signal
 import sys
 from pathlib import Path
 
 import click
 
+from .. import api
+from ..api import Target
 from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
-from ..provisioners.registry import make_provisioner
 from ..report.render import terminal
 from ..results.shards import SHARD_AND_CHECK, Shard
-from ..running.runner import Runner
 from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
 from .exits import EXIT_RUN_FAILED, check_exit_code
 from .history import add_to_history, history_options, parse_pairs
-from .options import parse_params, server_versions, target_of, target_options
+from .options import parse_params, target_options
 from .probe import default_json, probe_all
 from .progress import Progress
 from .stored import write_and_list_plots
@@ -31,7 +30,7 @@ from .stored import write_and_list_plots
 @click.option("--quick", is_flag=True, help="Use the scenario's `quick` overrides (a short run).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
               show_default=True, help="Where run directories are written.")
-@target_options
+@target_options()
 @click.option("--keep", is_flag=True, help="Leave the server running at the end and print how to connect.")
 @click.option("--probe", "probe_first", is_flag=True,
               help="Probe the target first (`concurbench probe`); stop with its table and exit 1 when a check fails.")
@@ -52,11 +51,9 @@ from .stored import write_and_list_plots
               help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
               "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
 @history_options
-def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str | None, dsn: str | None,
-        password_env: str | None, image: str | None, host_network: bool, keep: bool,
-        allow_server_changes: bool, server_settings: str, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool,
-        repeat: int, shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
+def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: int | None, params: tuple[str, ...],
+        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool, repeat: int,
+        shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
@@ -66,29 +63,19 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         shard = Shard.parse(shard_text) if shard_text is not None else None
         if shard is not None and check:
             raise ConfigError(SHARD_AND_CHECK)
-        provisioners = [make_provisioner(model.engine, dict(model.settings), target_of(
-            target, version, dsn=dsn, password_env=password_env, image=image, host_network=host_network,
-            allow_server_changes=allow_server_changes, server_settings=server_settings, keep=keep, model=model,
-            progress=progress)) for version in server_versions(model, target, versions, image)]
-        if probe_first and not probe_all(model, target=target, versions=versions, dsn=dsn, password_env=password_env,
-                                         image=image, host_network=host_network,
-                                         allow_server_changes=allow_server_changes, server_settings=server_settings,
-                                         variants=variants, json_path=default_json(out_dir, model.name)):
+        if probe_first and not probe_all(model, target=target, variants=variants,
+                                         json_path=default_json(out_dir, model.name)):
             progress.close()
             err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
             sys.exit(EXIT_RUN_FAILED)
+        outcome = api.run(model, target=target, out_dir=out_dir, listener=progress, processes=processes,
+                          variants=variants, repeat=repeat, check=policy, shard=shard)
     except ConcurbenchError as exc:
         progress.close()
         fail(exc)
         return
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        outcome = Runner(model, provisioners, out_dir=out_dir, progress=progress, processes=processes,
-                         variants=list(variants) or None, target=target, repeat=repeat, check=policy,
-                         shard=shard).run()
     finally:
         progress.close()
-        signal.signal(signal.SIGTERM, previous)
     if outcome.results:
         terminal(outcome.report, out)
         if plots:
@@ -96,11 +83,9 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
                 write_and_list_plots(outcome.run_dir)
             except ConcurbenchError as exc:
                 err.print(f"[yellow]no charts:[/yellow] {exc.message}", highlight=False, soft_wrap=True)
-    if keep:
-        for p in provisioners:
-            hint = getattr(p, "connect_hint", None)
-            if hint:
-                err.print(f"kept running: {hint()}", highlight=False, soft_wrap=True)
+    if target.keep:
+        for hint in outcome.kept():
+            err.print(f"kept running: {hint}", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
     code = check_exit_code(outcome.claims) if check and outcome.error is None else None
@@ -111,7 +96,3 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: str, versions: str |
         sys.exit(outcome.error.exit_code)
     if code:
         sys.exit(code)
-
-
-def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt

@@ -17,6 +17,22 @@ class Connection:
     extra: dict = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ImagePull:
+    """Progress event: a container image is being pulled (`layer` None: the pull begins)."""
+
+    image: str
+    status: str | None  # as the Docker engine words it ("pulling" when the pull begins)
+    layer: str | None = None
+
+
+class PullListener(Protocol):
+    """What a provisioner tells while it prepares a server: the one progress event of this layer
+    (running/progress_events.Listener has it among the rest)."""
+
+    def on_pull(self, event: ImagePull) -> None: ...
+
+
 class Provisioner(Protocol):
     name: str
 

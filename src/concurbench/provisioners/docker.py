@@ -36,12 +36,12 @@ from ..engines import odbc
 from ..engines.odbc import connection_string
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
-from .base import Connection
+from .base import Connection, PullListener
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
                          MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
                          cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
                          postgres_container_config, postgres_image, sql_memory_limit_mb)
-from .docker_engine import Progress, first_line, remove_volumes, volume_names
+from .docker_engine import first_line, remove_volumes, volume_names
 from .local import free_port
 
 
@@ -78,7 +78,7 @@ class DockerServer:
 
     def __init__(self, engine: str, image: str, settings: dict | None = None, *, run_id: str | None = None,
                  host_network: bool = False, keep: bool = False, ready_timeout: float | None = None,
-                 progress: Progress | None = None):
+                 listener: PullListener | None = None):
         if engine not in READY_TIMEOUT:
             raise ConfigError(f"the docker target runs postgres or mssql, not {engine}")
         self.engine = engine
@@ -88,7 +88,7 @@ class DockerServer:
         self.host_network = host_network
         self.keep = keep
         self.ready_timeout = float(ready_timeout or READY_TIMEOUT[engine])
-        self.progress = progress
+        self.listener = listener  # told of an image pull
         self.server_id = uuid.uuid4().hex[:8]
         self.labels = container_labels(self.run_id, engine, self.server_id, keep, os.getpid(), socket.gethostname())
         tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else "latest"
@@ -124,7 +124,7 @@ class DockerServer:
             if self.engine == "mssql":
                 info = self._client.info()
                 self.host = DockerHost(info.get("NCPU"), bool(info.get("CPUSet")))
-            image = docker_engine.ensure_image(self._client, self.image, self.progress)
+            image = docker_engine.ensure_image(self._client, self.image, self.listener)
             self.image_id = image.id
             if self.engine == "postgres":
                 env = dict(e.split("=", 1) for e in (image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
@@ -346,8 +346,7 @@ def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> Do
     else:
         raise ConfigError(f"the docker target runs postgres or mssql, and this scenario's engine is {engine}")
     return DockerServer(engine, image, settings, run_id=options.run_id, host_network=options.host_network,
-                        keep=options.keep, ready_timeout=options.extra.get("ready_timeout"),
-                        progress=options.extra.get("progress"))
+                        keep=options.keep, ready_timeout=options.ready_timeout, listener=options.listener)
 
 
 registry.register("docker", _factory)

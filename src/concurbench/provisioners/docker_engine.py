@@ -5,12 +5,9 @@ images, pulling an image, and removing what killed runs left (containers and vol
 
 from __future__ import annotations
 
-from typing import Callable
-
 from ..errors import ProvisionError
+from .base import ImagePull, PullListener
 from .containers import LABEL_RUN
-
-Progress = Callable[[dict], None]
 
 
 def first_line(exc: BaseException | None) -> str:
@@ -94,8 +91,8 @@ def remove_volumes(client, names) -> None:
             pass
 
 
-def ensure_image(client, image: str, progress: Progress | None = None):
-    """The local image, pulled first when missing; pull progress goes to `progress` per layer status."""
+def ensure_image(client, image: str, listener: PullListener | None = None):
+    """The local image, pulled first when missing; each layer's status goes to `listener` once (ImagePull)."""
     from docker.errors import APIError, DockerException, ImageNotFound
     from docker.utils import parse_repository_tag
 
@@ -104,8 +101,8 @@ def ensure_image(client, image: str, progress: Progress | None = None):
     except ImageNotFound:
         pass
     repository, tag = parse_repository_tag(image)
-    report = progress or (lambda event: None)
-    report({"event": "pull", "image": image, "status": "pulling"})
+    tell = listener.on_pull if listener is not None else (lambda event: None)
+    tell(ImagePull(image, "pulling"))
     seen: set[tuple] = set()
     try:
         for line in client.api.pull(repository, tag=tag or "latest", stream=True, decode=True):
@@ -114,7 +111,7 @@ def ensure_image(client, image: str, progress: Progress | None = None):
             key = (line.get("id"), line.get("status"))
             if key not in seen:
                 seen.add(key)
-                report({"event": "pull", "image": image, "layer": line.get("id"), "status": line.get("status")})
+                tell(ImagePull(image, line.get("status"), line.get("id")))
         return client.images.get(image)
     except DockerException as exc:
         detail = getattr(exc, "explanation", None) or first_line(exc)

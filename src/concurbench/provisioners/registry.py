@@ -13,6 +13,7 @@ from typing import Callable
 
 from ..errors import ConfigError
 from ..util import suggest
+from .base import PullListener
 from .embedded import EmbeddedPostgres
 
 APPLY, AS_IS = "apply", "as-is"  # --server-settings: the scenario's settings applied, or the server taken as it is
@@ -32,7 +33,8 @@ class TargetOptions:
     allow_server_changes: bool = False
     server_settings: str = APPLY  # AS_IS: a dsn server's settings are left as they are, and differences recorded
     run_id: str | None = None
-    extra: dict = field(default_factory=dict)
+    ready_timeout: float | None = None  # docker: seconds a container has to accept connections (None: the engine's)
+    listener: PullListener | None = field(default=None, compare=False, repr=False)  # told of an image pull
 
 
 Factory = Callable[[str, dict, TargetOptions], object]

@@ -9,7 +9,9 @@ versions and why.
 
 from __future__ import annotations
 
+import platform
 import re
+from datetime import datetime, timezone
 
 from ..results.model import ClaimVerdict, Run
 from ..stats import Verdict
@@ -73,3 +75,24 @@ def _without_figures(reason: str) -> str:
     """A reason with its p-value and level left out, so versions that failed to decide for the same cause share
     one note."""
     return re.sub(r"; p = [^;]*?\((?:[^()]|\([^()]*\))*\)", "", reason)
+
+
+def made_lines(runs: list[Run], target: str, command: str | None = None) -> list[str]:
+    """The table's first lines: when and where the runs were made, on which target, and by which command."""
+    host = runs[0].host if runs else {}
+    cpu = ", ".join(str(x) for x in (host.get("cpu_model"), f"{host.get('cpu_count')} CPUs", host.get("machine")) if x)
+    forms = "quick forms" if any(r.scenario.quick for r in runs) else "full forms"
+    where = f"{host.get('hostname') or platform.node()} ({cpu})"
+    lines = [f"Made {_span(runs)} on {where}, target {runs[0].target if runs else target}, {forms}"]
+    return lines + ([f"Command: {command}"] if command else [])
+
+
+def _span(runs: list[Run]) -> str:
+    """When the runs were made, and how long they took from the first start to the last end."""
+    times = [datetime.fromisoformat(t) for r in runs for t in (r.started, r.ended) if t]
+    if not times:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    first, last = min(times), max(times)
+    minutes = round((last - first).total_seconds() / 60)
+    return (f"{first.strftime('%Y-%m-%d %H:%M')} to {last.strftime('%H:%M UTC')} "
+            f"({minutes // 60} h {minutes % 60:02d} min)")

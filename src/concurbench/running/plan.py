@@ -1,11 +1,11 @@
 """The plan of a run: every variant run to come, in the runner's order, with an estimated duration
 each; and the clock that turns it into "run i of n", time elapsed and time left.
 
-The runner announces the plan as the progress event `{"event": "plan", "runs": [...]}` before its
+The runner announces the plan as the progress event `Planned` (progress_events.py) before its
 first variant run, and again whenever the plan changes: runs appended (a round of `--check` while
 claims are undecided) or dropped (a variant the server cannot run). A shard (`--shard I/N`) plans
 only its share. The runs already finished are always the plan's first entries, in order, so a
-display counts finished runs (`variant_done` events) and takes the rest of the list as what is left.
+display counts finished runs (`VariantDone` events) and takes the rest of the list as what is left.
 
 An estimate is the warm-up and the measurement window, plus a little per run (connecting the
 sessions, setup and teardown SQL, probes) and a server start or restart where one comes first.
@@ -117,12 +117,12 @@ class PlanClock:
     def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
         self.started = clock()
-        self.runs: list[dict] = []
+        self.runs: list[PlannedRun] = []
         self.finished = 0
         self.finished_at: float | None = None  # when the last run finished
         self.current_since: float | None = None  # when the run in progress began
 
-    def plan(self, runs: list[dict]) -> None:
+    def plan(self, runs: Iterable[PlannedRun]) -> None:
         self.runs = list(runs)
 
     def run_started(self) -> None:
@@ -147,7 +147,7 @@ class PlanClock:
 
     def ratio(self) -> float:
         """How long the finished runs took against their estimates (1 before any finished)."""
-        estimated = sum(float(r.get("estimate_s") or 0) for r in self.runs[:self.finished])
+        estimated = sum(r.estimate_s for r in self.runs[:self.finished])
         if not self.finished or self.finished_at is None or estimated <= 0:
             return 1.0
         low, high = RATIO_BOUNDS
@@ -159,10 +159,10 @@ class PlanClock:
             return None
         ratio = self.ratio()
         rest = self.runs[self.finished:]
-        left = sum(float(r.get("estimate_s") or 0) for r in rest) * ratio
+        left = sum(r.estimate_s for r in rest) * ratio
         if rest and self.current_since is not None:
             into = self.clock() - self.current_since
-            left -= min(into, float(rest[0].get("estimate_s") or 0) * ratio)
+            left -= min(into, rest[0].estimate_s * ratio)
         return max(0.0, left)
 
     def fraction(self) -> float:

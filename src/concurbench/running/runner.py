@@ -1,7 +1,7 @@
 """Run a scenario: provision, set up, run every variant at every sweep point, sample, clean up.
 
-The runner never prints: it reports progress through a callback and returns (or, on failure,
-raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
+The runner never prints: it tells a listener its progress (progress_events.py) and returns (or, on
+failure, raises after saving) a run directory. Whatever was measured before a failure or a Ctrl-C is
 written; servers, background sessions and worker processes are always ended. It builds the run's
 result (results/model.py) once, has the store write it and then renders report.md from it; until
 then the run directory holds a manifest saying "running" and a journal of the finished variant
@@ -18,7 +18,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import liveruns
 from .. import stats
@@ -33,6 +32,8 @@ from ..engines.registry import get_engine
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
 from .plan import PlannedRun, in_round, plan_runs, round_runs, without
+from .progress_events import CheckLook, Listener, Planned, Provisioning, RepeatStarted, Restarting, RunWarning, \
+    ServerUp, SetupStep, Stopping, Tick, VariantDone, VariantStarted, WarmPass
 from ..results.metrics import pool_metrics
 from ..report.render import RunReport
 from ..report.tables import Report
@@ -47,8 +48,6 @@ from ..util import suggest
 from .warmup import warm_up
 from ..workload.pool import LoadGenerator, resolve_clients
 from ..workload.session import application_name
-
-Progress = Callable[[dict], None]
 
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
@@ -135,13 +134,13 @@ class Runner:
     """Runs a scenario on one server, or on several in turn (a version matrix), into one run directory."""
 
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
-                 progress: Progress | None = None, processes: int | None = None,
+                 progress: Listener | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
                  check: CheckPolicy | None = None, shard: Shard | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
-        self.progress = progress or (lambda event: None)
+        self.progress = progress or Listener()
         self.processes = processes
         self.only = variants
         self.target = target
@@ -162,7 +161,7 @@ class Runner:
         self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
         self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
                                                  for c in shard.combinations(self.plan)}
-        self.schedule: list[PlannedRun] = []  # the variant runs to come, announced as the progress event "plan"
+        self.schedule: list[PlannedRun] = []  # the variant runs to come, announced as the progress event Planned
         self._finished = 0  # variant runs done, the schedule's first entries
         self._run_dir: Path | None = None
         self._started = ""
@@ -238,17 +237,13 @@ class Runner:
     def _admin(self, server: "_Server") -> AdminSession:
         """The harness's own connection to a server; its reconnections are warnings as they happen."""
         return AdminSession(self.eng, server.connection.conninfo,
-                            on_note=lambda text: self.progress({"event": "warning", "message": text}))
+                            on_note=lambda text: self.progress.on_warning(RunWarning(text)))
 
     def _announce(self) -> None:
         """Tell the progress display the variant runs to come (again whenever the schedule changes): a shard's
         share of the whole run's, and whether --check may add rounds."""
-        event = {"event": "plan", "runs": [r.as_dict() for r in self.schedule]}
-        if self.shard is not None:
-            event.update(shard=str(self.shard), of=len(self.plan.combinations()))
-        if self.sequential is not None:
-            event["check"] = True
-        self.progress(event)
+        shard = (str(self.shard), len(self.plan.combinations())) if self.shard is not None else (None, None)
+        self.progress.on_plan(Planned(tuple(self.schedule), *shard, check=self.sequential is not None))
 
     def _kept(self, result: VariantRun) -> None:
         """A variant run finished: journal it (a killed run keeps it) and count it against the schedule."""
@@ -256,8 +251,8 @@ class Runner:
         unkept = record_variant_run(self._run_dir, result) if self._run_dir is not None else None
         if unkept is not None and self._unkept is None:
             self._unkept = unkept
-            self.progress({"event": "warning", "message": f"finished variant runs cannot be kept until the end "
-                                                          f"({unkept}); they stay in memory"})
+            self.progress.on_warning(RunWarning(f"finished variant runs cannot be kept until the end ({unkept}); "
+                                                f"they stay in memory"))
 
     def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
@@ -314,7 +309,7 @@ class Runner:
 
     def _start(self, server: "_Server") -> None:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
-        self.progress({"event": "provisioning", "target": self.target})
+        self.progress.on_provisioning(Provisioning(self.target))
         server.started = True
         server.connection = server.provisioner.start()
         server.fresh = True
@@ -337,11 +332,11 @@ class Runner:
         server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
         self._recorded.append(ServerInfo.from_dict(server.info))
         self._mark_running()
-        self.progress({"event": "server", "version": server.version, "connection": server.connection.safe,
-                       "engine": {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")})
+        self.progress.on_server(ServerUp(server.version, server.connection.safe,
+                                         {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")))
         server.scenario = self.scenario.on_server(server.version)
         for step in server.scenario.setup:
-            self.progress({"event": "setup", "origin": step.origin})
+            self.progress.on_setup(SetupStep(step.origin))
             self.eng.run_script(server.conn, step.sql, step.origin)
 
     def _decide(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
@@ -355,8 +350,7 @@ class Runner:
                 wanted = seq.wanted(self._verdicts, results)
                 open_claims = sum(1 for v in self._verdicts if v.verdict == stats.INCONCLUSIVE)
                 if open_claims:
-                    self.progress({"event": "check", "look": seq.looks_taken, "of": seq.looks, "open": open_claims,
-                                   "runs": repeat})
+                    self.progress.on_check(CheckLook(seq.looks_taken, seq.looks, open_claims, repeat))
             else:  # one run decides nothing: every point a claim reads runs a second time
                 wanted = {}
                 for claim in self.scenario.expect:
@@ -369,8 +363,8 @@ class Runner:
             if not wanted or repeat >= self.check.max_repeats:
                 return
             if not seq.affordable(wanted):
-                self.progress({"event": "warning", "message": "--check: the next round would pass the time budget; "
-                                                              "stopping with the claims still open"})
+                self.progress.on_warning(RunWarning("--check: the next round would pass the time budget; "
+                                                    "stopping with the claims still open"))
                 return
             repeat += 1
             self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
@@ -397,7 +391,7 @@ class Runner:
             # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
             # below, which restarts once when an option needs it
             if server.config is None or server.config.needs_restart(server.current, wanted):
-                self.progress({"event": "restart", "settings": dict(variant.settings)})
+                self.progress.on_restart(Restarting(dict(variant.settings)))
                 server.conn.close()
                 server.connection = server.provisioner.restart(wanted)
                 server.conn = self._admin(server)
@@ -408,15 +402,15 @@ class Runner:
         for point in in_round(variant.sweep, repeat):
             if points is not None and point not in points:
                 continue
-            self.progress({"event": "repeat", "repeat": repeat, "of": max(self.repeat, repeat),
-                           "server": server.version if len(self.provisioners) > 1 else None})
+            self.progress.on_repeat(RepeatStarted(repeat, max(self.repeat, repeat),
+                                                  server.version if len(self.provisioners) > 1 else None))
             began = time.monotonic()
             try:
                 result = self._run_variant(server, variant, point, repeat)
             except Unsupported as exc:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
-                self.progress({"event": "warning", "message": f"{variant.name} skipped: {exc.message}"})
+                self.progress.on_warning(RunWarning(f"{variant.name} skipped: {exc.message}"))
                 self.schedule = without(self.schedule, self._finished, variant.name, server.position)
                 self._announce()
                 return
@@ -437,27 +431,27 @@ class Runner:
         if server.conn is not None and server.config is not None:
             try:
                 for problem in server.config.restore(server.conn):
-                    self.progress({"event": "warning", "message": problem})
+                    self.progress.on_warning(RunWarning(problem))
             except Exception as exc:  # noqa: BLE001 - the server must still be let go
-                self.progress({"event": "warning", "message": f"restoring the configuration: {exc}"})
+                self.progress.on_warning(RunWarning(f"restoring the configuration: {exc}"))
         if server.conn is not None:
             with contextlib.suppress(Exception):
                 server.conn.close()
         if server.started:
-            self.progress({"event": "stopping", "target": self.target})
+            self.progress.on_stopping(Stopping(self.target))
             server.provisioner.stop()
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
         if server.config is not None and server.config.apply(server.conn, settings, database):
-            self.progress({"event": "restart", "settings": settings})
+            self.progress.on_restart(Restarting(dict(settings)))
             server.conn.close()
             server.connection = server.provisioner.restart(settings)
             server.conn = self._admin(server)
             server.fresh = True
             # what only a fresh server allows (removing tempdb files); what it could not do is a warning
             for problem in server.config.after_restart(server.conn):
-                self.progress({"event": "warning", "message": problem})
+                self.progress.on_warning(RunWarning(problem))
 
     def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
         for probe in variant.probes:
@@ -478,8 +472,7 @@ class Runner:
         fresh, server.fresh = server.fresh, False
         if not variant.warmup_transactions:
             return None
-        self.progress({"event": "warm_pass", "variant": variant.name, "transactions": variant.warmup_transactions,
-                       "after_restart": fresh})
+        self.progress.on_warm_pass(WarmPass(variant.name, variant.warmup_transactions, fresh))
         warm = warm_up(server.connection.conninfo, pools, variant.warmup_transactions, engine=self.scenario.engine,
                        seed=self.scenario.seed, processes=self.processes, after_restart=fresh, load=LoadGenerator)
         if warm["status"] == "interrupted":
@@ -490,8 +483,8 @@ class Runner:
         conninfo, conn, version_num = server.connection.conninfo, server.conn, server.info["version_num"]
         pools = resolve_clients(variant.pools, point)
         clients = {p.name: p.clients for p in pools}
-        self.progress({"event": "variant", "variant": variant.name, "point": point, "clients": clients,
-                       "duration": variant.duration, "warmup": variant.warmup, "fixed": variant.fixed_count})
+        self.progress.on_variant(VariantStarted(variant.name, point, clients, variant.duration, variant.warmup,
+                                                variant.fixed_count))
         for step in variant.setup:
             self.eng.run_script(conn, step.sql, step.origin)
         warm = self._warm_up(server, variant, pools)
@@ -516,8 +509,7 @@ class Runner:
             load = LoadGenerator(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                  seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
                                  listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
-                                 progress=lambda info: self.progress({"event": "tick", "variant": variant.name,
-                                                                      "point": point, **info}))
+                                 progress=lambda info: self.progress.on_tick(Tick(variant.name, point, **info)))
             outcome = load.run()
         finally:
             with deferred_interrupts():
@@ -553,7 +545,7 @@ class Runner:
             samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
             settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
             unavailable=driver.unavailable, events=events, warmup_pass=warm)
-        self.progress({"event": "variant_done", "result": result})
+        self.progress.on_variant_done(VariantDone(result))
         return result
 
 

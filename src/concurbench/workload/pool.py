@@ -28,6 +28,7 @@ from ..engines.registry import get_engine
 from ..errors import RunError
 from ..scenario.model import Pool
 from . import fastloop
+from .lag import behind
 from .session import DONE as SESSION_DONE
 from .schedule import Pace, events
 from .session import FAR_FUTURE, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
@@ -444,10 +445,11 @@ class LoadGenerator:
             messages.extend(item["problems"])
             cpu.append(item["cpu_s"])
             wall.append(item["wall_s"])
+        elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
+        messages.extend(w for w in (behind(p, pools[p.name], elapsed) for p in self.pools) if w)
         messages.extend(lost)
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
-        elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
         timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
                              workers=workers, reported=len(collected), stopped=stopped, events=timeline)

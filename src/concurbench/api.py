@@ -1,0 +1,235 @@
+"""The library API: run a scenario, probe a target, check claims on every server version.
+
+This is the one place where a command is put together: the `Target` says where the servers come
+from, the same for every command; provisioners are built from it here; SIGTERM is turned into an
+interrupt (the run stops, keeps what it measured and lets its servers go) while a command runs, and
+put back afterwards. The `run`, `probe` and `claims` commands of the command line call these
+functions and print what they return; a script or a notebook calls them the same way:
+
+    import concurbench
+    from concurbench.api import Target, probe
+
+    outcome = concurbench.run("scenarios/postgres/row-lock-vs-advisory.yaml", quick=True)
+    outcome.run.frame()                              # the figures, for pandas
+    reports = probe("scenarios/postgres/lock-queue.yaml", target=Target("binaries", versions=("16",)))
+
+Nothing here prints. Bad input raises ConfigError (concurbench.errors) before any server is touched;
+a run that fails once started is saved, and its error is `outcome.error`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from .check import CheckPolicy
+from .errors import ConcurbenchError, ConfigError
+from .probe import ProbeReport, probe as probe_target
+from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
+from .report.by_version import claims_by_version, made_lines
+from .report.tables import Report
+from .results.model import Run
+from .results.shards import SHARD_AND_CHECK, Shard
+from .results.store import load_run
+from .running.load import load_scenario
+from .running.progress_events import Listener, RunEnded, RunStarted
+from .running.runner import RunOutcome, Runner, chosen_variants
+from .scenario.model import Scenario
+
+__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "CLAIMS_VERSIONS", "ClaimsTable", "Outcome", "Target", "claims",
+           "probe", "run"]
+
+CLAIMS_VERSIONS = ("14", "15", "16", "17", "18")  # `claims`: the versions of a scenario without server.versions
+CLAIMS_TARGET = "binaries"
+CLAIMS_BUDGET_S = 30 * 60.0  # `claims`: the time budget of each scenario's check
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the servers come from, for every command alike.
+
+    `name`: embedded, binaries, docker or dsn. `versions`: the server versions, each its own server
+    (empty: the scenario's `server.versions` on docker and binaries, else one server of the target's
+    default version). `image`: the Docker image (else the scenario's `server.images` for the version,
+    else the engine's image of that version). The dsn target's `dsn` (a URL or connection string; its
+    password is never shown) and `password_env` (the environment variable holding the password),
+    `allow_server_changes` (let the scenario change server-wide settings, restored at the end) and
+    `server_settings` (`apply`, or `as-is`: leave the server's settings and record the differences).
+    `keep`: leave the server running at the end."""
+
+    name: str = "embedded"
+    versions: tuple[str, ...] = ()
+    dsn: str | None = field(default=None, repr=False)
+    password_env: str | None = None
+    image: str | None = None
+    host_network: bool = False
+    allow_server_changes: bool = False
+    server_settings: str = APPLY
+    keep: bool = False
+
+    def versions_for(self, scenario: Scenario, default: Iterable[str | None] = (None,)) -> list[str | None]:
+        """The versions to provision for `scenario`: `versions`, else the scenario's own matrix (docker,
+        binaries; not with an `image`, which is one server), else `default` (a dsn server is the one it is)."""
+        if self.versions:
+            return list(self.versions)
+        if self.image or self.name == "dsn":
+            return [None]
+        if scenario.versions and self.name in ("docker", "binaries"):
+            return list(scenario.versions)
+        return list(default)
+
+    def options(self, version: str | None, scenario: Scenario, listener: Listener | None = None) -> TargetOptions:
+        """The provisioner registry's options for one server of `scenario` at `version`."""
+        return TargetOptions(target=self.name, server_version=version, dsn=self.dsn, password_env=self.password_env,
+                             image=self.image, images=scenario.images, host_network=self.host_network, keep=self.keep,
+                             allow_server_changes=self.allow_server_changes, server_settings=self.server_settings,
+                             listener=listener)
+
+    def provisioners(self, scenario: Scenario, *, listener: Listener | None = None, settings: bool = True,
+                     default_versions: Iterable[str | None] = (None,)) -> list:
+        """One provisioner per version (versions_for), with the scenario's server settings (`settings=False`:
+        none, as the probe wants); ConfigError for a target or option that cannot be."""
+        wanted = dict(scenario.settings) if settings else {}
+        return [make_provisioner(scenario.engine, wanted, self.options(version, scenario, listener))
+                for version in self.versions_for(scenario, default_versions)]
+
+
+def run(scenario: Scenario | str | Path, *, target: Target | None = None, out_dir: str | Path = "results",
+        quick: bool = False, params: dict[str, str] | None = None, variants: Iterable[str] = (),
+        processes: int | None = None, repeat: int = 1, check: CheckPolicy | None = None,
+        shard: Shard | str | None = None, listener: Listener | None = None) -> Outcome:
+    """Run `scenario` (a file, or one loaded with load_scenario) on `target` into a run directory under
+    `out_dir`; returns the outcome (`outcome.run` is the Run, `outcome.error` the error of a run that did
+    not end ok). `quick`, `params` (parameter overrides) apply when loading a file; `variants` runs only
+    these; `repeat` runs each variant N times interleaved; `check` repeats runs until the claims are
+    decided (CheckPolicy); `shard` ("I/N") runs one share of the run. `listener` hears the progress."""
+    model = _scenario(scenario, quick, params)
+    shard = Shard.parse(shard) if isinstance(shard, str) else shard
+    if shard is not None and check is not None:
+        raise ConfigError(SHARD_AND_CHECK)
+    target = target or Target()
+    return _run(model, target, listener or Listener(), out_dir=out_dir, processes=processes,
+                variants=list(variants) or None, repeat=repeat, check=check, shard=shard)
+
+
+def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quick: bool = False,
+          params: dict[str, str] | None = None, variants: Iterable[str] = (),
+          listener: Listener | None = None) -> list[ProbeReport]:
+    """Probe every server of `target` the run of `scenario` would use, with no load (concurbench.probe):
+    one ProbeReport per server, each `ok` when none of its checks failed."""
+    model = _scenario(scenario, quick, params)
+    target = target or Target()
+    chosen = chosen_variants(model, list(variants) or None)
+    provisioners = target.provisioners(model, listener=listener, settings=False)
+    with sigterm_interrupts():
+        return [probe_target(model, provisioner, target=target.name, variants=chosen,
+                             allow_server_changes=target.allow_server_changes, as_is=target.server_settings == AS_IS)
+                for provisioner in provisioners]
+
+
+@dataclass
+class Outcome(RunOutcome):
+    """What `run` returns: the RunOutcome (`run`, `error`, `status`, `run_dir`, `claims`), and the provisioners
+    of its servers."""
+
+    provisioners: list = field(default_factory=list)
+
+    def kept(self) -> list[str]:
+        """How to reach each server left running (Target.keep), from the provisioners that can say so."""
+        return [hint() for p in self.provisioners for hint in [getattr(p, "connect_hint", None)] if hint]
+
+
+@dataclass
+class ClaimsTable:
+    """What `claims` made: the runs (one per scenario), the errors of runs that failed (scenario name and
+    error), and the claims-by-version table as a Report (report.render.markdown, report.html.report_page)."""
+
+    runs: list[Run]
+    errors: list[tuple[str, ConcurbenchError]]
+    report: Report
+
+    @property
+    def verdicts(self) -> list:
+        return [v for r in self.runs for v in r.claims]
+
+
+def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[str | Path] = (),
+           target: Target | None = None, quick: bool = False, check: CheckPolicy | None = None,
+           out_dir: str | Path = "results", listener: Listener | None = None,
+           on_run: Callable[[Run, ConcurbenchError | None], None] | None = None,
+           command: str | None = None) -> ClaimsTable:
+    """Check every scenario's claims on every server version (`check`: CheckPolicy; None: 5 runs and a
+    30-minute budget each), one run each, scenario after scenario, and tabulate them; or tabulate `stored` run directories
+    instead. Every scenario file is loaded before any run. `target` defaults to binaries; versions come
+    from the target, else the scenario's server.versions, else 14 to 18. `on_run(run, error)` is called
+    after each run; an interrupted run raises KeyboardInterrupt. `command` is named in the table's lines."""
+    scenarios, stored = list(scenarios), list(stored)
+    target = target or Target(CLAIMS_TARGET)
+    if bool(scenarios) == bool(stored):
+        raise ConfigError("give scenario files to run, or --from RUN_DIR... to tabulate stored runs (not both)")
+    if target.name == "dsn" and target.versions:
+        raise ConfigError("--server-version does not apply to --target dsn: the server is the version it is")
+    runs: list[Run] = []
+    errors: list[tuple[str, ConcurbenchError]] = []
+    if stored:
+        runs = [load_run(path) for path in stored]
+    else:
+        models = [_scenario(s, quick, None) for s in scenarios]  # every file checked before any run
+        policy = check or CheckPolicy(budget_s=CLAIMS_BUDGET_S)
+        for model in models:
+            outcome = _run(model, target, listener or Listener(), out_dir=out_dir, check=policy,
+                           default_versions=CLAIMS_VERSIONS)
+            if outcome.status == "interrupted":
+                raise KeyboardInterrupt
+            runs.append(outcome.run)
+            if outcome.error is not None:
+                errors.append((model.name, outcome.error))
+            if on_run is not None:
+                on_run(outcome.run, outcome.error)
+    return ClaimsTable(runs, errors, claims_by_version(runs, lines=made_lines(runs, target.name, command)))
+
+
+def _scenario(scenario: Scenario | str | Path, quick: bool, params: dict[str, str] | None) -> Scenario:
+    if isinstance(scenario, Scenario):
+        if quick or params:
+            raise ConfigError(f"{scenario.path}: quick and params apply when a scenario file is loaded; this "
+                              f"scenario is loaded already (pass its file instead)")
+        return scenario
+    return load_scenario(Path(scenario), quick=quick, overrides=dict(params or {}))
+
+
+def _run(model: Scenario, target: Target, listener: Listener, *, default_versions: Iterable[str | None] = (None,),
+         **runner_options) -> Outcome:
+    """Build the target's provisioners and run the scenario on them; the listener hears its start and end."""
+    provisioners = target.provisioners(model, listener=listener, default_versions=default_versions)
+    listener.on_run_started(RunStarted(model.name))
+    status = "failed"
+    try:
+        with sigterm_interrupts():
+            outcome = Runner(model, provisioners, progress=listener, target=target.name, **runner_options).run()
+        status = outcome.status
+    finally:
+        listener.on_run_ended(RunEnded(model.name, status))
+    return Outcome(outcome.run, outcome.error, outcome.report, provisioners=provisioners)
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt (as Ctrl-C does); the handler before it is put
+    back afterwards. Only the main thread can take signals: elsewhere nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
