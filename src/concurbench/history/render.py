@@ -157,15 +157,20 @@ def _run_json(r) -> dict:
 
 def _series_json(s: Series) -> dict:
     changes = {s.included[c.index].run.record.run_id: c for c in s.changes}
+    values = json.loads("[" + ",".join(p.vals or "null" for p in s.points) + "]")  # one parse for the series
     return {"scenario": s.key.scenario, "variant": s.key.variant, "pool": s.key.pool, "clients": s.key.clients,
             "point": s.key.point, "server": s.key.server, "metric": s.key.metric,
-            "points": [{"run": p.run.record.run_id, "version": p.server, "status": p.status,
-                        "run_status": p.run.record.status, "included": p.included, "mean": p.mean,
-                        "low": p.low, "high": p.high, "n": p.n, "values": p.values,
-                        "scenario_changed": p.scenario_changed}
-                       for p in s.points],
+            "points": [_point_json(p, v) for p, v in zip(s.points, values)],
             "change_points": [{"run": run, "status": c.status, "change": c.change, "p": c.p}
                               for run, c in changes.items()]}
+
+
+def _point_json(p: Point, values) -> dict:
+    record, half = p.run.record, p.half
+    low, high = (p.given_low, p.given_high) if half is None else (p.mean - half, p.mean + half)
+    return {"run": record.run_id, "version": p.server, "status": p.status, "run_status": record.status,
+            "included": p.status == "ok" and record.status == "ok", "mean": p.mean, "low": low, "high": high,
+            "n": p.n, "values": values, "scenario_changed": p.scenario_changed}
 
 
 CSV_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "server", "metric", "run", "version", "started",
