@@ -40,3 +40,14 @@ def test_the_source_map_names_every_folder_and_root_module():
     assert not missing, f"docs/development.md's layout does not name {', '.join(missing)}"
     gone = [name for name in re.findall(r"^  ([a-z_]+(?:\.py|/))", layout, re.M) if name not in folders + modules]
     assert not gone, f"docs/development.md's layout names what the package no longer has: {', '.join(gone)}"
+
+
+def test_the_readme_is_the_front_door():
+    """Two commands first (one runs a scenario, one the tests), then under 10 kB in all: measurements live
+    in docs/, one line and a link each."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.match(r"```sh\n(.*?)\n```", text, re.S)
+    assert block, "the README starts with a sh block"
+    commands = block.group(1).splitlines()
+    assert len(commands) == 2 and "concurbench run" in commands[0] and "pytest" in commands[1]
+    assert len(text.encode()) < 10_000, f"README.md is {len(text.encode()):,} bytes"
