@@ -480,24 +480,49 @@ class Runner:
         return warm
 
     def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
-        conninfo, conn, version_num = server.connection.conninfo, server.conn, server.info["version_num"]
+        conn = server.conn
         pools = resolve_clients(variant.pools, point)
-        clients = {p.name: p.clients for p in pools}
-        self.progress.on_variant(VariantStarted(variant.name, point, clients, variant.duration, variant.warmup,
-                                                variant.fixed_count))
+        self.progress.on_variant(VariantStarted(variant.name, point, {p.name: p.clients for p in pools},
+                                                variant.duration, variant.warmup, variant.fixed_count))
         for step in variant.setup:
             self.eng.run_script(conn, step.sql, step.origin)
         warm = self._warm_up(server, variant, pools)
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
+        started = time.time()
+        outcome, driver, background_sessions = self._window(server, variant, point, pools)
+        elapsed = outcome.elapsed_s
+        summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
+        status, after, settings = self._after_window(conn, variant, probes, _status(outcome))
+        messages = [*outcome.messages, *conn.take_notes(),
+                    *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
+                    *after]
+        result = VariantRun(
+            variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
+            status=status, workers={"started": outcome.workers, "reported": outcome.reported},
+            elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
+            fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop, messages=messages,
+            pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
+                                      outcome.pools[p.name].to_dict()) for p in pools},
+            samplers=summaries, sampler_errors=list(driver.errors), background=background,
+            probes=probes, settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
+            unavailable=driver.unavailable, events=merged(outcome.events, background_events(background_sessions)),
+            warmup_pass=warm)
+        self.progress.on_variant_done(VariantDone(result))
+        return result
+
+    def _window(self, server: "_Server", variant: Variant, point: int | None, pools: list):
+        """The measurement window: samplers and background sessions around the load; they are closed
+        whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
+        conninfo, version_num = server.connection.conninfo, server.info["version_num"]
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
         background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
                                for b in variant.background]
-        self.eng.flush_statistics(conn, version_num)  # what this session did so far is not counted in the window
+        self.eng.flush_statistics(server.conn, version_num)  # what this session did so far is not counted
         driver = SamplerDriver(build_samplers(variant.samplers),
                                lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
                                sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
-        started = time.time()
         try:
             driver.open()
             for bg in background_sessions:
@@ -516,11 +541,12 @@ class Runner:
                 for bg in background_sessions:
                     bg.close()
                 driver.close()
-        elapsed = outcome.elapsed_s
-        summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
-        events = merged(outcome.events, background_events(background_sessions))  # pools' and background sessions'
-        status, after, settings = _status(outcome), [], None
-        try:  # what the window measured is kept whatever happens after it (a Ctrl-C, a failing teardown)
+        return outcome, driver, background_sessions
+
+    def _after_window(self, conn, variant: Variant, probes: dict, status: str) -> tuple[str, list[str], dict | None]:
+        """The probes after the load, the teardown and the settings as the server reports them. What the window
+        measured is kept whatever happens here (a Ctrl-C, a failing teardown): that only changes the status."""
+        try:
             self._probe(conn, variant, "after", probes)
             for step in variant.teardown:
                 self.eng.run_script(conn, step.sql, step.origin, what="teardown SQL")
@@ -528,26 +554,10 @@ class Runner:
             settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] \
                 if variant.settings else None
         except KeyboardInterrupt:
-            status, after = "interrupted", ["interrupted after the measurement (probes or teardown)"]
+            return "interrupted", ["interrupted after the measurement (probes or teardown)"], None
         except ConcurbenchError as exc:
-            status, after = "failed", [exc.message]
-        messages = [*outcome.messages, *conn.take_notes(),
-                    *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
-                    *after]
-        result = VariantRun(
-            variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=status, workers={"started": outcome.workers, "reported": outcome.reported},
-            elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
-            fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop, messages=messages,
-            pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
-                                      outcome.pools[p.name].to_dict()) for p in pools},
-            samplers=summaries, sampler_errors=list(driver.errors), background=background, probes=probes,
-            settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
-            unavailable=driver.unavailable, events=events, warmup_pass=warm)
-        self.progress.on_variant_done(VariantDone(result))
-        return result
-
+            return "failed", [exc.message], None
+        return status, [], settings
 
 def chosen_variants(scenario: Scenario, only: list[str] | None) -> list[Variant]:
     """The variants `--variant` names (all when none); ConfigError naming one the scenario lacks."""
