@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_a_load_loop_that_raises_stops_the_run_with_its_error(server, monkeypatch):
-    def broken(sessions, window, status, finished):
+    def broken(sessions, window, status, finished, **loop_options):
         raise TypeError("function takes exactly 10 arguments (14 given)")
 
     monkeypatch.setattr(pool_module, "_loop", broken)
