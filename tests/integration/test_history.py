@@ -85,8 +85,10 @@ def test_check_fails_on_the_newest_regression_with_junit_and_a_summary(history, 
     # the flat counts alone: nothing to fail on
     done = cli("history", "check", "--store", store, "--metric", "transactions", "--metric", "statements.*.count")
     assert done.returncode == 0, done.stdout
-    # told that more WAL is better, the same change is no regression
-    done = cli("history", "check", "--store", store, "--metric", "wal.*", "--direction", "wal.*=higher")
+    # told that more WAL is better, the same change is no regression (full-page images alone left
+    # out: how many a run writes depends on when the server's last checkpoint was, so they may fall)
+    done = cli("history", "check", "--store", store, "--metric", "wal.bytes*", "--metric", "wal.records",
+               "--direction", "wal.*=higher")
     assert done.returncode == 0, done.stdout
 
 
