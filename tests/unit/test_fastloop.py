@@ -1,15 +1,17 @@
 """The compiled loop's Python side, without a server: choosing the loop, the simple protocol's
-pieces, and sessions of one pool sharing their statistics in a worker."""
+pieces, and sessions of one pool sharing their statistics in a worker. A test that needs the
+extension skips with the reason where it cannot run, and fails instead under CI=true."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from needs import need_compiled
 
 from concurbench.errors import RunError
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload import fastloop
+from concurbench.workload import fastloop, schedule
 from concurbench.workload.session import Session
 from concurbench.workload.stats import PoolStats
 
@@ -56,8 +58,7 @@ def test_the_compiled_loop_binds_to_psycopgs_own_libpq():
 
     import psycopg
 
-    if fastloop.unavailable("postgres"):
-        pytest.skip(fastloop.unavailable("postgres"))
+    need_compiled()
     bound = fastloop.bind()
     assert "libpq" in bound.rsplit("/", 1)[-1]
     mapped = {line.split()[-1] for line in open("/proc/self/maps") if "libpq" in line}
@@ -75,16 +76,32 @@ def test_the_compiled_loop_binds_to_psycopgs_own_libpq():
 def test_an_extension_built_from_other_sources_is_refused_not_called(monkeypatch):
     """A stand-in for a stale build (an editable install whose Python code moved on while its .so did not): the
     loop it would run takes other arguments, so `auto` falls back to the Python loop and `compiled` says why."""
-    if fastloop._fastloop is None:
-        pytest.skip("the extension is not built here")
+    need_compiled()
     assert fastloop._fastloop.INTERFACE == fastloop.INTERFACE  # the real build matches its sources
-    stale = type("Stale", (), {"bind": staticmethod(fastloop._fastloop.bind)})  # no INTERFACE: built before it
-    monkeypatch.setattr(fastloop, "_fastloop", stale)
-    monkeypatch.setattr(fastloop, "_bound", [])
-    assert "built from other sources" in fastloop.unavailable("postgres")
-    assert fastloop.resolve("auto", "postgres") == "python"
-    with pytest.raises(RunError, match="rebuild it with `pip install -e .`"):
-        fastloop.resolve("compiled", "postgres")
+    assert fastloop._fastloop.PACE_LAYOUT == schedule.LAYOUT  # and reads the schedule Pace.export gives
+    real = fastloop._fastloop
+    stale = type("Stale", (), {"bind": staticmethod(real.bind)})  # no INTERFACE: built before it
+    other_layout = type("OtherLayout", (), {"bind": staticmethod(real.bind), "INTERFACE": fastloop.INTERFACE,
+                                            "PACE_LAYOUT": schedule.LAYOUT + 1})
+    for build in (stale, other_layout):
+        monkeypatch.setattr(fastloop, "_fastloop", build)
+        monkeypatch.setattr(fastloop, "_bound", [])
+        assert "built from other sources" in fastloop.unavailable("postgres")
+        assert fastloop.resolve("auto", "postgres") == "python"
+        with pytest.raises(RunError, match="rebuild it with `pip install -e .`"):
+            fastloop.resolve("compiled", "postgres")
+
+
+def test_a_missing_compiled_loop_skips_its_tests_with_the_reason_and_fails_them_under_ci(monkeypatch):
+    """A stand-in for a machine without the extension (unavailable() made to say why): the parity tests skip there
+    with the reason, and fail instead when CI=true, where .ci/run builds the extension."""
+    monkeypatch.setattr(fastloop, "unavailable", lambda engine: "not built")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not built"):
+        need_compiled()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI=true and the compiled loop cannot run: not built"):
+        need_compiled()
 
 
 def _session(**dists) -> Session:
@@ -102,8 +119,7 @@ def test_the_compiled_loop_draws_uniform_parameters_as_python_does(low, high):
     from concurbench.engines import postgres as pg
     from concurbench.scenario.distributions import Distribution
 
-    if fastloop._fastloop is None:
-        pytest.skip("the extension is not built here")
+    need_compiled()
     s = _session(a=f"uniform({low}, {high})", b=Distribution("constant", ("O'Brien",)), c="uniform(1, 10)")
     spec = fastloop.draw_spec(s)
     assert spec is not None and [d[0] for d in spec[1]] == [0, 1, 0]
@@ -126,8 +142,7 @@ def test_python_draws_when_any_parameter_needs_it():
 
 
 def test_a_malformed_draw_spec_is_refused():
-    if fastloop._fastloop is None:
-        pytest.skip("the extension is not built here")
+    need_compiled()
     state, draws = fastloop.draw_spec(_session(a="uniform(1, 10)"))
     with pytest.raises(ValueError, match="position"):
         fastloop._fastloop.draws((state[:-1] + (625,), draws), 1)

@@ -90,14 +90,28 @@ typedef struct {
     Py_ssize_t used, cap;
 } Buf;
 
-/* A timed pool's schedule in this worker (schedule.Pace): its segments, and the arrivals of its rate. */
+/* A timed pool's schedule in this worker, as schedule.Pace.export gives it: a head, then its segments
+   (schedule.py's LAYOUT, HEAD and SEGMENT; native byte order, no padding). Another layout is refused. */
+#define PACE_LAYOUT 1
 #define FAR (1LL << 62)
 typedef struct {
-    PyObject *owner; /* the Python Pace it was read from */
+    uint32_t layout, n_segs;
+    int32_t fixed, zero;
+    int64_t limit, measure_from; /* latency limit (0: none); the measurement window's start */
+    uint64_t seed;               /* of the generator of Poisson gaps below */
+} PaceHead;
+typedef struct {
+    int64_t from, to;
+    double per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
+    int64_t clients;
+} PaceSeg;
+_Static_assert(sizeof(PaceHead) == 40 && sizeof(PaceSeg) == 32, "schedule.HEAD and schedule.SEGMENT sizes");
+
+/* The schedule while the loop takes its arrivals. */
+typedef struct {
+    PyObject *owner; /* the exported schedule it was read from (the sessions of a pool share one) */
     int n_segs, k, fixed;
-    int64_t *from, *to;
-    int *clients;
-    double *per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
+    PaceSeg *segs;
     int64_t trigger, limit, measure_from;
     int64_t held; /* an arrival handed back by a session not active when it is due; -1: none */
     uint64_t rng;
@@ -465,8 +479,9 @@ static double uniform(Pace *p) { /* splitmix64: [0, 1) */
 /* When session `index` may start: now when it is active, else its next active time (FAR: never). */
 static int64_t pace_gate(Pace *p, int index, int64_t now) {
     for (int i = 0; i < p->n_segs; i++) {
-        if (p->to[i] <= now) continue;
-        if (index < p->clients[i]) return p->from[i] > now ? p->from[i] : now;
+        const PaceSeg *g = &p->segs[i];
+        if (g->to <= now) continue;
+        if (index < g->clients) return g->from > now ? g->from : now;
     }
     return FAR;
 }
@@ -479,17 +494,17 @@ static int64_t pace_arrival(Pace *p) {
     }
     int64_t t = p->trigger;
     while (p->k < p->n_segs) {
-        int k = p->k;
-        if (t < p->from[k]) t = p->from[k];
-        if (p->per_ns[k] > 0) {
-            double gap = p->fixed ? 1.0 / p->per_ns[k] : -log(1.0 - uniform(p)) / p->per_ns[k];
-            if ((double)t + gap < (double)p->to[k]) {
+        const PaceSeg *g = &p->segs[p->k];
+        if (t < g->from) t = g->from;
+        if (g->per_ns > 0) {
+            double gap = p->fixed ? 1.0 / g->per_ns : -log(1.0 - uniform(p)) / g->per_ns;
+            if ((double)t + gap < (double)g->to) {
                 p->trigger = t = t + (int64_t)gap;
                 return t;
             }
         }
         p->k++;
-        t = p->to[k];
+        t = g->to;
     }
     p->trigger = FAR;
     return FAR;
@@ -521,59 +536,53 @@ static int64_t pace_take(Pace *p, int index, int paced, int64_t now, int64_t end
 }
 
 static void free_pace(Pace *p) {
-    PyMem_Free(p->from);
-    PyMem_Free(p->to);
-    PyMem_Free(p->clients);
-    PyMem_Free(p->per_ns);
+    PyMem_Free(p->segs);
     Py_CLEAR(p->owner);
 }
 
-/* Read a Python Pace: segs [(from, to, per_ns, clients)], fixed, limit, measure_from, trigger, k, rng. */
+/* Read an exported schedule (Pace.export): its head, checked for this build's layout, and its segments. */
 static int pace_from(PyObject *obj, Pace *p) {
     memset(p, 0, sizeof *p);
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
+    PaceHead head;
+    int ok = 0;
+    if (view.len < (Py_ssize_t)sizeof head) {
+        PyErr_Format(PyExc_ValueError, "a schedule of %zd bytes: not one Pace.export gives", view.len);
+        goto done;
+    }
+    memcpy(&head, view.buf, sizeof head);
+    if (head.layout != PACE_LAYOUT) {
+        PyErr_Format(PyExc_ValueError, "a schedule of layout %u; this build reads layout %d (built from other "
+                     "sources: rebuild the extension)", (unsigned)head.layout, PACE_LAYOUT);
+        goto done;
+    }
+    if (head.n_segs < 1 || view.len != (Py_ssize_t)(sizeof head + head.n_segs * sizeof(PaceSeg))) {
+        PyErr_Format(PyExc_ValueError, "a schedule of %zd bytes does not hold its %u segments", view.len,
+                     (unsigned)head.n_segs);
+        goto done;
+    }
+    p->segs = PyMem_Calloc(head.n_segs, sizeof(PaceSeg));
+    if (p->segs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memcpy(p->segs, (const char *)view.buf + sizeof head, head.n_segs * sizeof(PaceSeg));
     p->owner = Py_NewRef(obj);
-    PyObject *segs = PyObject_GetAttrString(obj, "segs");
-    PyObject *seed = PyObject_CallMethod(obj, "seed64", NULL);
-    PyObject *fixed = PyObject_GetAttrString(obj, "fixed");
-    PyObject *limit = PyObject_GetAttrString(obj, "limit");
-    PyObject *from = PyObject_GetAttrString(obj, "measure_from");
-    PyObject *trigger = PyObject_GetAttrString(obj, "trigger");
-    int ok = segs && seed && fixed && limit && from && trigger && PyList_Check(segs);
-    if (ok) {
-        p->n_segs = (int)PyList_GET_SIZE(segs);
-        p->from = PyMem_Calloc(p->n_segs + 1, sizeof(int64_t));
-        p->to = PyMem_Calloc(p->n_segs + 1, sizeof(int64_t));
-        p->clients = PyMem_Calloc(p->n_segs + 1, sizeof(int));
-        p->per_ns = PyMem_Calloc(p->n_segs + 1, sizeof(double));
-        ok = p->from && p->to && p->clients && p->per_ns;
-        if (!ok) PyErr_NoMemory();
-    }
-    for (int i = 0; ok && i < p->n_segs; i++) {
-        long long a, b;
-        ok = PyArg_ParseTuple(PyList_GET_ITEM(segs, i), "LLdi", &a, &b, &p->per_ns[i], &p->clients[i]);
-        p->from[i] = a;
-        p->to[i] = b;
-    }
-    if (ok) {
-        p->fixed = PyObject_IsTrue(fixed);
-        p->limit = PyLong_AsLongLong(limit);
-        p->measure_from = PyLong_AsLongLong(from);
-        p->trigger = PyLong_AsLongLong(trigger);
-        p->held = -1;
-        p->rng = PyLong_AsUnsignedLongLongMask(seed);
-        ok = !PyErr_Occurred();
-    }
-    Py_XDECREF(segs);
-    Py_XDECREF(seed);
-    Py_XDECREF(fixed);
-    Py_XDECREF(limit);
-    Py_XDECREF(from);
-    Py_XDECREF(trigger);
-    if (!ok && !PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "not a schedule.Pace");
+    p->n_segs = (int)head.n_segs;
+    p->fixed = head.fixed != 0;
+    p->limit = head.limit;
+    p->measure_from = head.measure_from;
+    p->trigger = p->segs[0].from; /* the stream starts where its first segment does */
+    p->held = -1;
+    p->rng = head.seed;
+    ok = 1;
+done:
+    PyBuffer_Release(&view);
     return ok ? 0 : -1;
 }
 
-/* arrivals(pace, frees) -> ([(when, due)], skipped): the schedule alone, for tests; `frees` are
+/* arrivals(schedule, frees) -> ([(when, due)], skipped): an exported schedule alone, for tests; `frees` are
    (session index, paced, now, window end) in the order sessions become free. */
 static PyObject *fl_arrivals(PyObject *self, PyObject *args) {
     PyObject *obj, *frees;
@@ -1342,7 +1351,7 @@ static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
         return -1;
     s->due = -1;
     s->limit_ns = limit_ns;
-    if (pace != Py_None) { /* the sessions of a pool share its one Pace */
+    if (pace != Py_None) { /* the sessions of a pool share its one exported schedule */
         for (int i = 0; i < L->n_paces && s->pace == NULL; i++)
             if (L->paces[i].owner == pace) s->pace = &L->paces[i];
         if (s->pace == NULL) {
@@ -1525,8 +1534,8 @@ static PyMethodDef methods[] = {
      "run(specs, window, status, finished, counters, env): step the sessions until the window ends or all "
      "are done (see fastloop.py)."},
     {"arrivals", fl_arrivals, METH_VARARGS,
-     "arrivals(pace, frees) -> ([(when, due)], skipped): a schedule.Pace's answers to sessions becoming free "
-     "at the given times, as the loop computes them (for tests)."},
+     "arrivals(schedule, frees) -> ([(when, due)], skipped): the answers of a schedule (Pace.export) to sessions "
+     "becoming free at the given times, as the loop computes them (for tests)."},
     {"waits", fl_waits, METH_NOARGS,
      "waits() -> tuple: the names of the ways to wait for a due time that work here, best first (the loop's "
      "choice)."},
@@ -1553,6 +1562,7 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     PyObject *m = PyModule_Create(&module);
     /* fastloop.py refuses a build of other sources: raise this when a function's arguments or the schedule
        change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 5) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "INTERFACE", 6) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "PACE_LAYOUT", PACE_LAYOUT) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

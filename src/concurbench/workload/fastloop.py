@@ -29,6 +29,7 @@ import psycopg
 from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
+from . import schedule
 from .session import DONE, FLUSH_AT, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 
 try:
@@ -38,7 +39,7 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 5  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
+INTERFACE = 6  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 # how the compiled loop waits for a due time, best first (its WAIT_NAMES): a timeout in nanoseconds, a timer
@@ -53,7 +54,7 @@ def bind() -> str:
     if _fastloop is None:
         raise RuntimeError(f"the extension concurbench.workload._fastloop cannot be loaded ({_IMPORT_ERROR}: "
                            f"the install had no C compiler or Python headers?)")
-    if getattr(_fastloop, "INTERFACE", 1) != INTERFACE:
+    if (getattr(_fastloop, "INTERFACE", 1), getattr(_fastloop, "PACE_LAYOUT", 0)) != (INTERFACE, schedule.LAYOUT):
         raise RuntimeError("the extension concurbench.workload._fastloop was built from other sources than this "
                            "install's (an older checkout?): rebuild it with `pip install -e .` or `python setup.py "
                            "build_ext --inplace`")
@@ -133,7 +134,8 @@ class _Glue:
         self.latencies = [session.stats.statement(name) for name in session.names]
         self.draws = [draw for _name, draw in session.drawers]
 
-    def spec(self) -> tuple:
+    def spec(self, exported: bytes | None) -> tuple:
+        """The session as the C loop reads it; `exported`: its pool's Pace.export (one object per pool)."""
         s = self.session
         channel = s.channel
         names = [name for name, _ in s.pool.params]
@@ -144,7 +146,7 @@ class _Glue:
             plans.append((key, text, refs, pieces))
         limit = -1 if s.limit is None else s.limit
         return (self, channel.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
-                s.think, limit, s.pool.max_tries, s.pace, s.index, int(s.paced), s.latency_limit, draw_spec(s))
+                s.think, limit, s.pool.max_tries, exported, s.index, int(s.paced), s.latency_limit, draw_spec(s))
 
     # -- called from C ----------------------------------------------------------------
     def draw(self) -> tuple:
@@ -247,7 +249,9 @@ def run(sessions: list[Session], window, status, finished, slot_done: int) -> No
     bind()
     if not sessions:
         return
-    specs = [_Glue(s, window).spec() for s in sessions]
+    paces = {id(s.pace): s.pace for s in sessions if s.pace is not None}
+    exported = {key: pace.export() for key, pace in paces.items()}  # once per Pace: the sessions of a pool share it
+    specs = [_Glue(s, window).spec(exported.get(id(s.pace))) for s in sessions]
     env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
            pg.result_failure, WAITS.index(wait()))
     _fastloop.run(specs, window, status, finished, sessions[0].counter, env)

@@ -12,15 +12,18 @@ never sent. A session takes only an arrival due where it is active: one due in a
 that leaves it out goes back to the stream. Arrivals are Poisson (exponential gaps) or fixed; each
 worker carries the share of the rate that its active sessions make of the pool's.
 
-`Pace` draws a segment's arrivals BATCH at a time with numpy into a list (`queue`), so the Python
-loop's session takes its next arrival with a pop() (session.py reads the queue itself in the common
-case). The compiled loop implements the same schedule, drawing one arrival at a time in C (its
-`arrivals` function is that schedule, for tests).
+`Pace` is the one owner of that rule. The Python loop asks `Pace.take` for every transaction; it
+draws a segment's arrivals BATCH at a time with numpy into a list (`queue`), so the common case (an
+arrival drawn ahead, in the segment that holds `now` and the session) is a pop() at the top of
+`take`. The compiled loop does not read a Pace's attributes: it reads the schedule `Pace.export`
+gives, a versioned struct (LAYOUT, HEAD and SEGMENT below), and takes arrivals by the same rule, one
+at a time in C (`_fastloop.arrivals` is that schedule alone, for tests).
 """
 
 from __future__ import annotations
 
 import random
+import struct
 
 import numpy as np
 
@@ -28,6 +31,15 @@ from ..scenario.model import Pool
 from .session import FAR_FUTURE as FAR  # no arrival, or never again
 NEVER = -FAR  # a segment that holds since before the window
 BATCH = 256  # arrivals drawn at once (numpy), so a transaction's share is a list's pop()
+
+# What Pace.export gives the compiled loop (_fastloop.c reads it as its PaceHead and PaceSeg structs, and
+# refuses another LAYOUT): native byte order, standard sizes, no padding. The head: layout, number of
+# segments, fixed arrivals (0/1), zero, latency limit (ns, 0: none), measurement start (ns), the seed of the
+# compiled loop's own generator of gaps. Then per segment: from, to (ns), arrivals per ns in this worker
+# (0: none), active clients. Change LAYOUT (and INTERFACE in fastloop.py and _fastloop.c) with the layout.
+LAYOUT = 1
+HEAD = struct.Struct("=IIiiqqQ")  # 40 bytes
+SEGMENT = struct.Struct("=qqdq")  # 32 bytes
 
 
 def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
@@ -95,9 +107,14 @@ class Pace:
         self._crossed = False  # the draw after the queue's last arrival crossed segment k's end
         self._draws = np.random.default_rng(self.rng.getrandbits(64))
 
-    def seed64(self) -> int:
-        """A seed for the compiled loop's own generator of Poisson gaps."""
-        return self.rng.getrandbits(64)
+    def export(self) -> bytes:
+        """The schedule for the compiled loop, before any arrival was taken (LAYOUT, HEAD, SEGMENT). Each call
+        draws a new seed for the loop's own generator of gaps, so a worker exports its Pace once."""
+        if self.queue or self.k or self.trigger != self.segs[0][0]:
+            raise RuntimeError("a Pace is exported only before its first arrival is taken")
+        head = HEAD.pack(LAYOUT, len(self.segs), int(self.fixed), 0, self.limit, self.measure_from,
+                         self.rng.getrandbits(64))
+        return head + b"".join(SEGMENT.pack(*seg) for seg in self.segs)
 
     def gate(self, index: int, now: int) -> int:
         """When session `index` may start: `now` if it is active now, else its next active time (FAR: never)."""
@@ -148,15 +165,21 @@ class Pace:
 
     def take(self, index: int, now: int, window_end: int) -> tuple[int, int]:
         """Session `index` is free at `now`: (when to start, due time); due is -1 when it has no transaction
-        (it waits until `when`, then asks again; FAR: never again)."""
-        when = self.gate(index, now)
-        if when != now or not self.paced:
-            return when, (-1 if when != now else now)
-        due = self.arrival()
-        if self.limit:
-            when, due = self.past_limit(due, now, window_end)
+        (it waits until `when`, then asks again; FAR: never again). The rule of both loops."""
+        queue = self.queue
+        if queue and self.lo <= now < self.hi and index < self.active:
+            # the common case, as the rest of take would find it: the session is active now and the next
+            # arrival is drawn ahead, in this segment (so it is active then too)
+            due = queue.pop()
+            if not self.limit or now - due <= self.limit:
+                return (due if due > now else now), due
         else:
-            when = due if due > now else now
+            when = self.gate(index, now)
+            if when != now or not self.paced:
+                return when, (-1 if when != now else now)
+            due = self.arrival()
+        if self.limit:
+            due = self._skip(due, now, window_end)
         if now < due < FAR:
             active_at = self.gate(index, due)
             if active_at != due:
@@ -164,12 +187,13 @@ class Pace:
                 # stream, for an active session; this one asks again when it is active
                 self.queue.append(due)
                 return active_at, -1
-        return when, due
+        return (due if due > now else now), due
 
-    def past_limit(self, due: int, now: int, window_end: int) -> tuple[int, int]:
-        """Skip the arrivals already later than latency_limit (counted when due inside the window)."""
+    def _skip(self, due: int, now: int, window_end: int) -> int:
+        """The first arrival from `due` on that is not later than latency_limit; the skipped ones are counted
+        when due inside the window."""
         while due < FAR and now - due > self.limit:
             if self.stats is not None and self.measure_from <= due <= window_end:
                 self.stats.skipped += 1
             due = self.arrival()
-        return (due if due > now else now), due
+        return due

@@ -156,8 +156,9 @@ class Session:
         if self.pace is not None:
             due, self.due = self.due, -1
             if due < 0:
-                due = self._take(now, window[2])
-                if due < 0:
+                when, due = self.pace.take(self.index, now, window[2])
+                if when != now:
+                    self._wait(when, due)
                     return
         # The transaction's time includes drawing its parameters, its first statement's not; with a rate
         # it runs from the due time (coordinated-omission-correct), and the lag is kept apart.
@@ -172,19 +173,14 @@ class Session:
         self.retries = 0
         self._start_attempt(now, window)
 
-    def _take(self, now: int, window_end: int, answer: tuple[int, int] | None = None) -> int:
-        """A timed session is free: the due time of the transaction it starts now, or -1 when it waits for
-        its arrival (or for the pool to need it again) or is done. `answer`: the pace's, when already asked."""
-        when, due = answer or self.pace.take(self.index, now, window_end)
-        if when == now:
-            return due
+    def _wait(self, when: int, due: int) -> None:
+        """The pace said to wait until `when` (FAR_FUTURE: never again) for the arrival `due` (-1: to ask again)."""
         if when >= FAR_FUTURE:
             self.state = DONE
         else:
             self.due = due
             self.state = THINKING
             self.wake_at = when
-        return -1
 
     def _start_attempt(self, now: int, window) -> None:
         if self.channel is None and not self._reconnect():
@@ -233,23 +229,15 @@ class Session:
         if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
-        # A timed pool starts here too when its next arrival is already due. The common case, an arrival
-        # drawn ahead in the segment that holds `now` and this session, is read from the pace's queue here:
-        # asking Pace.take (two calls) was a fifth of what a rate cost this loop a transaction.
+        # A timed pool starts here too when its next arrival is already due (Pace.take: one call, whose common
+        # case is a pop() from the arrivals it drew ahead).
         due = now
         pace = self.pace
         if pace is not None:
-            queue = pace.queue
-            if queue and pace.lo <= now < pace.hi and self.index < pace.active:
-                due = queue.pop()
-                if due > now or (pace.limit and now - due > pace.limit):  # wait for it, or skip past the limit
-                    due = self._take(now, window[2], pace.past_limit(due, now, window[2]) if pace.limit else (due, due))
-                    if due < 0:
-                        return
-            else:
-                due = self._take(now, window[2])
-                if due < 0:
-                    return
+            when, due = pace.take(self.index, now, window[2])
+            if when != now:
+                self._wait(when, due)
+                return
         drawers = self.drawers
         self.attempt = self.retries = self.step = 0
         self.t0 = due
