@@ -28,7 +28,7 @@ as driver_overhead.py judges its goals): for concurbench/compiled against pgbenc
 lag mean and p99 at most 1.2x pgbench's or within 0.05 ms of it (whichever allows more), latency p50
 and p99 within 0.9x-1.1x of pgbench's, the achieved rate within 1% of the rate; and against the
 baseline at 1,000/s, CPU per transaction at most 1.05x (and with `--instructions N`, the user-space
-instructions a transaction of one session at 1,000/s in each tree's compiled loop, counted by
+instructions a transaction of one session at 1,000/s in each tree's loops (--loops), counted by
 valgrind, which the machine's state does not move). The other loops are reported beside them.
 
     python benchmarks/rate_lag.py [--rates 100,1000,10000] [--clients 8] [--seconds 8] [--warmup 1]
@@ -215,34 +215,37 @@ def count(spec: dict) -> None:
     pool = Pool("select_only", 1, (Statement("select", STATEMENT),), transactions=spec["transactions"],
                 params=(("aid", parse_distribution(f"uniform(1, {100000 * spec['scale']})")),),
                 rate=spec["rate"], protocol="simple")
-    drive_pool(spec["conninfo"], pool, "compiled")
+    drive_pool(spec["conninfo"], pool, spec["loop"])
 
 
 def part_instructions(trees: list[tuple[str, Path]], conninfo: str, args) -> list[str]:
-    """User-space instructions a transaction of one session at CPU_RATE in each tree's compiled loop, counted by
-    valgrind as instructions_per_transaction.py counts them (runs of N and 4N transactions): what the loop's own
-    work costs, which the machine's state does not move; the kernel's work (the wakeups) is left out."""
+    """User-space instructions a transaction of one session at CPU_RATE in each tree's loops (--loops), counted
+    by valgrind as instructions_per_transaction.py counts them (runs of N and 4N transactions): what the loop's
+    own work costs, which the machine's state does not move; the kernel's work (the wakeups) is left out."""
     if shutil.which("valgrind") is None:
         return ["instructions: left out, valgrind is not installed"]
-    counts = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, tree in trees:
-            def command(n: int) -> list[str]:
-                spec = {"conninfo": conninfo, "rate": CPU_RATE, "transactions": n, "scale": args.scale}
-                return [sys.executable, __file__, "--count", json.dumps(spec)]
-            saved = os.environ.get("PYTHONPATH")
-            os.environ["PYTHONPATH"] = str(tree / "src")  # valgrind's python imports that tree's code
-            try:
-                counts[name] = per_transaction(command, args.instructions, Path(tmp), name)
-            finally:
-                os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
-            print(f"instructions {name}/compiled at {CPU_RATE:,.0f}/s, one session: {counts[name]:,.0f} a transaction",
-                  flush=True)
-    line = (f"instructions at {CPU_RATE:,.0f}/s, one session, compiled loop ({args.instructions:,} and "
-            f"{4 * args.instructions:,} transactions): " + ", ".join(f"{n} {c:,.0f}" for n, c in counts.items()))
-    if "baseline" in counts:
-        line += f"; concurbench / baseline {counts['concurbench'] / counts['baseline']:.3f}x"
-    return [line]
+    lines = []
+    for loop in args.loops.split(","):
+        counts = {}
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, tree in trees:
+                def command(n: int) -> list[str]:
+                    spec = {"conninfo": conninfo, "rate": CPU_RATE, "transactions": n, "scale": args.scale, "loop": loop}
+                    return [sys.executable, __file__, "--count", json.dumps(spec)]
+                saved = os.environ.get("PYTHONPATH")
+                os.environ["PYTHONPATH"] = str(tree / "src")  # valgrind's python imports that tree's code
+                try:
+                    counts[name] = per_transaction(command, args.instructions, Path(tmp), name)
+                finally:
+                    os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
+                print(f"instructions {name}/{loop} at {CPU_RATE:,.0f}/s, one session: {counts[name]:,.0f} a "
+                      f"transaction", flush=True)
+        line = (f"instructions at {CPU_RATE:,.0f}/s, one session, {loop} loop ({args.instructions:,} and "
+                f"{4 * args.instructions:,} transactions): " + ", ".join(f"{n} {c:,.0f}" for n, c in counts.items()))
+        if "baseline" in counts:
+            line += f"; concurbench / baseline {counts['concurbench'] / counts['baseline']:.3f}x"
+        lines.append(line)
+    return lines
 
 
 # -- the summary -------------------------------------------------------------------------
