@@ -52,31 +52,9 @@ def test_binaries_target_starts_postgresql_16():
     assert not provisioner.root.exists()
 
 
-def test_matrix_run_puts_16_and_18_side_by_side(tmp_path):
-    need("16", "18")
-    result = subprocess.run(
-        [sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick", "--target", "binaries",
-         "--server-version", "16,18", "--variant", "for_update", "--variant", "for_share_many",
-         "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=240)
-    assert result.returncode == 0, result.stderr[-3000:]
-    run_dir = Path(result.stdout.strip().splitlines()[-1])
-    manifest = json.loads((run_dir / "manifest.json").read_text())
-    servers = manifest["servers"]
-    assert [s["version_num"] // 10000 for s in servers] == [16, 18]
-    assert all(s["target"] == "binaries" for s in servers)
-    short = [s["version_short"] for s in servers]
-    report = (run_dir / "report.md").read_text()
-    assert f"Servers: PostgreSQL {short[0]}, {short[1]} (binaries), side by side" in report
-    for version in short:
-        assert f"| {version} | for_update | lockers | 90 |" in report
-        assert f"| {version} | for_share_many | sharers |" in report
-    summary = json.loads((run_dir / "summary.json").read_text())
-    assert {(r["variant"], r["server"]) for r in summary["results"]} == {
-        (v, s) for v in ("for_update", "for_share_many") for s in short}
-
-
-def test_repeats_on_a_matrix_interleave_servers_and_compare_them(tmp_path):
-    """--repeat 2 on 16 and 18: both servers up, each variant on each in turn; then compare --servers."""
+def test_a_matrix_run_puts_16_and_18_side_by_side_interleaves_repeats_and_compares_them(tmp_path):
+    """--repeat 2 on 16 and 18: both servers up, each variant on each in turn, the report side by side; then
+    compare --servers."""
     need("16", "18")
     result = subprocess.run(
         [sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--quick", "--target", "binaries",
@@ -84,12 +62,20 @@ def test_repeats_on_a_matrix_interleave_servers_and_compare_them(tmp_path):
          "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     run_dir = Path(result.stdout.strip().splitlines()[-1])
+    servers = json.loads((run_dir / "manifest.json").read_text())["servers"]
+    assert [s["version_num"] // 10000 for s in servers] == [16, 18]
+    assert all(s["target"] == "binaries" for s in servers)
+    short = [s["version_short"] for s in servers]
+    report = (run_dir / "report.md").read_text()
+    assert f"Servers: PostgreSQL {short[0]}, {short[1]} (binaries), side by side" in report
+    for version in short:
+        assert f"| {version} | bystander_alone | bystanders | 40 |" in report
+        assert f"| {version} | for_share_1 | sharers | 1 |" in report
+    assert "± " in report
     summary = json.loads((run_dir / "summary.json").read_text())
-    short = [s["version_short"] for s in json.loads((run_dir / "manifest.json").read_text())["servers"]]
     order = [(r["repeat"], r["variant"], r["server"]) for r in summary["results"]]
     forwards = [(1, v, s) for v in ("bystander_alone", "for_share_1") for s in short]
     assert order == forwards + [(2, v, s) for _, v, s in reversed(forwards)]  # the second round runs backwards
-    assert "± " in (run_dir / "report.md").read_text()
     compared = subprocess.run(
         [sys.executable, "-m", "concurbench.cli.main", "compare", str(run_dir), "--servers", "16,18",
          "--format", "json"], capture_output=True, text=True, cwd=ROOT, timeout=60)
