@@ -1,4 +1,5 @@
-"""The processes a test's runs started, found by the tag the test puts in their environment."""
+"""The processes a test's runs started: found by the tag the test puts in their environment, or as worker
+processes by their name."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def tagged(tag: str) -> set[int]:
         except psutil.Error:
             continue
     return found
+
+
+def is_worker(proc: psutil.Process) -> bool:
+    """A live worker process of a pool (pool.py names them concurbench-w0, -w1, ...)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.name().startswith("concurbench-w")
+    except psutil.Error:
+        return False

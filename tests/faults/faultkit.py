@@ -30,6 +30,7 @@ import psycopg
 import pytest
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
+from processes import is_worker
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,15 +107,8 @@ class Run:
             return []
 
     def workers(self) -> list[psutil.Process]:
-        """The worker processes of the variant run going on (spawned: their command line says so)."""
-        found = []
-        for child in self.children():
-            try:
-                if "spawn_main" in " ".join(child.cmdline()):
-                    found.append(child)
-            except psutil.Error:
-                continue
-        return found
+        """The worker processes of the variant run going on (found by their name)."""
+        return [child for child in self.children() if is_worker(child)]
 
 
 def dsn(server: "Server") -> list[str]:

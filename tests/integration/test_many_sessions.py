@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import psycopg
 import pytest
+from processes import is_worker
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
 from concurbench.running.runner import Runner
@@ -62,12 +63,6 @@ def test_two_hundred_sessions_connect_run_and_end_cleanly(tmp_path):
     assert not [p for p in psutil.Process().children(recursive=True)
                 if p.pid not in children_before and is_worker(p)]  # no worker process outlives the run
 
-
-def is_worker(process: psutil.Process) -> bool:
-    try:
-        return process.status() != psutil.STATUS_ZOMBIE and "spawn_main" in " ".join(process.cmdline())
-    except psutil.NoSuchProcess:
-        return False
 
 
 SCRIPT = """

@@ -73,7 +73,7 @@ def test_a_rate_of_1000_a_second_is_sent_within_a_fraction_of_a_millisecond_of_i
 @pytest.mark.parametrize("wait", ["timerfd", "epoll_wait"])
 def test_the_compiled_loops_fallback_waits_keep_the_rate(server, compiled, monkeypatch, wait):
     """The waits the compiled loop falls back to where epoll_pwait2 does not work, named for the worker processes
-    (they inherit the environment): a timerfd keeps the due times as precisely, whole milliseconds do not."""
+    (the parent reads it and hands it to them): a timerfd keeps the due times as precisely, whole milliseconds do not."""
     monkeypatch.setenv(fastloop.WAIT_ENV, wait)
     if wait == "timerfd":
         assert best_lag_mean(server, "compiled") < LAG_MEAN_BOUND_MS

@@ -244,8 +244,9 @@ def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:
     return tuple(out)
 
 
-def run(sessions: list[Session], window, status, finished, slot_done: int) -> None:
-    """Step every session until the window ends or all are done, as pool._loop does."""
+def run(sessions: list[Session], window, status, finished, slot_done: int, how: str = "") -> None:
+    """Step every session until the window ends or all are done, as pool._loop does; `how`: the wait for a due
+    time (one of WAITS; empty: wait() here)."""
     bind()
     if not sessions:
         return
@@ -253,5 +254,5 @@ def run(sessions: list[Session], window, status, finished, slot_done: int) -> No
     exported = {key: pace.export() for key, pace in paces.items()}  # once per Pace: the sessions of a pool share it
     specs = [_Glue(s, window).spec(exported.get(id(s.pace))) for s in sessions]
     env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
-           pg.result_failure, WAITS.index(wait()))
+           pg.result_failure, WAITS.index(how or wait()))
     _fastloop.run(specs, window, status, finished, sessions[0].counter, env)

@@ -11,6 +11,7 @@ and sends them back once, at the end.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import heapq
 import multiprocessing as mp
 import os
@@ -41,6 +42,10 @@ CONNECT_THREADS = 8  # connections a worker opens at once
 # After its sessions have ended (END_BOUND_S), a worker closes them, merges their statistics and
 # sends them: the parent waits this much longer before it kills a worker that has not reported.
 REPORT_GRACE_S = 5.0
+# What the fork server imports once, so that a worker starts as a fork of it rather than as a new interpreter
+# that imports the load loop, numpy and psycopg again (0.6-0.7 s a variant run on two cores).
+WORKER_MODULES = ["concurbench.workload.pool"]
+WORKER_NAME = "concurbench-w"  # the worker processes' name for ps, top and psutil: concurbench-w0, -w1, ...
 
 
 class WindowListener(Protocol):
@@ -77,10 +82,45 @@ class _SessionSpec:
     slot: int
 
 
+def workers_context():
+    """Where worker processes come from: a fork server that imported WORKER_MODULES once (the parent's
+    environment as it was when the first pool ran; the workers take what they need as arguments), or
+    spawn where there is no fork server."""
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(WORKER_MODULES)
+    return ctx
+
+
+def _leave_fork_server() -> None:
+    """A child of the fork server inherits the end of the pipe that keeps the fork server alive while a process
+    that may ask it for children holds it. A worker never asks: it closes its copy, so that when the harness
+    is killed the fork server ends, and the workers see their parent go and end too (else each keeps the
+    other alive, and the workers' sessions stay open on the server)."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    if server._forkserver_pid is None and server._forkserver_alive_fd is not None:  # a child of the fork server
+        with contextlib.suppress(OSError):
+            os.close(server._forkserver_alive_fd)
+        server._forkserver_alive_fd = None
+
+
+def _name_process(name: str) -> None:
+    """Name this process (Linux: its comm, at most 15 bytes) so that ps and top tell the workers apart; best
+    effort."""
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+
+
 def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: int, window, counters, status, finished,
-            results, loop: str = "python") -> None:
-    """One worker process: connect its sessions, then step them all from one event loop."""
+            results, loop: str = "python", wait: str = "") -> None:
+    """One worker process: connect its sessions, then step them all from one event loop (`wait`: how the
+    compiled loop waits for a due time, fastloop.wait() as the parent found it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    _leave_fork_server()
+    _name_process(WORKER_NAME + mp.current_process().name.rsplit("-", 1)[-1])
     _raise_fd_limit()
 
     engine = get_engine(engine_name)
@@ -93,7 +133,7 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     stopped = None
     try:
         if poller is None:
-            stopped = _compiled_loop(live, window, status, finished)
+            stopped = _compiled_loop(live, window, status, finished, wait)
         else:
             stopped = _loop(live, window, status, finished, poller=poller)
     except Exception as exc:  # noqa: BLE001 - keep what was measured, and stop the run: its figures are cut short
@@ -166,10 +206,10 @@ def set_paces(sessions: list[Session], measure_from: int, loop_start: int) -> No
             session.pace = pace
 
 
-def _compiled_loop(sessions: list[Session], window, status, finished) -> str | None:
+def _compiled_loop(sessions: list[Session], window, status, finished, wait: str = "") -> str | None:
     """The same loop in C (fastloop.py); a reconnect the server has refused too long ends the window there."""
     _await_start(window, sessions)
-    fastloop.run(sessions, window, status, finished, DONE)
+    fastloop.run(sessions, window, status, finished, DONE, wait)
     return _refused(sessions, time.perf_counter_ns())
 
 
@@ -287,7 +327,8 @@ class LoadGenerator:
 
     def run(self) -> PoolRunResult:
         loop = fastloop.resolve(self.loop, self.engine)
-        ctx = mp.get_context("spawn")
+        wait = fastloop.wait() if loop == "compiled" else ""
+        ctx = workers_context()
         window = ctx.RawArray("q", 3)
         counters = ctx.RawArray("q", self.total)
         status = ctx.RawArray("b", self.total)
@@ -296,7 +337,7 @@ class LoadGenerator:
         buckets = _spread(self.pools, self.processes)
         procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
                              args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished,
-                                   results, loop))
+                                   results, loop, wait))
                  for i, b in enumerate(buckets)]
         measured_slots = [s.slot for b in buckets for s in b if s.pool.measure]
         interrupted = False
