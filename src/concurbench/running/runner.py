@@ -46,7 +46,7 @@ from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from ..util import suggest
 from .warmup import warm_up
-from ..workload.pool import LoadGenerator, resolve_clients
+from ..workload.pool import LoadGenerator, resolve_clients, start_workers_early
 from ..workload.session import application_name
 
 
@@ -311,6 +311,7 @@ class Runner:
         """Start one server, configure it, record what it is, and run the scenario's setup on it."""
         self.progress.on_provisioning(Provisioning(self.target))
         server.started = True
+        start_workers_early()  # the workers' fork server starts beside the server
         server.connection = server.provisioner.start()
         server.fresh = True
         server.conn = self._admin(server)

@@ -93,6 +93,15 @@ def workers_context():
     return ctx
 
 
+def start_workers_early() -> None:
+    """Start the fork server now, so that it imports the load loop while the caller does other work (a server
+    starting, say) rather than while the first pool's workers wait for it."""
+    if workers_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def _leave_fork_server() -> None:
     """A child of the fork server inherits the end of the pipe that keeps the fork server alive while a process
     that may ask it for children holds it. A worker never asks: it closes its copy, so that when the harness
