@@ -43,7 +43,7 @@ CONNECT_THREADS = 8  # connections a worker opens at once
 # sends them: the parent waits this much longer before it kills a worker that has not reported.
 REPORT_GRACE_S = 5.0
 # What the fork server imports once, so that a worker starts as a fork of it rather than as a new interpreter
-# that imports the load loop, numpy and psycopg again (0.6-0.7 s a variant run on two cores).
+# that imports the load loop, numpy and psycopg again (about half a second a variant run on two cores).
 WORKER_MODULES = ["concurbench.workload.pool"]
 WORKER_NAME = "concurbench-w"  # the worker processes' name for ps, top and psutil: concurbench-w0, -w1, ...
 
@@ -128,8 +128,9 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     """One worker process: connect its sessions, then step them all from one event loop (`wait`: how the
     compiled loop waits for a due time, fastloop.wait() as the parent found it)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    _leave_fork_server()
-    _name_process(WORKER_NAME + mp.current_process().name.rsplit("-", 1)[-1])
+    if mp.parent_process() is not None:  # a worker process (a test may run this function in its own)
+        _leave_fork_server()
+        _name_process(WORKER_NAME + mp.current_process().name.rsplit("-", 1)[-1])
     _raise_fd_limit()
 
     engine = get_engine(engine_name)
