@@ -56,7 +56,7 @@ def runs(variant: str, tps_values, **kwargs) -> list[dict]:
 
 def write_run(path: Path, results: list[dict], *, scenario: str = "row-lock", sha: str = SHA, quick: bool = True,
               parameters: dict | None = None, format_version: int = 1, status: str = "ok",
-              servers: list[str] | None = None) -> Path:
+              servers: list[str] | None = None, differences: list[dict] | None = None) -> Path:
     path.mkdir(parents=True)
     servers = servers or sorted({r["server"] for r in results})
     manifest = {"format_version": format_version, "harness": {"name": "concurbench", "version": "0.1.0"},
@@ -64,7 +64,9 @@ def write_run(path: Path, results: list[dict], *, scenario: str = "row-lock", sh
                 "scenario": {"name": scenario, "title": "Row locks", "file": f"/x/{scenario}.yaml", "sha256": sha,
                              "quick": quick, "parameters": parameters or {"accounts": 1000}, "engine": "postgres",
                              "variants": sorted({r["variant"] for r in results}), "seed": 1, "baselines": {}},
-                "server": {"version_short": servers[0]}, "servers": [{"version_short": s} for s in servers],
+                "server": {"version_short": servers[0]},
+                "servers": [{"version_short": s, **({"differences": differences} if differences else {})}
+                            for s in servers],
                 "target": "embedded", "host": {"hostname": "vm", "cpu_count": 2}, "processes": 2}
     summary = {"format_version": format_version, "results": results, "published": [], "claims": []}
     if format_version == 1:  # written in format 1, as the results above are shaped
@@ -443,3 +445,17 @@ def test_the_gate_corrects_for_the_number_of_gated_metrics(tmp_path):
     gated = [r for r in many.rows if r.threshold is not None]
     assert len(gated) > 5 and tps.p_adjusted > tps.p_value
     assert not tps.regression and tps.label == "within noise"
+
+
+def test_a_run_on_a_server_as_it_is_is_named_with_its_differences(tmp_path):
+    """A contender that ran `--server-settings as-is` (a user's own server) against a baseline on the scenario's
+    settings: the comparison says which settings were not the scenario's."""
+    found = [{"setting": "shared_buffers", "wanted": "256MB", "found": "128MB", "why": "changes only with a restart"},
+             {"setting": "work_mem", "wanted": "64MB", "found": None, "why": "the role may not read it"}]
+    base, cont = pair(tmp_path, runs("for_update", [1000, 1010]), runs("for_update", [990, 1005]),
+                      cont_kwargs={"differences": found})
+    warnings = compare_runs(base, cont).warnings
+    assert warnings == ["the contender ran on 18.6 with settings other than the scenario's (--server-settings "
+                        "as-is): shared_buffers 128MB, the scenario wants 256MB; work_mem unknown, the scenario "
+                        "wants 64MB"]
+    assert compare_runs(base, base).warnings == []

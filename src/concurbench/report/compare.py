@@ -381,6 +381,10 @@ def _check(b_dir: Path, b: Run, c_dir: Path, c: Run, force: bool) -> list[str]:
         warnings.append(f"the runs come from different hosts ({b_host} and {c_host}): "
                         f"a difference may come from the machine")
     for side, run in (("baseline", b), ("contender", c)):
+        for server in run.servers:
+            if server.differences:  # ran --server-settings as-is: the settings are the server's, not the scenario's
+                warnings.append(f"the {side} ran on {server.version_short} with settings other than the scenario's "
+                                f"(--server-settings as-is): {server.differences_text(why=False)}")
         if run.status != "ok":
             warnings.append(f"the {side} run's status is {run.status}: its figures may be partial")
         bad = [_key_label((None, r.variant, r.point)) + f" {r.status}" for r in run.variant_runs if not r.complete]
