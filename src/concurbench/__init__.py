@@ -9,25 +9,27 @@
     table = concurbench.claims(["scenarios/postgres/lock-queue.yaml"], target=concurbench.Target("binaries"))
 
 `run`, `claims` and `Target` come from concurbench.api (with `probe`: `concurbench.probe` names the probe's
-own package, so the API's is `concurbench.api.probe`); they are imported when first used, so that
+own package, so the API's is `concurbench.api.probe`); they are imported when first used, as `load` is, so that
 `import concurbench` stays light. See docs/results.md for the model (Run, VariantRun, PoolResult,
 ClaimVerdict) and docs/api.md for the API.
 """
 
 __version__ = "0.1.0"
 
-from .results.store import load_run as load  # noqa: E402 - after __version__, which the model records
+import importlib
 
 __all__ = ["Target", "claims", "load", "run", "__version__"]
 
-_FROM_API = ("Target", "claims", "run")
+# Each name's module and attribute, imported on first use: `import concurbench` (and so every
+# `python -m concurbench.…` program, such as the log drain) loads neither numpy nor the runner.
+_LAZY = {"load": ("results.store", "load_run"), "Target": ("api", "Target"), "claims": ("api", "claims"),
+         "run": ("api", "run")}
 
 
 def __getattr__(name: str):
-    """`run`, `claims` and `Target` on first use (concurbench.api loads the runner and the provisioners)."""
-    if name in _FROM_API:
-        from . import api  # noqa: PLC0415 - deferred so that `import concurbench` does not load the runner
-
-        value = globals()[name] = getattr(api, name)
+    """`load`, `run`, `claims` and `Target` on first use."""
+    if name in _LAZY:
+        module, attribute = _LAZY[name]
+        value = globals()[name] = getattr(importlib.import_module(f".{module}", __name__), attribute)
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

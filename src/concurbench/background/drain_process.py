@@ -2,7 +2,8 @@
 
 It is a program of its own, `python -m concurbench.background.drain_process FIFO BYTES_PER_SECOND
 [MARKER]` (see background/log_drain.py for why and how): it prints what it read as one JSON line when
-the observer stops it, and imports nothing but the standard library, so it starts quickly.
+the observer stops it, and imports nothing but the standard library and concurbench.errors, so it
+starts quickly.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import signal
 import sys
 import threading
 import time
+
+from ..errors import ConfigError
 
 
 class _Stop(Exception):
@@ -83,14 +86,12 @@ def drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
     return stats
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) not in (2, 3):
-        print("usage: python -m concurbench.background.drain_process FIFO BYTES_PER_SECOND [MARKER]", file=sys.stderr)
-        return 2
+        raise ConfigError("usage: python -m concurbench.background.drain_process FIFO BYTES_PER_SECOND [MARKER]")
     print(json.dumps(drain(args[0], float(args[1]), args[2].encode() if len(args) == 3 else b"")), flush=True)
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
