@@ -15,18 +15,11 @@ import argparse
 import multiprocessing as mp
 import statistics
 import time
-from pathlib import Path
 
 from concurbench.provisioners.embedded import EmbeddedPostgres
+from concurbench.results.store import cpu_model
 from concurbench.scenario.model import Pool, Statement
 from concurbench.workload import pool as pools
-
-
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown"
 
 
 def timed_run(conninfo: str, window: float, method: str) -> float:
@@ -60,7 +53,7 @@ def main() -> None:
                 times[method].append(timed_run(connection.conninfo, args.window, method))
     finally:
         server.stop()
-    print(f"CPU: {cpu_model()}; {args.rounds} rounds, interleaved; a run of 2 clients, {args.window} s window, "
+    print(f"CPU: {cpu_model() or 'unknown'}; {args.rounds} rounds, interleaved; a run of 2 clients, {args.window} s window, "
           f"2 worker processes")
     print(f"first run with the fork server (starting it): {first:.2f} s")
     for method, values in times.items():

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from multiprocessing import forkserver
 from typing import Callable, Protocol
 
 from ..engines.registry import get_engine
@@ -97,8 +98,6 @@ def start_workers_early() -> None:
     """Start the fork server now, so that it imports the load loop while the caller does other work (a server
     starting, say) rather than while the first pool's workers wait for it."""
     if workers_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
-
         forkserver.ensure_running()
 
 
@@ -107,8 +106,6 @@ def _leave_fork_server() -> None:
     that may ask it for children holds it. A worker never asks: it closes its copy, so that when the harness
     is killed the fork server ends, and the workers see their parent go and end too (else each keeps the
     other alive, and the workers' sessions stay open on the server)."""
-    from multiprocessing import forkserver
-
     server = forkserver._forkserver
     if server._forkserver_pid is None and server._forkserver_alive_fd is not None:  # a child of the fork server
         with contextlib.suppress(OSError):
