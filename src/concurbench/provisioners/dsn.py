@@ -30,6 +30,16 @@ from .registry import AS_IS
 from .dsn_mssql import ExistingSqlServer
 
 
+def engine_of(dsn: str) -> str:
+    """The engine a connection string is for, by its form: mssql:// and sqlserver:// URLs and ODBC strings (with
+    Server= or Driver=) are SQL Server's; anything else is PostgreSQL's."""
+    text = dsn.strip().lower()
+    if text.startswith(("mssql://", "sqlserver://")):
+        return "mssql"
+    keys = {part.split("=", 1)[0].strip() for part in text.split(";") if "=" in part}
+    return "mssql" if keys & {"server", "driver", "uid", "database"} else "postgres"
+
+
 def safe_conninfo(conninfo: str) -> str:
     """The connection string without its password, as a URL for display."""
     try:

@@ -113,12 +113,12 @@ class _Server:
 
 @contextlib.contextmanager
 def deferred_interrupts():
-    """Hold Ctrl-C and SIGTERM while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
+    """Hold Ctrl-C, SIGTERM and SIGHUP while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in previous:
         signal.signal(sig, lambda signum, frame: received.append(signum))
     try:

@@ -124,7 +124,8 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             results, loop: str = "python", wait: str = "") -> None:
     """One worker process: connect its sessions, then step them all from one event loop (`wait`: how the
     compiled loop waits for a due time, fastloop.wait() as the parent found it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    for sig in (signal.SIGINT, signal.SIGHUP):  # the parent decides when to stop (a closed terminal sends both)
+        signal.signal(sig, signal.SIG_IGN)
     if mp.parent_process() is not None:  # a worker process (a test may run this function in its own)
         _leave_fork_server()
         _name_process(WORKER_NAME + mp.current_process().name.rsplit("-", 1)[-1])
