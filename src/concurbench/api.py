@@ -219,18 +219,19 @@ def _run(model: Scenario, target: Target, listener: Listener, *, default_version
     return Outcome(outcome.run, outcome.error, outcome.report, provisioners=provisioners)
 
 
-HANGUPS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
+HANGUPS = (signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM and SIGHUP (a closed terminal, a lost ssh session) raise KeyboardInterrupt,
-    as Ctrl-C does, so the run cleans up; the handlers before them are put back afterwards. Only the main thread
-    can take signals: elsewhere nothing changes."""
+    """While the block runs, SIGTERM and SIGHUP (a closed terminal, a lost ssh session) raise KeyboardInterrupt, as
+    Ctrl-C does, so the run cleans up; the handlers before them are put back afterwards. A SIGHUP ignored when the
+    command started (nohup) stays ignored. Only the main thread can take signals: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = {sig: signal.signal(sig, _interrupt) for sig in HANGUPS}
+    previous = {sig: signal.signal(sig, _interrupt) for sig in HANGUPS
+                if not (sig != signal.SIGTERM and signal.getsignal(sig) == signal.SIG_IGN)}
     try:
         yield
     finally:

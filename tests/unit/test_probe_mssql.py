@@ -13,6 +13,7 @@ from mssql_standin import StandInCursor
 from concurbench.engines import sqlserver
 from concurbench.probe import probe
 from concurbench.provisioners.base import Connection
+from concurbench.provisioners.owned import DatabasePlan, Marker, Ownership, marker_text
 from concurbench.running.load import load_scenario
 
 SCENARIO = """\
@@ -87,10 +88,16 @@ class StandInObserver:
 
 
 class StandInProvisioner:
+    """A dsn provisioner over the stand-in server, whose database `bench` is concurbench's (carries its marker)."""
+
     name = "dsn"
+    keep_database = False
 
     def __init__(self):
         self.stopped = 0
+
+    def inspect(self) -> DatabasePlan:
+        return DatabasePlan("bench", Ownership.OWN, named=True, marker=Marker(False, marker_text(False)))
 
     def start(self):
         return Connection("Driver={ODBC Driver 18 for SQL Server};Server=h;Database=bench;UID=u;PWD=secret-1",

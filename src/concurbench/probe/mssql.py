@@ -60,6 +60,14 @@ class SqlServerSide:
     background_spec = staticmethod(without_statements)
 
     @staticmethod
+    def database_changes(scenario, variants) -> list[str]:
+        """The database options (ALTER DATABASE) the run sets, in concurbench's own database only."""
+        options = dict(scenario.database)
+        for variant in variants:
+            options.update(dict(variant.database))
+        return [f"{name} set to {value} (put back at the end)" for name, value in options.items()]
+
+    @staticmethod
     def fix(words: str | None, what: str) -> str:
         if words and ("permission" in words.lower() or "(229)" in words or "(300)" in words):
             return f"grant the login the permission to {what} (see docs/mssql.md), or use a sysadmin login"

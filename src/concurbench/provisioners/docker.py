@@ -37,6 +37,7 @@ from ..engines.odbc import connection_string
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection, PullListener
+from .owned import comment_sql
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
                          MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
                          cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
@@ -220,6 +221,7 @@ class DockerServer:
                 with psycopg.connect(self._conninfo("postgres"), autocommit=True, connect_timeout=10) as conn:
                     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
                         conn.execute(f'CREATE DATABASE "{DATABASE}"')
+                        conn.execute(comment_sql(DATABASE, temporary=False))
             else:
                 docker_mssql.create_database(self._odbc("master"))
         except Exception as exc:  # noqa: BLE001 - psycopg or pyodbc errors alike

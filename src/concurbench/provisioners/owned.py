@@ -8,8 +8,9 @@ objects at all (then it is marked). Anything else is refused before the run touc
 The marker is a database comment on PostgreSQL (COMMENT ON DATABASE) and an extended property named
 `concurbench` on SQL Server. Its text says whether the database is temporary (created for a run,
 dropped when that run ends; a killed run leaves it, and the next run or `gc --target dsn` drops it)
-or kept (`--keep-database`, or a database a DBA prepared and marked by hand: any text that starts
-with MARKER). concurbench drops only temporary databases it marked.
+or kept (`--keep-database`, the database of a server concurbench started itself, or one a DBA
+prepared and marked by hand: any text that starts with MARKER). concurbench drops only temporary
+databases it marked.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ class Ownership(StrEnum):
     OWN = "own"  # it carries concurbench's marker
     EMPTY = "empty"  # no marker, no user objects: the run marks it and uses it
     FOREIGN = "foreign"  # objects of its own and no marker: refused
+    SYSTEM = "system"  # the server's own (PostgreSQL's postgres and templates, SQL Server's master...): refused
 
 
 @dataclass(frozen=True)
@@ -59,8 +61,8 @@ class DatabasePlan:
 
     @property
     def refused(self) -> bool:
-        return self.ownership == Ownership.FOREIGN or (self.ownership == Ownership.CREATE and not self.may_create) \
-            or bool(self.sessions)
+        return self.ownership in (Ownership.FOREIGN, Ownership.SYSTEM) or bool(self.sessions) \
+            or (self.ownership == Ownership.CREATE and not self.may_create)
 
     def drops_at_end(self, keep: bool) -> bool:
         """Whether the run drops the database when it ends: one it creates, or a temporary one a killed run left."""
@@ -87,6 +89,13 @@ def parse_marker(text: str | None) -> Marker | None:
     return Marker(temporary=rest.startswith(TEMPORARY), text=text)
 
 
+def comment_sql(database: str, temporary: bool) -> str:
+    """PostgreSQL: the statement that marks `database` as concurbench's."""
+    name = '"' + database.replace('"', '""') + '"'
+    text = "'" + marker_text(temporary).replace("'", "''") + "'"
+    return f"COMMENT ON DATABASE {name} IS {text}"
+
+
 def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
     """One paragraph: why the run will not use this database, and the ways forward."""
     grant = create_grant(role, engine)
@@ -94,6 +103,11 @@ def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
         return (f"database {plan.name} on {where} is a temporary database of another concurbench run, which is "
                 f"still connected ({', '.join(plan.sessions)}). Wait for that run to end, or name another "
                 f"database in --dsn (an empty one, or one marked as concurbench's)")
+    if plan.ownership == Ownership.SYSTEM:
+        return (f"database {plan.name} on {where} is one of the server's own, which concurbench does not use for a "
+                f"scenario; nothing was run or changed. Leave the database out of --dsn and concurbench creates and "
+                f"uses its own ({DATABASE}" + (")" if plan.may_create else f"; role {role} needs {grant})") +
+                ", or name an empty database")
     if plan.ownership == Ownership.CREATE:
         return (f"concurbench runs a scenario only in a database of its own, and database {plan.name} does not "
                 f"exist on {where}, and role {role} may not create databases. Have an administrator grant it "

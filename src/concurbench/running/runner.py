@@ -440,7 +440,10 @@ class Runner:
                 server.conn.close()
         if server.started:
             self.progress.on_stopping(Stopping(self.target))
-            server.provisioner.stop()
+            try:
+                server.provisioner.stop()
+            except ConcurbenchError as exc:  # what was measured is saved all the same; the message says what is left
+                self.progress.on_warning(RunWarning(exc.message))
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""

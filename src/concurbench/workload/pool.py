@@ -46,6 +46,7 @@ REPORT_GRACE_S = 5.0
 # What the fork server imports once, so that a worker starts as a fork of it rather than as a new interpreter
 # that imports the load loop, numpy and psycopg again (about half a second a variant run on two cores).
 WORKER_MODULES = ["concurbench.workload.pool"]
+ORPHANED = 3  # the exit code of a worker whose harness was killed before the window began
 WORKER_NAME = "concurbench-w"  # the worker processes' name for ps, top and psutil: concurbench-w0, -w1, ...
 
 
@@ -124,6 +125,7 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             results, loop: str = "python", wait: str = "") -> None:
     """One worker process: connect its sessions, then step them all from one event loop (`wait`: how the
     compiled loop waits for a due time, fastloop.wait() as the parent found it)."""
+    parent = os.getppid()  # the fork server: it ends when the harness is killed
     for sig in (signal.SIGINT, signal.SIGHUP):  # the parent decides when to stop (a closed terminal sends both)
         signal.signal(sig, signal.SIG_IGN)
     if mp.parent_process() is not None:  # a worker process (a test may run this function in its own)
@@ -141,9 +143,9 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
     stopped = None
     try:
         if poller is None:
-            stopped = _compiled_loop(live, window, status, finished, wait)
+            stopped = _compiled_loop(live, window, status, finished, wait, parent)
         else:
-            stopped = _loop(live, window, status, finished, poller=poller)
+            stopped = _loop(live, window, status, finished, poller=poller, parent=parent)
     except Exception as exc:  # noqa: BLE001 - keep what was measured, and stop the run: its figures are cut short
         stopped = f"a worker's load loop failed: {type(exc).__name__}: {exc}"
     finally:
@@ -189,9 +191,14 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sleep=time.sleep) -> None:
-    """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window."""
+def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sleep=time.sleep,
+                 parent: int | None = None) -> None:
+    """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window. A worker whose
+    harness was killed before the start (its parent, the fork server, went with it) exits: its sessions close."""
+    parent = os.getppid() if parent is None else parent
     while window[0] == 0:
+        if os.getppid() != parent:
+            os._exit(ORPHANED)
         sleep(0.005)
     delay = window[0] - clock()
     if delay > 0:
@@ -214,18 +221,20 @@ def set_paces(sessions: list[Session], measure_from: int, loop_start: int) -> No
             session.pace = pace
 
 
-def _compiled_loop(sessions: list[Session], window, status, finished, wait: str = "") -> str | None:
+def _compiled_loop(sessions: list[Session], window, status, finished, wait: str = "",
+                   parent: int | None = None) -> str | None:
     """The same loop in C (fastloop.py); a reconnect the server has refused too long ends the window there."""
-    _await_start(window, sessions)
+    _await_start(window, sessions, parent=parent)
     fastloop.run(sessions, window, status, finished, DONE, wait)
     return _refused(sessions, time.perf_counter_ns())
 
 
 def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_counter_ns, sleep=time.sleep,
-          poller=None) -> str | None:
+          poller=None, parent: int | None = None) -> str | None:
     """Step every session until the window ends or all are done; only stepped sessions are looked at.
     Returns why it ended the window for every worker early (the server refused connections), or None."""
-    _await_start(window, sessions, clock, sleep)
+    parent = os.getppid() if parent is None else parent
+    _await_start(window, sessions, clock, sleep, parent)
     poller = poller or PreciseEpoll()  # waits to the microsecond; a test passes its own, with its own clock
     by_fd: dict[int, Session] = {}
     polled: dict[int, object] = {}  # slot -> the channel whose fd is registered
@@ -255,7 +264,6 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
         session.begin(clock(), window)
         settle(session)
     busy = (RUNNING, ROLLING_BACK)
-    parent = os.getppid()
     next_parent_check = clock()
     try:
         while remaining:
