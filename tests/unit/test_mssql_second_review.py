@@ -121,8 +121,8 @@ class StandInSession:
         if sql.startswith(("SELECT CAST(SERVERPROPERTY('IsTempdbMetadataMemoryOptimized')",
                            "SELECT COUNT(*) FROM tempdb.sys.database_files")):
             return StandInCursor(("v",), [(1,)])
-        if sql.startswith("SELECT is_read_committed_snapshot_on"):
-            return StandInCursor(("a", "b", "c", "d"), [(0, 0, "DISABLED", "FULL")])
+        if sql.startswith("IF COL_LENGTH('sys.databases', 'is_accelerated_database_recovery_on')"):
+            return StandInCursor(("a", "b", "c", "d", "adr"), [(0, 0, "DISABLED", "FULL", 0)])
         if sql.startswith("SELECT SUSER_SNAME(), IS_SRVROLEMEMBER"):
             return StandInCursor(("login", "sysadmin"), [("sa", 1)])
         if sql.startswith(("SELECT session_id FROM sys.dm_exec_sessions", "SELECT name FROM sys.server_event_sessions")):

@@ -41,6 +41,7 @@ class StandInSqlServer:
 
     def __init__(self, database="bench", missing=("ALTER ANY EVENT SESSION",)):
         self.database = database
+        self.marker = "concurbench database: kept, marked by a DBA"  # the database is concurbench's
         self.missing = missing  # permissions HAS_PERMS_BY_NAME denies
         self.log: list[str] = []
         self.closed = 0
@@ -51,8 +52,8 @@ class StandInSqlServer:
             (r"SELECT DB_NAME\(\)", [(self.database,)]),
             (r"DBCC TRACESTATUS", []),
             (r"SELECT CAST\(SERVERPROPERTY\('IsTempdbMetadataMemoryOptimized'\)", [(0,)]),
-            (r"SELECT is_read_committed_snapshot_on", [(0, 0, "DISABLED", "FULL")]),
-            (r"SELECT is_accelerated_database_recovery_on", [(0,)]),
+            (r"IF COL_LENGTH\('sys.databases', 'is_accelerated_database_recovery_on'\)", [(0, 0, "DISABLED", "FULL", 0)]),
+            (r"SELECT CAST\(value AS nvarchar\(4000\)\) AS marker", [(self.marker,)] if self.marker else []),
             (r"SELECT SUSER_SNAME\(\), IS_SRVROLEMEMBER", [("bench_login", 0)]),
             (r"SELECT session_id FROM sys.dm_exec_sessions|SELECT name FROM sys.server_event_sessions", []),
             (r"BEGIN TRANSACTION|IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION|CREATE TABLE dbo.items", None),
@@ -152,7 +153,7 @@ def test_standin_setup_runs_inside_a_rolled_back_transaction(standin):
 
 
 def test_standin_changes_without_the_flag_and_the_master_database_fail(standin):
-    standin.server.database = "master"
+    standin.server.database, standin.server.marker = "master", None
     _, checks, _ = standin.run()
     assert checks["database"].status == "failed" and "Database=" in checks["database"].fix
     assert checks["scenario: settings"].status == "failed"
@@ -160,12 +161,19 @@ def test_standin_changes_without_the_flag_and_the_master_database_fail(standin):
 
 
 def test_standin_as_is_shows_what_the_run_leaves_as_the_server_has_it(standin):
-    """--server-settings as-is without --allow-server-changes: the trace flag and the database option are left and
-    recorded by the run, so the settings check does not fail; nothing is changed by the probe either way."""
+    """--server-settings as-is without --allow-server-changes: the trace flag is left and recorded by the run, so the
+    settings check does not fail; the database option is made, in concurbench's own database (it needs no flag), and
+    left in a database that is not concurbench's; nothing is changed by the probe either way."""
     _, checks, _ = standin.run(as_is=True)
     assert "scenario: settings" not in checks
-    for name in ("setting trace flag 7006 on", "setting bench.read_committed_snapshot: False -> True"):
-        assert checks[name].status == "ok"
-        assert checks[name].server_says == ("left as the server has it (--allow-server-changes was not given): the run "
-                                            "records the difference (--server-settings as-is)")
+    flag, rcsi = checks["setting trace flag 7006 on"], checks["setting bench.read_committed_snapshot: False -> True"]
+    assert flag.status == "ok" and flag.server_says == (
+        "left as the server has it (--allow-server-changes was not given): the run records the difference "
+        "(--server-settings as-is)")
+    assert rcsi.status == "ok" and rcsi.server_says.startswith("not applied; the run runs: ALTER DATABASE [bench]")
+    standin.server.marker = None  # a database that is not concurbench's
+    _, checks, _ = standin.run(as_is=True)
+    assert checks["setting bench.read_committed_snapshot: False -> True"].server_says == (
+        "left as the server has it (database bench is not concurbench's): the run records the difference "
+        "(--server-settings as-is)")
     assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)
