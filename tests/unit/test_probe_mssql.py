@@ -177,3 +177,57 @@ def test_standin_as_is_shows_what_the_run_leaves_as_the_server_has_it(standin):
         "left as the server has it (database bench is not concurbench's): the run records the difference "
         "(--server-settings as-is)")
     assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)
+
+
+# -- a database that is not concurbench's (issue 38) ---------------------------------------------------------
+class StandInUserDatabase:
+    """Stand-in for a user's SQL Server database holding objects of its own: OBJECT_ID, TYPE_ID and SCHEMA_ID
+    answer for what exists (as SQL Server resolves a name, brackets and all), nothing else may run."""
+
+    def __init__(self, objects: dict[str, str]):
+        self.objects = {name.lower(): kind for name, kind in objects.items()}
+        self.log: list[tuple[str, tuple]] = []
+
+    def execute(self, sql: str, *params):
+        self.log.append((sql, params))
+        name = re.sub(r"[\[\]\"]", "", params[0]).lower() if params else ""
+        if sql.startswith("SELECT LOWER(type_desc) AS kind FROM sys.objects WHERE object_id = OBJECT_ID(?)"):
+            kind = self.objects.get(name if "." in name else f"dbo.{name}")
+            return StandInCursor(("kind",), [(kind,)] if kind else [])
+        if sql.startswith(("SELECT N'type' AS kind", "SELECT N'schema' AS kind", "SELECT N'index' AS kind")):
+            return StandInCursor(("kind",), [])
+        raise AssertionError(f"the stand-in did not expect: {sql}")
+
+
+@pytest.mark.parametrize("file, expected", [
+    ("row-lock-vs-applock.yaml", ["dbo.accounts (user_table): dropped by setup (sql/mssql/row-lock-setup.sql), "
+                                  "dropped by teardown 2 (inline)"]),
+    ("observer-overhead.yaml", ["dbo.payments (user_table): dropped by setup (sql/mssql/observer-setup.sql), "
+                                "dropped by teardown 1 (inline)",
+                                "dbo.numbers (view): replaced by setup (sql/mssql/observer-setup.sql), "
+                                "dropped by teardown 3 (inline)"]),
+])
+def test_standin_the_probe_names_every_user_object_the_scenarios_sql_would_drop_or_replace(file, expected):
+    """A user's database with tables and a view named as the scenarios' own. The old probe ran the setup inside a
+    rolled-back transaction and said "ok": the run then dropped them."""
+    from concurbench.probe.mssql import SqlServerSide
+    from pathlib import Path
+
+    scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "mssql" / file, quick=True)
+    conn = StandInUserDatabase({"dbo.accounts": "user_table", "dbo.payments": "user_table", "dbo.numbers": "view",
+                                "dbo.customers": "user_table"})
+    side = SqlServerSide(None, owned=False, allowed=False)
+    assert side.would_touch(conn, scenario, list(scenario.variants)) == expected
+    assert all(sql.startswith("SELECT") for sql, _ in conn.log)  # it only looks
+
+
+def test_what_the_sql_touches_is_read_as_the_engine_sends_it():
+    from concurbench.probe.mssql_touch import touched
+
+    sql = ("-- DROP TABLE dbo.in_a_comment\nDROP TABLE IF EXISTS dbo.a, [sales].[b];\nTRUNCATE TABLE dbo.c;\n"
+           "/* DROP VIEW dbo.d */ DROP INDEX ix_e ON dbo.e;\nGO\nCREATE OR ALTER PROCEDURE dbo.f AS SELECT 1;\n"
+           "GO\nALTER TABLE dbo.g ADD x int;\nDROP TABLE #temp; EXEC (N'DROP VIEW dbo.h');")
+    assert touched(sql) == [("dropped", "TABLE", ("dbo.a",)), ("dropped", "TABLE", ("[sales].[b]",)),
+                            ("dropped", "INDEX", ("dbo.e", "ix_e")), ("emptied", "TABLE", ("dbo.c",)),
+                            ("replaced", "PROCEDURE", ("dbo.f",)), ("dropped", "VIEW", ("dbo.h",)),
+                            ("altered", "TABLE", ("dbo.g",))]

@@ -15,7 +15,9 @@ CREATE TABLE and CREATE PROCEDURE in it for the setup.
 
 On a server concurbench does not own, database options are planned as the run makes them: only in a
 database of concurbench's own (`database_plan`, the provisioner's owned.DatabasePlan, when the probe has
-it: one to be created is planned from model, which CREATE DATABASE copies), and never in another one."""
+it: one to be created is planned from model, which CREATE DATABASE copies), and never in another one.
+`would_touch` names the existing objects the scenario's SQL would drop, replace, alter or empty
+(mssql_touch.py), for a probe of a database that is not concurbench's."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..engines import mssql_config as mc
 from ..errors import ConcurbenchError
 from ..provisioners.mssql_owned import MARKER
 from ..provisioners.owned import PROPERTY, DatabasePlan, Ownership, parse_marker
+from . import mssql_touch
 from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
     without_statements
 from .report import Check, failed, ok, skipped
@@ -76,6 +79,11 @@ class SqlServerSide:
             return parse_marker(row[0] if row else None) is not None
         return plan.ownership in (Ownership.CREATE, Ownership.OWN) or (plan.ownership == Ownership.EMPTY and
                                                                        plan.may_mark)
+
+    def would_touch(self, conn, scenario, variants) -> list[str]:
+        """The existing objects of the connection's database the scenario's SQL would drop, replace, alter or
+        empty (a database that is not concurbench's: the probe lists them and stops there)."""
+        return mssql_touch.would_touch(conn, scenario, variants)
 
     background_spec = staticmethod(without_statements)
 
