@@ -56,7 +56,7 @@ DURABILITY = ("disabled", "allowed", "forced")
 RECOVERY = ("simple", "full", "bulk_logged")
 # Server keys the runner handles; anything else under `server:` settings is an sp_configure name.
 SERVER_KEYS = ("trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files")
-CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus")  # only the docker provisioner reads these
+CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus", "min_cpus")  # only the docker provisioner reads these
 ADVANCED = "show advanced options"
 # "You can turn on Trace Flag N only at startup" (Microsoft Learn, Trace flags, 2024-01-23): DBCC TRACEON does
 # not make them take effect, so a server concurbench does not own never gets them from a run.
