@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from mssql_dsn_standin import StandInDsnServer
-from mssql_standin import StandInSession
+from mssql_standin import StandInSession, StandInSqlError
 
 from concurbench.engines import odbc, sqlserver
 from concurbench.errors import ConfigError, ProvisionError
@@ -81,10 +81,14 @@ def test_standin_an_empty_named_database_is_marked_kept_and_never_dropped(monkey
 def test_standin_a_login_that_may_not_create_databases_is_told_the_grant(monkeypatch):
     server = StandInDsnServer.with_databases()
     server.may_create = False
+    dsn = target(server, monkeypatch)
     with pytest.raises(ConfigError) as refused:
-        target(server, monkeypatch).start()
+        dsn.start()
     assert "ALTER SERVER ROLE dbcreator ADD MEMBER [bench]" in refused.value.message
-    assert "nothing was changed" in refused.value.message and changed(server) == []
+    assert "nothing was changed" in refused.value.message
+    server.databases[owned.DATABASE] = {}  # someone else's, made since
+    dsn.stop()  # the runner lets the server go after a failed start: nothing is dropped
+    assert changed(server) == [] and owned.DATABASE in server.databases
 
 
 def test_standin_the_temporary_database_of_a_run_still_going_is_refused(monkeypatch):
@@ -142,3 +146,15 @@ def test_standin_a_system_database_is_refused(monkeypatch, database):
     with pytest.raises(ProvisionError, match="system database"):
         target(server, monkeypatch, database).start()
     assert server.log == []
+
+
+def test_standin_a_server_lost_before_the_drop_leaves_the_database_and_says_how_gc_removes_it(monkeypatch):
+    server = StandInDsnServer.with_databases()
+    dsn = target(server, monkeypatch)
+    dsn.start()
+    monkeypatch.setattr(odbc, "connect", lambda *a, **k: (_ for _ in ()).throw(
+        StandInSqlError(10054, "TCP Provider: An existing connection was forcibly closed by the remote host.")))
+    with pytest.raises(ProvisionError) as left:
+        dsn.stop()
+    assert "temporary database concurbench was left" in left.value.message
+    assert "concurbench gc --target dsn" in left.value.message and "s3cret" not in left.value.message

@@ -164,7 +164,7 @@ class ExistingSqlServer:
     def start(self) -> Connection:
         """Refuse a database that is not concurbench's before anything is changed; create and mark one, or mark an
         empty one; connect the run there."""
-        plan = self.plan = self.inspect()
+        plan = self.inspect()
         if plan.refused:
             raise ConfigError(owned.refusal(plan, self.where, self.login or "the login", "mssql"))
         if plan.ownership == owned.Ownership.CREATE:
@@ -173,6 +173,7 @@ class ExistingSqlServer:
             self._mark(owned.marker_text(temporary=False))
         elif plan.marker is not None and plan.marker.temporary and self.keep_database:
             self._mark(owned.marker_text(temporary=False), update=True)  # a killed run's database, now kept
+        self.plan = plan  # only now: stop() after a refused or failed start drops nothing
         self.marked = plan.ownership != owned.Ownership.EMPTY or plan.may_mark
         return Connection(self.conninfo, self.safe)
 
@@ -221,15 +222,22 @@ class ExistingSqlServer:
         if not self.drops_database:
             return
         self.plan = None  # once: a second stop() does nothing
-        conn = self._connect("master", "admin")
+        try:
+            conn = self._connect("master", "admin")
+        except ProvisionError as exc:  # a lost server: the database stays, marked temporary
+            raise ProvisionError(f"the run's temporary database {self.database} was left: {exc.message}; "
+                                 f"{self._later()}") from None
         try:
             self._drop(conn)
         finally:
             conn.close()
 
+    def _later(self) -> str:
+        return (f"`concurbench gc --target dsn --dsn '{self.safe}' --yes` drops it once no session uses it "
+                f"(or DROP DATABASE {quote_ident(self.database)})")
+
     def _drop(self, conn) -> None:
-        later = (f"`concurbench gc --target dsn --dsn '{self.safe}' --yes` drops it once no session uses it "
-                 f"(or DROP DATABASE {quote_ident(self.database)})")
+        later = self._later()
         for attempt in range(1, DROP_ATTEMPTS + 1):
             others = guards.sessions_in(conn, self.database)
             foreign = [s for s in others if not s.ours]
