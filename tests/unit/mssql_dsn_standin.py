@@ -143,7 +143,7 @@ class StandInDsnConnection(StandInConnection):
             del server.xe_sessions[m.group(1)]
             return StandInCursor()
         m = re.fullmatch(r"IF EXISTS \(SELECT 1 FROM sys\.traces WHERE id = (\d+) AND status = 1\) "
-                         r"EXEC sys\.sp_trace_setstatus \1, 0", sql)
+                         r"BEGIN EXEC sys\.sp_trace_setstatus \1, 0 END", sql)
         if m:
             trace = server.traces.get(int(m.group(1)))
             if trace and trace["status"] == 1:

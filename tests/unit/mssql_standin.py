@@ -315,7 +315,7 @@ class StandInConnection:
                                  [(x.session_id, x.login, x.host, x.program) for x in seen if x.database == params[0]])
         mine = server.properties.setdefault(self.database, {})
         m = re.fullmatch(r"IF EXISTS \(SELECT 1 FROM sys\.extended_properties WHERE class = 0 AND name = N'([^']+)'\) "
-                         r"EXEC sys\.sp_dropextendedproperty @name = N'\1'", sql)
+                         r"BEGIN EXEC sys\.sp_dropextendedproperty @name = N'\1' END", sql)
         if m:
             mine.pop(m.group(1), None)
             return StandInCursor()

@@ -109,3 +109,26 @@ def test_standin_gc_puts_back_the_sp_configure_options_a_killed_run_set_and_leav
                         ("show advanced options (concurbench)", "removed")]  # put back last, as a run does
     assert {k: v[0] for k, v in server.configurations.items()} == {
         "show advanced options": 0, "max degree of parallelism": 0, "max worker threads": 600, "user connections": 0}
+
+
+def test_the_dsn_targets_and_gcs_statements_parse_as_tsql():
+    """Every statement the dsn target's inspect/start/stop and gc send, strictly parsed by sqlglot's T-SQL dialect
+    (the Extended Events DDL and DBCC, which it does not model, are checked by the observers' tests)."""
+    from test_tsql_parses import check_tsql
+
+    from concurbench.engines import mssql_config as mc
+    from concurbench.engines import mssql_guards as guards
+    from concurbench.provisioners import mssql_owned as mo
+    from concurbench.provisioners import mssql_sweep as sweep
+
+    statements = [mo.SERVER, mo.MARKER, mo.MAY_MARK, mo.USER_OBJECTS, mo.create_sql("concurbench"),
+                  mo.drop_sql("concurbench"), mo.mark_sql(owned.marker_text(temporary=True)), sweep.LIVE,
+                  sweep.PROPERTIES, sweep.XE_SESSIONS, sweep.TRACES, sweep.XEL_FILES, sweep.DATA_DIR,
+                  sweep.CONFIGURATION, guards.OTHER_SESSIONS, guards.SEES_ALL_SESSIONS, mc.READ_DATABASE,
+                  mc.READ_DATABASE_WITHOUT_ADR, *guards.unrecord("concurbench_configure:max degree of parallelism"),
+                  *sweep.Sweep._removal(remote.Leftover(sweep.TRACE, "2", ""), {"id": 2}),
+                  *sweep.Sweep._removal(remote.Leftover(sweep.SETTING, "x", ""), {
+                      "option": "max degree of parallelism", "old": 0, "restore": True, "record": "r"})]
+    statements += guards.recorded(mc.Change("trace flag 7006 on", ["SELECT 1"], [], 7006), "note").apply[:2]
+    for sql in statements:
+        check_tsql(sql, sql[:60])

@@ -119,7 +119,7 @@ def _record(name: str, text: str) -> list[str]:
 
 def unrecord(name: str) -> list[str]:
     return [f"IF EXISTS (SELECT 1 FROM sys.extended_properties WHERE class = 0 AND name = {literal(name)}) "
-            f"EXEC sys.sp_dropextendedproperty @name = {literal(name)}"]
+            f"BEGIN EXEC sys.sp_dropextendedproperty @name = {literal(name)} END"]
 
 
 def recorded(change: Change, note: str) -> Change:

@@ -57,7 +57,7 @@ PROPERTIES = ("DECLARE @sql nvarchar(max); "
               "+ N'.sys.extended_properties AS p WHERE p.class = 0 AND p.name LIKE N''concurbench%''' "
               "AS nvarchar(max)), N' UNION ALL ') FROM sys.databases "
               "WHERE database_id > 4 AND state = 0 AND HAS_DBACCESS(name) = 1; "
-              "IF @sql IS NOT NULL EXEC sys.sp_executesql @sql")
+              "IF @sql IS NOT NULL BEGIN EXEC sys.sp_executesql @sql END")
 XE_SESSIONS = ("SELECT s.name, CASE WHEN r.name IS NULL THEN 0 ELSE 1 END AS running, "
                "(SELECT CAST(f.value AS nvarchar(4000)) FROM sys.server_event_session_fields AS f "
                "WHERE f.event_session_id = s.event_session_id AND f.name = N'filename') AS filename "
@@ -225,7 +225,7 @@ class Sweep:
             return stop + [f"DROP EVENT SESSION {quote_ident(leftover.name)} ON SERVER"]
         if leftover.kind == TRACE:
             return [f"IF EXISTS (SELECT 1 FROM sys.traces WHERE id = {data['id']} AND status = 1) "
-                    f"EXEC sys.sp_trace_setstatus {data['id']}, 0",
+                    f"BEGIN EXEC sys.sp_trace_setstatus {data['id']}, 0 END",
                     f"EXEC sys.sp_trace_setstatus {data['id']}, 2"]
         raise ProvisionError(f"{leftover.kind} {leftover.name} cannot be removed from a client: {leftover.by_hand}")
 
