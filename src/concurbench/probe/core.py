@@ -22,7 +22,7 @@ from ..background.kinds import make_background
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError
 from ..samplers.registry import build as build_samplers
-from ..provisioners.owned import DatabasePlan, Ownership, refusal
+from ..provisioners.owned import DatabasePlan, Ownership
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
 from .common import connections, first_line
@@ -40,13 +40,14 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
     `--server-settings as-is`. Never raises a ConcurbenchError: every problem is a check of the report."""
     started = clock()
     eng = engine or get_engine(scenario.engine)
-    side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is)
     chosen = list(variants) if variants is not None else list(scenario.variants)
     report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, target)
     conn, up = None, False
     try:
         try:
             plan = provisioner.inspect() if target == "dsn" else None
+            side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is,
+                                          database_plan=plan)
             if plan is not None and plan.refused:
                 report.connection = provisioner.safe
                 report.add(failed("connect", "not connected to the run's database: it is not concurbench's",
@@ -116,7 +117,7 @@ def _database(plan: DatabasePlan, provisioner, changes: list[str]) -> Check:
 
 def _refused(eng, provisioner, side, scenario: Scenario, variants: list[Variant], plan: DatabasePlan) -> Check:
     """A database that is not concurbench's: refused, with its objects the run would drop or change."""
-    says = refusal(plan, provisioner.safe, provisioner.role, scenario.engine)
+    says = provisioner.refusal(plan)
     if plan.ownership == Ownership.FOREIGN:
         conn = None
         try:

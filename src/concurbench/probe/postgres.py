@@ -61,8 +61,9 @@ FUNCTIONS = ("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace 
 
 
 class PostgresSide:
-    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False):
+    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False, database_plan=None):
         self.eng = eng
+        self.database_plan = database_plan  # a dsn server's (provisioners/owned.py): the database check says it
         self.owned = owned  # a server concurbench starts (and may restart)
         self.allowed = allowed  # --allow-server-changes
         self.as_is = as_is  # --server-settings as-is

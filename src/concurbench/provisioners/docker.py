@@ -174,9 +174,13 @@ class DockerServer:
         and why it has none when SQL Server's would have been pinned."""
         self.cpu_limit = cpu_limit(host_config)
         self.cpus_pinned = len(cpu_list(host_config["CpusetCpus"])) if host_config.get("CpusetCpus") else None
-        if self.engine == "mssql" and self.cpu_limit == "none":
-            _, why = cpu_pinning(self.settings, self.host)
+        if self.engine != "mssql":
+            return
+        _, why = cpu_pinning(self.settings, self.host)
+        if self.cpu_limit == "none":
             self.cpu_limit = f"none ({why or 'Docker dropped the cpuset it was given'})"
+        elif why:  # pinned to fewer CPUs than the scenario asks for at least
+            self.cpu_limit = f"{self.cpu_limit} ({why})"
 
     def _wait_ready(self, container) -> None:
         from docker.errors import DockerException

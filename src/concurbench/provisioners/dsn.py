@@ -194,11 +194,15 @@ class ExistingServer:
         self._refuse([p for p in self.plan if p.action == pg_settings.REFUSE])
         plan = self.inspect()
         if plan.refused:
-            raise ConfigError(owned.refusal(plan, self.safe, self.role, "postgres"))
+            raise ConfigError(self.refusal(plan))
         self._take(plan)
         self.drop_database = plan.drops_at_end(self.keep_database)
         return Connection(self.conninfo, self.safe, {"database": {
             "name": self.database, "ownership": str(plan.ownership), "dropped_at_end": self.drop_database}})
+
+    def refusal(self, plan: owned.DatabasePlan) -> str:
+        """Why a run will not use the database `inspect` found, and the ways forward."""
+        return owned.refusal(plan, self.safe, self.role, "postgres")
 
     def _take(self, plan: owned.DatabasePlan) -> None:
         """Create the database, or mark it, as the plan says."""
@@ -393,7 +397,7 @@ def _factory(engine: str, settings: dict, options):
                               "the password may come from --password-env VAR")
         return ExistingSqlServer(dsn, password_env=options.password_env,
                                  allow_server_changes=options.allow_server_changes,
-                                 as_is=options.server_settings == AS_IS)
+                                 as_is=options.server_settings == AS_IS, keep_database=options.keep_database)
     dsn = options.dsn or os.environ.get("CONCURBENCH_DSN")
     if not dsn:
         raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_DSN): a postgresql:// URL or a "

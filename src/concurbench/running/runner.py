@@ -521,7 +521,8 @@ class Runner:
         whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
         conninfo, version_num = server.connection.conninfo, server.info["version_num"]
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
-        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
+        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files,
+                                               lifetime_s=variant.warmup + variant.duration)
                                for b in variant.background]
         self.eng.flush_statistics(server.conn, version_num)  # what this session did so far is not counted
         driver = SamplerDriver(build_samplers(variant.samplers),
