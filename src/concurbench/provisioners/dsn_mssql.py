@@ -115,15 +115,11 @@ class ExistingSqlServer:
 
     def inspect(self) -> owned.DatabasePlan:
         """What a run would do about its database, read without changing anything."""
-        if self.database.lower() in mo.SYSTEM_DATABASES:
-            raise ProvisionError(
-                f"the run would happen in {self.database}, a system database ({self.safe}): concurbench creates the "
-                f"scenario's tables and sets its database options (READ_COMMITTED_SNAPSHOT, ...) in the run's "
-                f"database. Leave Database= out of the DSN, and concurbench creates and uses its own "
-                f"({owned.DATABASE}), or name an empty database")
         conn = self._connect("master", "check")
         try:
             exists, self.login, may_create, may_open = self._read(conn, mo.server_facts, self.database)
+            if self.database.lower() in mo.SYSTEM_DATABASES:  # master, tempdb, model, msdb: never a run's
+                return owned.DatabasePlan(self.database, owned.Ownership.SYSTEM, self.named, may_create=may_create)
             if not exists:
                 return owned.DatabasePlan(self.database, owned.Ownership.CREATE, self.named, may_create=may_create)
             if not may_open:
