@@ -33,7 +33,7 @@ from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
 from .report.by_version import claims_by_version, made_lines
 from .report.tables import Report
 from .results.model import Run
-from .results.shards import SHARD_AND_CHECK, Shard
+from .results.shards import Shard
 from .results.store import load_run
 from .running.load import load_scenario
 from .running.progress_events import Listener, RunEnded, RunStarted
@@ -110,9 +110,7 @@ def run(scenario: Scenario | str | Path, *, target: Target | None = None, out_di
     these; `repeat` runs each variant N times interleaved; `check` repeats runs until the claims are
     decided (CheckPolicy); `shard` ("I/N") runs one share of the run. `listener` hears the progress."""
     model = _scenario(scenario, quick, params)
-    shard = Shard.parse(shard) if isinstance(shard, str) else shard
-    if shard is not None and check is not None:
-        raise ConfigError(SHARD_AND_CHECK)
+    shard = Shard.parse(shard) if isinstance(shard, str) else shard  # with check: refused by the Runner
     target = target or Target()
     return _run(model, target, listener or Listener(), out_dir=out_dir, processes=processes,
                 variants=list(variants) or None, repeat=repeat, check=check, shard=shard)

@@ -1,11 +1,26 @@
-"""Small helpers shared by the scenario loader, the commands and the engines: a did-you-mean for unknown
-names, and the duration and rate forms a scenario writes (`30s`, `500ms`; `32kB/s`)."""
+"""Small helpers shared by the scenario loader, the commands and the engines: the first line of an error, a
+did-you-mean for unknown names, and the duration and rate forms a scenario writes (`30s`, `500ms`; `32kB/s`)."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from typing import Any
+
+from .errors import ConcurbenchError
+
+def first_line(error: BaseException | str | None) -> str:
+    """The first line of an error (a ConcurbenchError's message, a driver's words) or of a text, for messages; the
+    error's type when it says nothing."""
+    if isinstance(error, str):
+        text = error
+    elif isinstance(error, ConcurbenchError):
+        text = error.message
+    else:
+        text = str(error if error is not None else "")
+    text = text.strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
 
 def suggest(word: str, choices) -> str:
     """A did-you-mean suffix for an unknown name, or an empty string."""

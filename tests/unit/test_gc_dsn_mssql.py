@@ -13,6 +13,7 @@ from concurbench.engines import odbc
 from concurbench.errors import ConfigError
 from concurbench.housekeeping import remote
 from concurbench.provisioners import owned
+from concurbench.provisioners.base import Leftover
 from concurbench.provisioners.dsn_mssql import ExistingSqlServer
 
 DSN = "Driver={FreeTDS};Server=db.lab;Port=1433;UID=sa;PWD=s3cret-pw;"
@@ -126,8 +127,8 @@ def test_the_dsn_targets_and_gcs_statements_parse_as_tsql():
                   sweep.PROPERTIES, sweep.XE_SESSIONS, sweep.TRACES, sweep.XEL_FILES, sweep.DATA_DIR,
                   sweep.CONFIGURATION, guards.OTHER_SESSIONS, guards.SEES_ALL_SESSIONS, mc.READ_DATABASE,
                   mc.READ_DATABASE_WITHOUT_ADR, *guards.unrecord("concurbench_configure:max degree of parallelism"),
-                  *sweep.Sweep._removal(remote.Leftover(sweep.TRACE, "2", ""), {"id": 2}),
-                  *sweep.Sweep._removal(remote.Leftover(sweep.SETTING, "x", ""), {
+                  *sweep.Sweep._removal(Leftover(sweep.TRACE, "2", ""), {"id": 2}),
+                  *sweep.Sweep._removal(Leftover(sweep.SETTING, "x", ""), {
                       "option": "max degree of parallelism", "old": 0, "restore": True, "record": "r"})]
     statements += guards.recorded(mc.Change("trace flag 7006 on", ["SELECT 1"], [], 7006), "note").apply[:2]
     for sql in statements:

@@ -17,8 +17,7 @@ from test_tsql_parses import SCENARIO_DIR
 from concurbench.errors import ConfigError, EngineError
 from concurbench.samplers.mssql import (MSSQL_SAMPLERS, IndexPhysicalStats, PerfCounters, SnapshotTransactions,
                                         TempdbLatches, WaitStats, aggregate_levels)
-from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, check_name,
-                                              latch_page_counts, like_prefix, quote_ident, quote_literal)
+from concurbench.samplers.mssql_logic import PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, latch_page_counts
 from concurbench.scenario.model import SamplerSpec
 
 COUNTER_COLUMNS = ("object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
@@ -297,20 +296,6 @@ def test_sampler_names_kinds_and_intervals():
     for cls in MSSQL_SAMPLERS:
         assert cls.engine == "mssql"
         assert cls.description and (cls.kind == "snapshot" or "interval" in cls.options)
-
-
-# -- quoting helpers ---------------------------------------------------------------------------------
-def test_quote_helpers():
-    assert quote_ident("accounts") == "[accounts]" and quote_ident("a]b") == "[a]]b]"
-    assert quote_literal("it's") == "N'it''s'"
-    assert like_prefix("/d/concurbench_x-") == "/d/concurbench[_]x-%"
-    assert like_prefix("a[1]%") == "a[[]1][%]%"
-    assert check_name("abc_1") == "abc_1"
-    for bad in ("a-b", "a b", "", "x;DROP"):
-        with pytest.raises(ValueError):
-            check_name(bad)
-    with pytest.raises(ValueError):
-        quote_ident("")
 
 
 # -- snapshot transactions of the run's database only (issue 22) ---------------------------------------------

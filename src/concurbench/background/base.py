@@ -10,7 +10,7 @@ from ..errors import EngineError
 
 
 @contextlib.contextmanager
-def closed_on_failure(observer, prefix: str, first_line: Callable[[BaseException], str], *,
+def closed_on_failure(observer, prefix: str, error_text: Callable[[BaseException], str], *,
                       wrap_engine_errors: bool = True):
     """Run a start-up; on any error close `observer` and raise `EngineError("<prefix>: <first line>")`.
 
@@ -22,7 +22,7 @@ def closed_on_failure(observer, prefix: str, first_line: Callable[[BaseException
         observer.close()
         if isinstance(exc, EngineError) and not wrap_engine_errors:
             raise
-        raise EngineError(f"{prefix}: {first_line(exc)}", exc) from exc
+        raise EngineError(f"{prefix}: {error_text(exc)}", exc) from exc
 
 
 def close_quietly(conn) -> None:

@@ -46,7 +46,7 @@ class HeldTransaction:
     def start(self) -> None:
         engine = self.engine
         self.conn = engine.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
-        with closed_on_failure(self, f"background session {self.spec.name} failed to start", engine.first_line):
+        with closed_on_failure(self, f"background session {self.spec.name} failed to start", engine.error_text):
             self.pid = engine.session_id(self.conn)
             if self.spec.start_after is None:
                 self._begin()
@@ -68,7 +68,7 @@ class HeldTransaction:
                 self._begin()
             except Exception as exc:  # noqa: BLE001 - a timer thread: reported in describe()
                 self.problems.append(f"its transaction could not begin at start_after "
-                                     f"({self.engine.first_line(exc)})")
+                                     f"({self.engine.error_text(exc)})")
                 return
         self._after_begin()
 
@@ -107,7 +107,7 @@ class HeldTransaction:
             finally:
                 conn.close()
         except Exception as exc:  # noqa: BLE001 - the transaction is then held to the end, as without the condition
-            self.problems.append(f"release_when could not be polled ({self.engine.first_line(exc)}); the "
+            self.problems.append(f"release_when could not be polled ({self.engine.error_text(exc)}); the "
                                  f"transaction was held to the end")
             return
 
@@ -148,7 +148,7 @@ class HeldTransaction:
             except Exception as exc:  # noqa: BLE001 - closing ends the transaction anyway; a lost one is reported
                 if getattr(self.conn, "broken", False):
                     self.problems.append(f"its connection was lost before the variant run ended "
-                                         f"({self.engine.first_line(exc)}), so the transaction was not held to "
+                                         f"({self.engine.error_text(exc)}), so the transaction was not held to "
                                          f"the end")
             try:
                 self.conn.close()

@@ -93,7 +93,7 @@ class LogDrain:
     # -- start ----------------------------------------------------------------
     def start(self) -> None:
 
-        with closed_on_failure(self, f"background {self.spec.name} (log_drain) failed to start", pg.first_line,
+        with closed_on_failure(self, f"background {self.spec.name} (log_drain) failed to start", pg.error_text,
                                wrap_engine_errors=False):
             self.conn = pg.connect(self.conninfo, application_name=f"concurbench:background:{self.spec.name}")
             # our own statements must not queue behind the log they throttle
@@ -234,7 +234,7 @@ class LogDrain:
             self.conn.execute("SELECT 1")
             return
         except Exception as exc:  # noqa: BLE001 - any failure: try a new connection
-            lost = pg.first_line(exc)
+            lost = pg.error_text(exc)
         try:
             self.conn.close()
         except Exception:  # noqa: BLE001

@@ -25,9 +25,10 @@ import threading
 import time
 from typing import Callable
 
+from ..engines.quoting import simple_name
+from ..util import first_line
 from ..engines import sqlserver
 from ..errors import ConfigError
-from ..samplers.mssql_logic import check_name
 from .base import close_quietly
 
 LINUX_DATA_DIR = "/var/opt/mssql/data/"
@@ -39,11 +40,6 @@ def major_of(version: str | None) -> int | None:
     """The major version in @@VERSION's text (16 for 2022, 17 for 2025), or None."""
     m = _MAJOR.search(version or "")
     return int(m.group(1)) if m else None
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def connect_to_server(conninfo, application_name: str):
@@ -108,7 +104,7 @@ class ServerObserver:
         self._touched = False  # we reached the server: close() must look for what to drop
         self._lock = threading.Lock()
         try:
-            check_name(spec.name, "observer name")
+            simple_name(spec.name, "observer name")
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
 

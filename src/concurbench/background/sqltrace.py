@@ -19,10 +19,11 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..engines.quoting import tsql_like_prefix, tsql_literal
+from ..util import first_line
 from ..errors import ConfigError, EngineError, Unsupported
-from ..samplers.mssql_logic import like_prefix, quote_literal
 from .base import closed_on_failure
-from .mssql_common import ServerObserver, first_line, join_path, last_row, options_of, positive_int
+from .mssql_common import ServerObserver, join_path, last_row, options_of, positive_int
 
 SHOWPLAN_XML_STATISTICS_PROFILE = 146
 # Data columns of the Showplan XML Statistics Profile event class (column id), from its Learn page.
@@ -97,7 +98,7 @@ class SqlTrace(ServerObserver):
         return ("SET NOCOUNT ON; DECLARE @rc INT, @traceid INT, @maxfilesize BIGINT = "
                 f"{int(self.max_file_size_mb)}, @stoptime DATETIME = DATEADD(SECOND, {self.stops_after_s}, GETDATE()); "
                 f"EXEC @rc = sys.sp_trace_create @traceid OUTPUT, {TRACE_FILE_ROLLOVER}, "
-                f"{quote_literal(self.path)}, @maxfilesize, @stoptime, {int(self.max_files)}; "
+                f"{tsql_literal(self.path)}, @maxfilesize, @stoptime, {int(self.max_files)}; "
                 "SELECT @rc AS rc, @traceid AS trace_id")
 
     @staticmethod
@@ -149,14 +150,14 @@ class SqlTrace(ServerObserver):
             self.running = True
 
     def _close_leftovers(self, prefix: str) -> None:
-        for trace_id, status in self.conn.execute(self.LEFTOVERS, like_prefix(prefix + "-")).fetchall():
+        for trace_id, status in self.conn.execute(self.LEFTOVERS, tsql_like_prefix(prefix + "-")).fetchall():
             if status == 1:
                 self._call(self.setstatus_sql(trace_id, 0), "sp_trace_setstatus 0 (leftover)")
             self._call(self.setstatus_sql(trace_id, 2), "sp_trace_setstatus 2 (leftover)")
 
     def _ours(self):
         """(status, event_count, dropped_event_count) of our trace, or None once it is gone."""
-        return self._query_one(self.STATUS, self.trace_id, like_prefix(self.path))
+        return self._query_one(self.STATUS, self.trace_id, tsql_like_prefix(self.path))
 
     def measurement_ended(self, end_ns: int) -> None:
         with self._lock:

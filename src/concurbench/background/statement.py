@@ -56,7 +56,7 @@ class TimedStatement:
     def start(self) -> None:
         name = f"concurbench:background:{self.spec.name}"
         self.conn = self.engine.connect(self.conninfo, application_name=name)
-        with closed_on_failure(self, f"background session {self.spec.name} failed to start", self.engine.first_line):
+        with closed_on_failure(self, f"background session {self.spec.name} failed to start", self.engine.error_text):
             self.pid = self.engine.session_id(self.conn)
             self.watch = self.engine.connect(self.conninfo, application_name=f"{name}:waits")
 
@@ -85,7 +85,7 @@ class TimedStatement:
             for sql in self.spec.sql:
                 self.engine.execute(self.conn, sql)
         except Exception as exc:  # noqa: BLE001 - the statement's own failure is a result, not the harness's
-            self.server_error = CANCELLED if self.cancelled else self.engine.first_line(exc)
+            self.server_error = CANCELLED if self.cancelled else self.engine.error_text(exc)
         finally:
             self.ended_ns = self.clock()
             self._done.set()
@@ -102,7 +102,7 @@ class TimedStatement:
             try:
                 row = self.watch.execute(WAIT_SQL, (self.pid,)).fetchone()
             except Exception as exc:  # noqa: BLE001 - the statement goes on; its waits are then partial
-                self.problems.append(f"its wait events could not be read ({self.engine.first_line(exc)}); the "
+                self.problems.append(f"its wait events could not be read ({self.engine.error_text(exc)}); the "
                                      f"waits recorded are partial")
                 return
             now = self.clock()

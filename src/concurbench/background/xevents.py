@@ -31,10 +31,11 @@ import re
 import time
 from typing import Callable
 
+from ..engines.quoting import tsql_literal, tsql_name
+from ..util import first_line
 from ..errors import ConfigError
-from ..samplers.mssql_logic import quote_ident, quote_literal
 from .base import closed_on_failure
-from .mssql_common import ServerObserver, first_line, join_path, major_of, options_of, positive_int
+from .mssql_common import ServerObserver, join_path, major_of, options_of, positive_int
 
 _EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 _TAG = re.compile(r"<File\s+name=\"([^\"]+)\"")
@@ -126,7 +127,7 @@ class XEventSession(ServerObserver):
         if self.target == "ring_buffer":
             target = "ADD TARGET package0.ring_buffer"
         else:
-            target = (f"ADD TARGET package0.event_file (SET filename = {quote_literal(self.file)}, "
+            target = (f"ADD TARGET package0.event_file (SET filename = {tsql_literal(self.file)}, "
                       f"max_file_size = {int(self.max_file_size_mb)}, max_rollover_files = {int(self.max_rollover_files)})")
         options = []
         if self.max_memory_kb:
@@ -138,15 +139,15 @@ class XEventSession(ServerObserver):
         options.append("STARTUP_STATE = OFF")
         if self.major is not None and self.major >= MAX_DURATION_FROM:  # stops by itself if the harness is killed
             options.append(f"MAX_DURATION = {min(self.stops_after_s, MAX_DURATION_S)} SECONDS")
-        return (f"CREATE EVENT SESSION {quote_ident(self.session)} ON SERVER {events} {target} "
+        return (f"CREATE EVENT SESSION {tsql_name(self.session)} ON SERVER {events} {target} "
                 f"WITH ({', '.join(options)})")
 
     def state_sql(self, state: str) -> str:
         assert state in ("START", "STOP")
-        return f"ALTER EVENT SESSION {quote_ident(self.session)} ON SERVER STATE = {state}"
+        return f"ALTER EVENT SESSION {tsql_name(self.session)} ON SERVER STATE = {state}"
 
     def drop_sql(self) -> str:
-        return f"DROP EVENT SESSION {quote_ident(self.session)} ON SERVER"
+        return f"DROP EVENT SESSION {tsql_name(self.session)} ON SERVER"
 
     def file_pattern(self) -> str:
         """`/dir/concurbench_x.xel` -> `/dir/concurbench_x*.xel`: every file the target writes."""

@@ -13,7 +13,7 @@ from ..check import CheckPolicy
 from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
 from ..report.render import terminal
-from ..results.shards import SHARD_AND_CHECK, Shard
+from ..results.shards import Shard, refuse_with_check
 from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
@@ -61,8 +61,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
         policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
         model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
         shard = Shard.parse(shard_text) if shard_text is not None else None
-        if shard is not None and check:
-            raise ConfigError(SHARD_AND_CHECK)
+        refuse_with_check(shard, check)  # before the probe, which would be for nothing
         if probe_first and not probe_all(model, target=target, variants=variants,
                                          json_path=default_json(out_dir, model.name)):
             progress.close()

@@ -33,7 +33,7 @@ class AdminSession:
         except Exception as exc:  # noqa: BLE001 - only a lost connection is handled here; the rest is the caller's
             if not self._lost(exc):
                 raise
-            self._reconnect(self.engine.first_line(exc))
+            self._reconnect(self.engine.error_text(exc))
         return self.conn.execute(*args, **kwargs)
 
     def __getattr__(self, name: str):

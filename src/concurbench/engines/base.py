@@ -57,8 +57,8 @@ class Engine(Protocol):
                 connect_timeout: int = 10) -> Any:
         """A connection; EngineError when none can be made."""
 
-    def first_line(self, exc: BaseException) -> str:
-        """The first line of a driver's error, for messages."""
+    def error_text(self, exc: BaseException) -> str:
+        """The first line of a driver's error, in the server's words, for messages."""
 
     def is_connection_error(self, exc: BaseException) -> bool:
         """Whether a statement failed because the connection is gone."""

@@ -47,8 +47,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from .quoting import tsql_literal, tsql_name
 from ..errors import ConfigError, EngineError, ProvisionError
-from .odbc import error_number_from_pyodbc, first_line
+from .odbc import error_number_from_pyodbc, error_text
 
 DATABASE_OPTIONS = ("read_committed_snapshot", "allow_snapshot_isolation", "accelerated_database_recovery",
                     "delayed_durability", "recovery")
@@ -63,14 +64,6 @@ ADVANCED = "show advanced options"
 STARTUP_TRACE_FLAGS = (834, 836, 8012, 8020)
 REMOVE_ATTEMPTS = 3  # EMPTYFILE and REMOVE FILE of a tempdb file, with a pause between attempts
 RETRY_PAUSE_S = 2.0
-
-
-def quote_name(name: str) -> str:
-    return "[" + str(name).replace("]", "]]") + "]"
-
-
-def literal(text) -> str:
-    return "N'" + str(text).replace("'", "''") + "'"
 
 
 # -- database options ------------------------------------------------------------------------------------
@@ -95,7 +88,7 @@ def read_database(conn, database: str) -> dict:
         row = _first_row(conn.execute(READ_DATABASE, database, database))
     except Exception as exc:  # noqa: BLE001 - pyodbc errors; only error 207 is expected, anything else is raised
         if error_number_from_pyodbc(exc) != INVALID_COLUMN:
-            raise EngineError(f"cannot read the options of database {database}: {first_line(exc)}", exc) from exc
+            raise EngineError(f"cannot read the options of database {database}: {error_text(exc)}", exc) from exc
         row = _first_row(conn.execute(READ_DATABASE_WITHOUT_ADR, database))
     if row is None:
         raise EngineError(f"database {database} does not exist")
@@ -115,7 +108,7 @@ def _first_row(cursor):
 def database_statement(database: str, option: str, value, termination: str = ROLLBACK_IMMEDIATE) -> str:
     """The ALTER DATABASE that sets one option; those that need the database to themselves end with `termination`
     (ROLLBACK IMMEDIATE, or NO_WAIT where the login cannot see who else is in the database)."""
-    db = quote_name(database)
+    db = tsql_name(database)
     if termination not in (ROLLBACK_IMMEDIATE, NO_WAIT):
         raise ValueError(f"termination must be {ROLLBACK_IMMEDIATE} or {NO_WAIT}")
     if option == "read_committed_snapshot":
@@ -224,7 +217,7 @@ def global_trace_flags(conn) -> list[int] | None:
     except Exception as exc:  # noqa: BLE001 - pyodbc errors: the refusals are told apart by number
         if error_number_from_pyodbc(exc) in TRACESTATUS_REFUSED:
             return None
-        raise EngineError(f"cannot read the global trace flags (DBCC TRACESTATUS): {first_line(exc)}", exc) from exc
+        raise EngineError(f"cannot read the global trace flags (DBCC TRACESTATUS): {error_text(exc)}", exc) from exc
     return sorted(int(r[0]) for r in rows if int(r[2]) == 1)  # TraceFlag, Status, Global
 
 
@@ -304,7 +297,7 @@ def _tempdb_metadata(on: bool) -> str:
 
 
 def _set_option(name: str, value) -> list[str]:
-    return [f"EXEC sp_configure {literal(name)}, {int(value)}", "RECONFIGURE"]
+    return [f"EXEC sp_configure {tsql_literal(name)}, {int(value)}", "RECONFIGURE"]
 
 
 def restart_only(conn) -> set[str]:
@@ -321,12 +314,12 @@ def configure_names(names) -> list[str]:
 def in_tempdb(sql: str) -> str:
     """`sql` run in tempdb without changing the connection's database: sp_executesql behaves as EXECUTE
     with regard to database context, whose changes last only until the end of the statement."""
-    return f"EXEC sys.sp_executesql {literal('USE tempdb; ' + sql)}"
+    return f"EXEC sys.sp_executesql {tsql_literal('USE tempdb; ' + sql)}"
 
 
 def _empty_and_remove(name: str) -> list[str]:
-    return [in_tempdb(f"DBCC SHRINKFILE ({literal(name)}, EMPTYFILE) WITH NO_INFOMSGS"),
-            f"ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"]
+    return [in_tempdb(f"DBCC SHRINKFILE ({tsql_literal(name)}, EMPTYFILE) WITH NO_INFOMSGS"),
+            f"ALTER DATABASE tempdb REMOVE FILE {tsql_name(name)}"]
 
 
 def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: list[str], owned: bool,
@@ -339,11 +332,11 @@ def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: 
         name = f"concurbench_temp{n}"
         path = f"{directory.rstrip('/')}/{name}.ndf" if directory else f"{name}.ndf"
         plan.changes.append(Change(f"tempdb file {name} added",
-                                   [f"ALTER DATABASE tempdb ADD FILE (NAME = {quote_name(name)}, "
-                                    f"FILENAME = {literal(path)}, SIZE = 8MB, FILEGROWTH = 64MB)"],
+                                   [f"ALTER DATABASE tempdb ADD FILE (NAME = {tsql_name(name)}, "
+                                    f"FILENAME = {tsql_literal(path)}, SIZE = 8MB, FILEGROWTH = 64MB)"],
                                    _empty_and_remove(name),
                                    hint=f"once the server has restarted, run ALTER DATABASE tempdb REMOVE FILE "
-                                        f"{quote_name(name)}", undo_attempts=REMOVE_ATTEMPTS))
+                                        f"{tsql_name(name)}", undo_attempts=REMOVE_ATTEMPTS))
     if want >= have:
         return
     if not owned and as_is:  # recorded, never made: removing a file takes a restart
@@ -362,7 +355,7 @@ def _plan_tempdb_files(plan: Plan, have: int, want: int, directory: str, names: 
         plan.after_restart.append(Change(
             f"tempdb file {name} removed", _empty_and_remove(name), [], attempts=REMOVE_ATTEMPTS,
             hint=f"the run goes on with more tempdb data files than the scenario asks for (its probes record how "
-                 f"many); remove it after a restart with ALTER DATABASE tempdb REMOVE FILE {quote_name(name)}"))
+                 f"many); remove it after a restart with ALTER DATABASE tempdb REMOVE FILE {tsql_name(name)}"))
     plan.restart = True
 
 
@@ -385,7 +378,7 @@ def apply(conn, plan: Plan, sleep=time.sleep) -> list[Change]:
             _run_all(conn, change.apply, change.attempts, sleep)
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             restore(conn, done, sleep)
-            raise EngineError(f"cannot change {change.what}: {first_line(exc)}", exc) from exc
+            raise EngineError(f"cannot change {change.what}: {error_text(exc)}", exc) from exc
         done.append(change)
     return done
 
@@ -399,7 +392,7 @@ def apply_or_report(conn, changes: list[Change], sleep=time.sleep) -> tuple[list
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             tries = f" after {change.attempts} attempts" if change.attempts > 1 else ""
             hint = f"; {change.hint}" if change.hint else ""
-            problems.append(f"could not make the change '{change.what}'{tries}: {first_line(exc)}{hint}")
+            problems.append(f"could not make the change '{change.what}'{tries}: {error_text(exc)}{hint}")
             continue
         done.append(change)
     return done, problems
@@ -413,7 +406,7 @@ def restore(conn, changes: list[Change], sleep=time.sleep) -> list[str]:
             _run_all(conn, change.undo, change.undo_attempts, sleep)
         except Exception as exc:  # noqa: BLE001
             hint = f" ({change.hint})" if change.hint else ""
-            problems.append(f"could not put back {change.what}: {first_line(exc)}{hint}")
+            problems.append(f"could not put back {change.what}: {error_text(exc)}{hint}")
     return problems
 
 

@@ -31,8 +31,9 @@ import socket
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 
+from .quoting import tsql_literal
 from ..errors import ProvisionError
-from .mssql_config import Change, literal
+from .mssql_config import Change
 
 
 # -- who else is in the database -----------------------------------------------------------------------------
@@ -114,12 +115,12 @@ def parse_setting(text: str | None) -> tuple[int, int] | None:
 
 def _record(name: str, text: str) -> list[str]:
     """Statements in the run's database that record a change (replacing a stale record of the same name)."""
-    return unrecord(name) + [f"EXEC sys.sp_addextendedproperty @name = {literal(name)}, @value = {literal(text)}"]
+    return unrecord(name) + [f"EXEC sys.sp_addextendedproperty @name = {tsql_literal(name)}, @value = {tsql_literal(text)}"]
 
 
 def unrecord(name: str) -> list[str]:
-    return [f"IF EXISTS (SELECT 1 FROM sys.extended_properties WHERE class = 0 AND name = {literal(name)}) "
-            f"BEGIN EXEC sys.sp_dropextendedproperty @name = {literal(name)} END"]
+    return [f"IF EXISTS (SELECT 1 FROM sys.extended_properties WHERE class = 0 AND name = {tsql_literal(name)}) "
+            f"BEGIN EXEC sys.sp_dropextendedproperty @name = {tsql_literal(name)} END"]
 
 
 def recorded(change: Change, note: str) -> Change:

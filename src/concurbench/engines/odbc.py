@@ -30,7 +30,7 @@ from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE,
 __all__ = ["CONNECTION", "DEADLOCK", "LOCK_NOT_AVAILABLE", "OTHER", "RETRYABLE", "SERIALIZATION",
            "DRIVER_18", "DRIVER_17", "FREETDS", "detect_driver", "usable_drivers", "installed_drivers",
            "connection_string", "safe_connection_string", "split_batches", "classify_error_number", "classify_error", "classify",
-           "error_number_from_pyodbc", "error_key", "first_line", "nocount", "server_info_query", "connect"]
+           "error_number_from_pyodbc", "error_key", "error_text", "nocount", "server_info_query", "connect"]
 
 DRIVER_18 = "ODBC Driver 18 for SQL Server"
 DRIVER_17 = "ODBC Driver 17 for SQL Server"
@@ -306,11 +306,10 @@ def classify_error(number: int | None, sqlstate: str | None, message: str = "") 
     return OTHER
 
 
-def first_line(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """The first line of a driver error, without the `[Microsoft][ODBC Driver 18 ...]` prefixes."""
     text = _message(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return _PREFIX.sub("", first)
+    return _PREFIX.sub("", text.splitlines()[0]) if text else type(exc).__name__
 
 
 def _sqlstate(exc: BaseException) -> str | None:

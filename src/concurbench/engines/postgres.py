@@ -9,6 +9,7 @@ import psycopg.errors
 from psycopg import pq
 from psycopg.types.numeric import Int8Dumper
 
+from ..util import first_line
 from ..errors import EngineError
 from . import pg_settings
 from .sqlsplit import split_sql
@@ -59,9 +60,9 @@ def connect(conninfo: str, *, autocommit: bool = True, application_name: str = "
     return conn
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def error_text(exc: BaseException) -> str:
+    """The first line of a driver error, for messages (libpq's words carry no prefix to take off)."""
+    return first_line(exc)
 
 
 def run_script(conn: psycopg.Connection, sql: str, origin: str = "inline", *, what: str = "setup SQL") -> None:
@@ -285,21 +286,21 @@ class StatementChannel:
         """Nothing of its own to release: the connection is closed by its owner."""
 
 
-def _first_line(message: bytes | None, default: str) -> str:
+def _libpq_line(message: bytes | None, default: str) -> str:
     lines = message.decode(errors="replace").strip().splitlines() if message else []
     return lines[0] if lines else default
 
 
 def connection_failure(message: bytes | None) -> tuple[str, str]:
     """The outcome of a statement whose connection broke (libpq's error message)."""
-    return CONNECTION, f"connection: {_first_line(message, 'connection lost')}"
+    return CONNECTION, f"connection: {_libpq_line(message, 'connection lost')}"
 
 
 def result_failure(sqlstate: bytes | None, message: bytes | None, broken: bool) -> tuple[str, str]:
     """The outcome of a statement the server failed: (error class, grouping key with numbers masked)."""
     state = sqlstate.decode() if sqlstate else None
     kind = CONNECTION if broken else classify_sqlstate(state)
-    return kind, f"{state or 'connection'}: {_NUMBERS.sub('N', _first_line(message, 'error'))[:200]}"
+    return kind, f"{state or 'connection'}: {_NUMBERS.sub('N', _libpq_line(message, 'error'))[:200]}"
 
 
 _OK = frozenset({pq.ExecStatus.COMMAND_OK, pq.ExecStatus.TUPLES_OK, pq.ExecStatus.EMPTY_QUERY})

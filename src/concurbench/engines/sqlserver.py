@@ -53,7 +53,7 @@ def connect(conninfo: str, *, autocommit: bool = True, application_name: str = "
     return conn
 
 
-first_line = odbc.first_line
+error_text = odbc.error_text
 
 
 def init(conn, sql: str) -> None:
@@ -98,7 +98,7 @@ def run_script(conn, sql: str, origin: str = "inline", *, what: str = "setup SQL
             _drain(conn.execute(batch))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             where = f"{origin}, batch at line {line}" if origin != "inline" else f"inline SQL, line {line}"
-            raise EngineError(f"{what} failed ({where}): {first_line(exc)}", exc) from exc
+            raise EngineError(f"{what} failed ({where}): {error_text(exc)}", exc) from exc
 
 
 def query_rows(conn, sql: str, what: str) -> list[dict]:
@@ -114,7 +114,7 @@ def query_rows(conn, sql: str, what: str) -> list[dict]:
             pass
         return rows
     except Exception as exc:  # noqa: BLE001 - pyodbc errors
-        raise EngineError(f"{what} failed: {first_line(exc)}", exc) from exc
+        raise EngineError(f"{what} failed: {error_text(exc)}", exc) from exc
 
 
 def version_num(product_version: str) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
+from ..util import first_line
 from ..errors import ConfigError
 from .records import PointRecord, RunRecord
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
@@ -107,7 +108,7 @@ class HistoryStore:
         return text
 
     def _problem(self, exc: Exception, doing: str) -> ConfigError:
-        return ConfigError(f"history store {self.name}: {doing} failed: {_first_line(exc)}")
+        return ConfigError(f"history store {self.name}: {doing} failed: {first_line(exc)}")
 
     # -- shared
     def close(self) -> None:
@@ -276,7 +277,7 @@ class _SqliteStore(HistoryStore):
             self.conn = sqlite3.connect(path, timeout=WAIT_S, isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.Error as exc:
-            raise ConfigError(f"history store {location} cannot be opened: {_first_line(exc)}") from None
+            raise ConfigError(f"history store {location} cannot be opened: {first_line(exc)}") from None
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -309,7 +310,7 @@ class _PostgresStore(HistoryStore):
             self.conn = psycopg.connect(location, autocommit=False, connect_timeout=10,
                                         application_name="concurbench:history")
         except psycopg.Error as exc:
-            raise ConfigError(f"history store {self.name}: cannot connect ({_without(_first_line(exc), location)}); "
+            raise ConfigError(f"history store {self.name}: cannot connect ({_without(first_line(exc), location)}); "
                               f"check the URL, that the server runs and accepts this role, and pass the password "
                               f"in the URL or PGPASSWORD") from None
 
@@ -326,9 +327,9 @@ class _PostgresStore(HistoryStore):
         if isinstance(exc, psycopg.errors.InsufficientPrivilege):
             return ConfigError(f"history store {self.name}: {doing} failed: the role may not "
                                f"{'create the history tables' if doing == 'opening the store' else 'write them'} "
-                               f"({_first_line(exc)}); grant it CREATE on the schema (GRANT CREATE ON SCHEMA public "
+                               f"({first_line(exc)}); grant it CREATE on the schema (GRANT CREATE ON SCHEMA public "
                                f"TO role) or let a role that may add the first run")
-        return ConfigError(f"history store {self.name}: {doing} failed: {_without(_first_line(exc), self.location)}")
+        return ConfigError(f"history store {self.name}: {doing} failed: {_without(first_line(exc), self.location)}")
 
 
 def _series_key(p: PointRecord) -> tuple:
@@ -357,11 +358,6 @@ def _record(row: tuple) -> RunRecord:
             value = None if value is None else bool(value)
         values[f.name] = value
     return RunRecord(**values)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _without(text: str, url: str) -> str:

@@ -4,7 +4,7 @@ A run on a dsn server cleans up as it ends, also after an error, Ctrl-C, SIGTERM
 SIGKILL, a lost connection or a crashed machine leaves what the run made: its temporary database
 (both engines) and, on SQL Server, its Extended Events sessions and SQL Traces (named
 `concurbench...`), trace flag 7006 when the run turned it on, and its trace and .xel files. The dsn
-provisioners find these (`leftovers`) and remove one (`remove`); only things that are concurbench's
+provisioners find these (`leftovers`, provisioners/base.py's Leftover) and remove one (`remove`); only things that are concurbench's
 by name or marker and that no live session uses are listed. What a client connection cannot remove
 (a file on the server) carries the command an administrator runs (`by_hand`), and is listed as such.
 Nothing here prints: the CLI lists the actions, and removes only when told (`--yes`).
@@ -12,29 +12,11 @@ Nothing here prints: the CLI lists the actions, and removes only when told (`--y
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
 from ..errors import ConcurbenchError
+from ..provisioners.base import Sweeper
 from .gc import Action
 
 BY_HAND = "left for an administrator"
-
-
-@dataclass(frozen=True)
-class Leftover:
-    kind: str  # database, xe session, trace, trace flag, file
-    name: str
-    detail: str
-    by_hand: str = ""  # what cannot be removed from a client: the command an administrator runs instead
-
-
-class Sweeper(Protocol):
-    """What a dsn provisioner offers gc: the leftovers of killed runs, and their removal one by one."""
-
-    def leftovers(self) -> list[Leftover]: ...
-
-    def remove(self, leftover: Leftover) -> None: ...
 
 
 def collect(sweeper: Sweeper, *, remove: bool) -> list[Action]:

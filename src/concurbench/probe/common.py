@@ -20,12 +20,6 @@ CREATES = re.compile(r"\bCREATE\s+(OR\s+REPLACE\s+|OR\s+ALTER\s+|UNLOGGED\s+|UNI
                      r"(TABLE|VIEW|FUNCTION|PROCEDURE|PROC|INDEX|SEQUENCE|TYPE|MATERIALIZED)\b", re.I)
 
 
-def first_line(exc: BaseException | str | None) -> str:
-    text = exc if isinstance(exc, str) else (getattr(exc, "message", None) or str(exc or "").strip())
-    text = (text or "").strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def without_statements(spec):
     """A held transaction that begins and ends without the scenario's statements (they need the setup's
     objects, which exist only inside the probe's own transaction)."""

@@ -17,6 +17,7 @@ import contextlib
 import time
 from typing import Callable
 
+from ..util import first_line
 from ..background.base import close_quietly
 from ..background.kinds import make_background
 from ..engines.registry import get_engine
@@ -25,7 +26,7 @@ from ..samplers.registry import build as build_samplers
 from ..provisioners.owned import DatabasePlan, Ownership
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
-from .common import connections, first_line
+from .common import connections
 from .deferred import DeferredSamplers, spec_key
 from .report import Check, ProbeReport, failed, ok
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..util import first_line
 from ..samplers.registry import build as build_samplers
-from .common import first_line
 from .report import Check, failed, ok
 
 

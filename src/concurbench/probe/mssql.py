@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import contextlib
 
+from ..util import first_line
 from ..engines import mssql_config as mc
 from ..errors import ConcurbenchError
 from ..provisioners.mssql_owned import MARKER
 from ..provisioners.owned import PROPERTY, DatabasePlan, Ownership, parse_marker
 from . import mssql_touch
-from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
+from .common import CREATES, background_statements, labelled, scenario_sql, why_not_run, \
     without_statements
 from .report import Check, failed, ok, skipped
 

@@ -17,9 +17,10 @@ import time
 import psycopg
 from psycopg import pq
 
+from ..util import first_line
 from ..engines import pg_settings
 from ..engines.sqlsplit import split_sql
-from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
+from .common import CREATES, background_statements, labelled, scenario_sql, why_not_run, \
     without_statements
 from .report import Check, failed, ok, skipped
 from .touches import Touch, Verb, scenario_touches

@@ -33,6 +33,24 @@ class PullListener(Protocol):
     def on_pull(self, event: ImagePull) -> None: ...
 
 
+@dataclass(frozen=True)
+class Leftover:
+    """Something a killed run left on a server concurbench does not own (`gc --target dsn`)."""
+
+    kind: str  # database, xe session, trace, trace flag, file
+    name: str
+    detail: str
+    by_hand: str = ""  # what cannot be removed from a client: the command an administrator runs instead
+
+
+class Sweeper(Protocol):
+    """What a dsn provisioner offers gc: the leftovers of killed runs, and their removal one by one."""
+
+    def leftovers(self) -> list[Leftover]: ...
+
+    def remove(self, leftover: Leftover) -> None: ...
+
+
 class Provisioner(Protocol):
     name: str
 

@@ -32,8 +32,10 @@ from typing import Callable
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from ..util import first_line
 from ..engines import odbc
 from ..engines.odbc import connection_string
+from ..engines.quoting import pg_name
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection, PullListener
@@ -42,7 +44,7 @@ from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DAT
                          MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
                          cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
                          postgres_container_config, postgres_image, sql_memory_limit_mb)
-from .docker_engine import first_line, remove_volumes, volume_names
+from .docker_engine import remove_volumes, volume_names
 from .local import free_port
 
 
@@ -224,7 +226,7 @@ class DockerServer:
             if self.engine == "postgres":
                 with psycopg.connect(self._conninfo("postgres"), autocommit=True, connect_timeout=10) as conn:
                     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-                        conn.execute(f'CREATE DATABASE "{DATABASE}"')
+                        conn.execute(f"CREATE DATABASE {pg_name(DATABASE)}")
                         conn.execute(comment_sql(DATABASE, temporary=False))
             else:
                 docker_mssql.create_database(self._odbc("master"))

@@ -5,14 +5,10 @@ images, pulling an image, and removing what killed runs left (containers and vol
 
 from __future__ import annotations
 
+from ..util import first_line
 from ..errors import ProvisionError
 from .base import ImagePull, PullListener
 from .containers import LABEL_RUN
-
-
-def first_line(exc: BaseException | None) -> str:
-    text = str(exc or "").strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def connect():

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import shlex
 
+from ..engines.quoting import tsql_literal, tsql_name
 from ..engines import odbc
-from ..samplers.mssql_logic import quote_ident, quote_literal
 from .containers import DATABASE
 
 SYSTEM = ("tempdb", "model")
@@ -30,7 +30,7 @@ class NotReady(Exception):
 
 
 def ready_query(database: str = DATABASE) -> str:
-    names = ", ".join(quote_literal(name) for name in (*SYSTEM, database))
+    names = ", ".join(tsql_literal(name) for name in (*SYSTEM, database))
     return f"SELECT name, state_desc FROM sys.databases WHERE name IN ({names})"
 
 
@@ -58,7 +58,7 @@ def probe(conn_str: str, timeout: int, database: str = DATABASE) -> None:
 def create_database(conn_str: str, database: str = DATABASE) -> None:
     conn = odbc.connect(conn_str, autocommit=True, timeout=10)
     try:
-        conn.execute(f"IF DB_ID({quote_literal(database)}) IS NULL CREATE DATABASE {quote_ident(database)}")
+        conn.execute(f"IF DB_ID({tsql_literal(database)}) IS NULL CREATE DATABASE {tsql_name(database)}")
     finally:
         conn.close()
 

@@ -31,13 +31,14 @@ import time
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from ..engines.quoting import pg_literal, pg_name, pg_setting
+from ..util import first_line
 from ..engines import pg_settings
 from ..errors import ConfigError, ProvisionError
 from . import owned, registry
-from .base import Connection
+from .base import Connection, Leftover
 from .registry import AS_IS
 from .dsn_mssql import ExistingSqlServer
-from ..housekeeping.remote import Leftover
 
 MAINTENANCE = ("postgres", "template1")  # where CREATE and DROP DATABASE run from, in this order
 SYSTEM_DATABASES = ("postgres", "template0", "template1")  # the server's own: never a run's
@@ -137,7 +138,7 @@ class ExistingServer:
             return psycopg.connect(conninfo, autocommit=True, connect_timeout=10, application_name="concurbench:admin")
         except psycopg.Error as exc:
             where = self.safe if dbname is None else f"{self.server}/{dbname}"
-            raise ProvisionError(f"cannot connect to {where}: {_first_line(exc)}", exc) from None
+            raise ProvisionError(f"cannot connect to {where}: {first_line(exc)}", exc) from None
 
     def _maintenance(self) -> psycopg.Connection:
         """A connection to a database other than the run's, to create, inspect and drop the run's database."""
@@ -206,7 +207,7 @@ class ExistingServer:
 
     def _take(self, plan: owned.DatabasePlan) -> None:
         """Create the database, or mark it, as the plan says."""
-        name = _quoted(self.database)
+        name = pg_name(self.database)
         temporary = not self.keep_database
         try:
             with self._maintenance() as conn:
@@ -218,7 +219,7 @@ class ExistingServer:
                 elif plan.marker is not None and plan.marker.temporary and self.keep_database and plan.may_mark:
                     self._mark(conn, temporary=False)
         except psycopg.Error as exc:
-            raise ProvisionError(f"cannot prepare database {self.database} on {self.server}: {_first_line(exc)}",
+            raise ProvisionError(f"cannot prepare database {self.database} on {self.server}: {first_line(exc)}",
                                  exc) from None
 
     def _mark(self, conn, temporary: bool) -> None:
@@ -261,33 +262,33 @@ class ExistingServer:
                     "SELECT name, setting FROM pg_file_settings WHERE sourcefile LIKE '%%postgresql.auto.conf' "
                     "AND name = ANY(%s) AND applied", (names,)).fetchall())
                 for p in todo:
-                    conn.execute(f"ALTER SYSTEM SET {_ident(p.name)} = {_literal(p.wanted)}")
+                    conn.execute(f"ALTER SYSTEM SET {pg_setting(p.name)} = {pg_literal(p.wanted)}")
                     self.changed.append((p.name, previous.get(p.name)))
                 conn.execute("SELECT pg_reload_conf()")
             except psycopg.Error as exc:
                 self._restore(conn)
-                raise ProvisionError(f"cannot change server settings: {_first_line(exc)} (needs superuser "
+                raise ProvisionError(f"cannot change server settings: {first_line(exc)} (needs superuser "
                                      f"or ALTER SYSTEM privileges)") from None
             _wait_reloaded(conn, {p.name: p.wanted for p in todo})
 
     def _put_back(self) -> None:
         """_restore over a connection to the run's database, where the role's grants were found when applying."""
-        statements = "; ".join(f"ALTER SYSTEM {'RESET ' + name if old is None else f'SET {name} = {_literal(old)}'}"
+        statements = "; ".join(f"ALTER SYSTEM {'RESET ' + name if old is None else f'SET {name} = {pg_literal(old)}'}"
                                for name, old in reversed(self.changed))
         try:
             with self._connect() as conn:
                 self._restore(conn)
         except (psycopg.Error, ProvisionError) as exc:
             raise ProvisionError(f"the settings this run changed on {self.safe} could not be put back "
-                                 f"({_first_line(exc)}): as a superuser run {statements}; SELECT pg_reload_conf()",
+                                 f"({first_line(exc)}): as a superuser run {statements}; SELECT pg_reload_conf()",
                                  exc) from None
 
     def _restore(self, conn: psycopg.Connection) -> None:
         for name, old in reversed(self.changed):
             if old is None:
-                conn.execute(f"ALTER SYSTEM RESET {_ident(name)}")
+                conn.execute(f"ALTER SYSTEM RESET {pg_setting(name)}")
             else:
-                conn.execute(f"ALTER SYSTEM SET {_ident(name)} = {_literal(old)}")
+                conn.execute(f"ALTER SYSTEM SET {pg_setting(name)} = {pg_literal(old)}")
         if self.changed:
             conn.execute("SELECT pg_reload_conf()")
         self.changed = []
@@ -321,7 +322,7 @@ class ExistingServer:
                     raise ProvisionError(f"database {name} on {self.server} no longer carries concurbench's marker; "
                                          f"it was left as it is")
                 try:
-                    conn.execute(f"DROP DATABASE {_quoted(name)}")
+                    conn.execute(f"DROP DATABASE {pg_name(name)}")
                     return
                 except psycopg.errors.ObjectInUse:
                     if time.monotonic() >= deadline:
@@ -332,7 +333,7 @@ class ExistingServer:
                             f"drops it once they are gone") from None
                     time.sleep(0.1)
                 except psycopg.Error as exc:
-                    raise ProvisionError(f"database {name} on {self.server} was not dropped: {_first_line(exc)}",
+                    raise ProvisionError(f"database {name} on {self.server} was not dropped: {first_line(exc)}",
                                          exc) from None
 
     def leftovers(self) -> list[Leftover]:
@@ -358,10 +359,6 @@ class ExistingServer:
         return {"target": self.name, "connection": self.safe}
 
 
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _wait_reloaded(conn, wanted: dict, timeout_s: float = 5.0) -> None:
     """A reload reaches each session shortly after pg_reload_conf() returns: wait until this one sees the values
     (the run then records what differs; a value the server did not take is recorded as such after the wait)."""
@@ -371,21 +368,6 @@ def _wait_reloaded(conn, wanted: dict, timeout_s: float = 5.0) -> None:
         if all(pg_settings.same(value, found[name]) for name, value in wanted.items()):
             return
         time.sleep(0.05)
-
-
-def _ident(name: str) -> str:
-    if not name.replace("_", "").replace(".", "").isalnum():
-        raise ConfigError(f"not a setting name: {name!r}")
-    return name
-
-
-def _literal(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _factory(engine: str, settings: dict, options):

@@ -37,15 +37,15 @@ import time
 from dataclasses import replace
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..engines.quoting import tsql_name
 from ..engines import mssql_guards as guards
 from ..engines import odbc, sqlserver
 from ..engines.sqlserver import with_option
 from ..errors import ConcurbenchError, ConfigError, ProvisionError
-from ..housekeeping.remote import Leftover
-from ..samplers.mssql_logic import quote_ident
 from . import mssql_owned as mo
 from . import owned
-from .base import Connection
+from .base import Connection, Leftover
+from ..util import first_line
 from .mssql_sweep import Sweep
 
 LOOPBACK = ("127.", "localhost", "::1", "[::1]")
@@ -111,7 +111,7 @@ class ExistingSqlServer:
                                      application_name=f"concurbench:{purpose}")
         except Exception as exc:  # noqa: BLE001 - EngineError or a driver error
             raise ProvisionError(f"cannot connect to {self.safe} (database {database}): "
-                                 f"{getattr(exc, 'message', None) or odbc.first_line(exc)}") from None
+                                 f"{first_line(exc) if isinstance(exc, ConcurbenchError) else odbc.error_text(exc)}") from None
 
     def inspect(self) -> owned.DatabasePlan:
         """What a run would do about its database, read without changing anything."""
@@ -145,7 +145,7 @@ class ExistingSqlServer:
             raise
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
             raise ProvisionError(f"cannot read what database {self.database} on {self.where} is: "
-                                 f"{odbc.first_line(exc)}") from None
+                                 f"{odbc.error_text(exc)}") from None
 
     @property
     def owns_database(self) -> bool:
@@ -183,7 +183,7 @@ class ExistingSqlServer:
             conn.execute(mo.create_sql(self.database))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             raise ProvisionError(f"cannot create database {self.database} on {self.where}: "
-                                 f"{odbc.first_line(exc)}") from None
+                                 f"{odbc.error_text(exc)}") from None
         finally:
             conn.close()
         try:
@@ -198,7 +198,7 @@ class ExistingSqlServer:
             conn.execute(mo.mark_sql(text, update))
         except Exception as exc:  # noqa: BLE001 - pyodbc errors
             raise ProvisionError(f"cannot mark database {self.database} on {self.where} as concurbench's "
-                                 f"(sp_addextendedproperty): {odbc.first_line(exc)}") from None
+                                 f"(sp_addextendedproperty): {odbc.error_text(exc)}") from None
         finally:
             conn.close()
 
@@ -234,7 +234,7 @@ class ExistingSqlServer:
 
     def _later(self) -> str:
         return (f"`concurbench gc --target dsn --dsn '{self.safe}' --yes` drops it once no session uses it "
-                f"(or DROP DATABASE {quote_ident(self.database)})")
+                f"(or DROP DATABASE {tsql_name(self.database)})")
 
     def _drop(self, conn) -> None:
         later = self._later()
@@ -251,7 +251,7 @@ class ExistingSqlServer:
             except Exception as exc:  # noqa: BLE001 - pyodbc errors: in use (3702) is tried again
                 if odbc.error_number_from_pyodbc(exc) != IN_USE or attempt == DROP_ATTEMPTS:
                     raise ProvisionError(f"the run's temporary database {self.database} on {self.where} could not "
-                                         f"be dropped ({odbc.first_line(exc)}); {later}") from None
+                                         f"be dropped ({odbc.error_text(exc)}); {later}") from None
             self.sleep(DROP_PAUSE_S)
 
     # -- what killed runs left (concurbench gc --target dsn) ---------------------------------------------------

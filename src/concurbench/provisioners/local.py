@@ -23,6 +23,7 @@ from pathlib import Path
 import psycopg
 
 from ..errors import ProvisionError
+from ..engines.quoting import pg_name
 from .base import Connection, home_dir
 from .owned import comment_sql
 
@@ -183,7 +184,7 @@ class LocalPostgres:
             with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
                 exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone()
                 if not exists:
-                    conn.execute(f'CREATE DATABASE "{self.database}"')
+                    conn.execute(f"CREATE DATABASE {pg_name(self.database)}")
                     if self.mark:
                         conn.execute(comment_sql(self.database, temporary=False))
         except psycopg.Error as exc:

@@ -33,7 +33,7 @@ no level0 arguments; ALTER or CONTROL on the database, or db_owner); sys.dm_exec
 
 from __future__ import annotations
 
-from ..samplers.mssql_logic import quote_ident, quote_literal
+from ..engines.quoting import tsql_literal, tsql_name
 from . import owned
 from .owned import DatabasePlan, Ownership
 
@@ -59,17 +59,17 @@ USER_OBJECTS = f"""SELECT TOP ({owned.LISTED}) kind, name, COUNT(*) OVER () AS t
 
 
 def create_sql(database: str) -> str:
-    return f"CREATE DATABASE {quote_ident(database)}"
+    return f"CREATE DATABASE {tsql_name(database)}"
 
 
 def drop_sql(database: str) -> str:
-    return f"DROP DATABASE {quote_ident(database)}"
+    return f"DROP DATABASE {tsql_name(database)}"
 
 
 def mark_sql(text: str, update: bool = False) -> str:
     """The marker, written in the connection's database (an extended property at the database level)."""
     procedure = "sp_updateextendedproperty" if update else "sp_addextendedproperty"
-    return f"EXEC sys.{procedure} @name = {quote_literal(owned.PROPERTY)}, @value = {quote_literal(text)}"
+    return f"EXEC sys.{procedure} @name = {tsql_literal(owned.PROPERTY)}, @value = {tsql_literal(text)}"
 
 
 def server_facts(conn, database: str) -> tuple[bool, str, bool, bool]:

@@ -38,12 +38,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..engines.quoting import tsql_literal, tsql_name
 from ..engines import mssql_config as mc
 from ..engines import mssql_guards as guards
 from ..engines import odbc
 from ..errors import ConfigError, ProvisionError
-from ..housekeeping.remote import Leftover
-from ..samplers.mssql_logic import quote_ident
+from .base import Leftover
 from . import mssql_owned as mo
 from . import owned
 
@@ -111,7 +111,7 @@ class Sweep:
             raise
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
             raise ProvisionError(f"cannot look for what killed runs left on {self.where}: "
-                                 f"{odbc.first_line(exc)}") from None
+                                 f"{odbc.error_text(exc)}") from None
         finally:
             conn.close()
         self.found = {(item.kind, item.name): data for item, data in found}
@@ -207,7 +207,7 @@ class Sweep:
             for sql in self._removal(leftover, data):
                 conn.execute(sql)
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
-            raise ProvisionError(f"{odbc.first_line(exc)}") from None
+            raise ProvisionError(f"{odbc.error_text(exc)}") from None
         finally:
             conn.close()
 
@@ -217,12 +217,12 @@ class Sweep:
             off = [f"DBCC TRACEOFF({int(data['flag'])}, -1)"] if data["on"] else []
             return off + guards.unrecord(data["record"])
         if leftover.kind == SETTING:
-            back = [f"EXEC sp_configure {mc.literal(data['option'])}, {int(data['old'])}", "RECONFIGURE"] \
+            back = [f"EXEC sp_configure {tsql_literal(data['option'])}, {int(data['old'])}", "RECONFIGURE"] \
                 if data["restore"] else []
             return back + guards.unrecord(data["record"])
         if leftover.kind == XE:
-            stop = [f"ALTER EVENT SESSION {quote_ident(leftover.name)} ON SERVER STATE = STOP"] if data["running"] else []
-            return stop + [f"DROP EVENT SESSION {quote_ident(leftover.name)} ON SERVER"]
+            stop = [f"ALTER EVENT SESSION {tsql_name(leftover.name)} ON SERVER STATE = STOP"] if data["running"] else []
+            return stop + [f"DROP EVENT SESSION {tsql_name(leftover.name)} ON SERVER"]
         if leftover.kind == TRACE:
             return [f"IF EXISTS (SELECT 1 FROM sys.traces WHERE id = {data['id']} AND status = 1) "
                     f"BEGIN EXEC sys.sp_trace_setstatus {data['id']}, 0 END",
@@ -239,7 +239,7 @@ class Sweep:
         except ProvisionError:
             raise
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
-            raise ProvisionError(odbc.first_line(exc)) from None
+            raise ProvisionError(odbc.error_text(exc)) from None
         finally:
             conn.close()
 

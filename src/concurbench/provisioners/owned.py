@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import StrEnum
 
+from ..engines.quoting import pg_literal, pg_name, pg_shown_name, tsql_name
+
 DATABASE = "concurbench"  # the database created when the DSN names none
 MARKER = "concurbench database"  # every marker starts so; what follows says temporary or kept
 TEMPORARY = "temporary"
@@ -91,9 +93,7 @@ def parse_marker(text: str | None) -> Marker | None:
 
 def comment_sql(database: str, temporary: bool) -> str:
     """PostgreSQL: the statement that marks `database` as concurbench's."""
-    name = '"' + database.replace('"', '""') + '"'
-    text = "'" + marker_text(temporary).replace("'", "''") + "'"
-    return f"COMMENT ON DATABASE {name} IS {text}"
+    return f"COMMENT ON DATABASE {pg_name(database)} IS {pg_literal(marker_text(temporary))}"
 
 
 def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
@@ -125,17 +125,16 @@ def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
 def create_grant(role: str, engine: str) -> str:
     """The statement that lets a role or login create databases."""
     if engine == "mssql":
-        return f"ALTER SERVER ROLE dbcreator ADD MEMBER [{role.replace(']', ']]')}]"
-    return f'ALTER ROLE "{role}" CREATEDB' if not role.isidentifier() or role != role.lower() \
-        else f"ALTER ROLE {role} CREATEDB"
+        return f"ALTER SERVER ROLE dbcreator ADD MEMBER {tsql_name(role)}"
+    return f"ALTER ROLE {pg_shown_name(role)} CREATEDB"
 
 
 def create_for(role: str, database: str, engine: str) -> str:
     """How an administrator makes an empty database a role may use as its own."""
     if engine == "mssql":
-        return f"CREATE DATABASE [{database}]; then in it: CREATE USER [{role}] FOR LOGIN [{role}]; " \
-               f"ALTER ROLE db_owner ADD MEMBER [{role}]"
-    return f"CREATE DATABASE {database} OWNER {role}"
+        return f"CREATE DATABASE {tsql_name(database)}; then in it: CREATE USER {tsql_name(role)} FOR LOGIN " \
+               f"{tsql_name(role)}; ALTER ROLE db_owner ADD MEMBER {tsql_name(role)}"
+    return f"CREATE DATABASE {pg_shown_name(database)} OWNER {pg_shown_name(role)}"
 
 
 def _user() -> str:

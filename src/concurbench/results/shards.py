@@ -24,9 +24,14 @@ from dataclasses import dataclass
 from ..errors import ConfigError
 
 _SHARD = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-SHARD_AND_CHECK = ("--shard cannot be used with --check: the sequential check decides from all the data, and a "
-                   "shard has only its share; run the shards without --check, then `concurbench merge SHARD_DIR... "
-                   "-o DIR --check` judges the claims on the merged data")
+
+
+def refuse_with_check(shard: "Shard | None", checked: bool) -> None:
+    """A shard and --check do not go together: ConfigError (the one place it is said)."""
+    if shard is not None and checked:
+        raise ConfigError("--shard cannot be used with --check: the sequential check decides from all the data, and "
+                          "a shard has only its share; run the shards without --check, then `concurbench merge "
+                          "SHARD_DIR... -o DIR --check` judges the claims on the merged data")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from ..report.render import RunReport
 from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
-from ..results.shards import SHARD_AND_CHECK, Plan, Shard
+from ..results.shards import Plan, Shard, refuse_with_check
 from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from ..samplers.base import SamplerDriver
 from ..samplers.registry import build as build_samplers
@@ -156,8 +156,7 @@ class Runner:
         # --shard: the plan of the whole run and this shard's (server position, repeat, variant, point)s;
         # ConfigError here, before any server starts, when the run has fewer combinations than shards
         self.shard = shard
-        if shard is not None and check is not None:
-            raise ConfigError(SHARD_AND_CHECK)
+        refuse_with_check(shard, check is not None)
         self.plan = None if shard is None else Plan.of(len(self.provisioners), self._variants_or_all(), self.repeat)
         self.share = None if shard is None else {(c.server, c.repeat, c.variant, c.point)
                                                  for c in shard.combinations(self.plan)}

@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Callable, ClassVar, Sequence
 
+from ..util import first_line
 from ..scenario.model import SamplerSpec
 
 
@@ -67,11 +68,6 @@ class Sampler:
         raise NotImplementedError
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def numeric_delta(before: dict, after: dict) -> dict:
     out = {}
     for key, value in after.items():
@@ -119,7 +115,7 @@ class SamplerDriver:
                 try:
                     sampler.attach(self.connect)
                 except Exception as exc:  # noqa: BLE001 - the sampler reads without its own work
-                    self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
+                    self.errors.append(f"sampler {sampler.name}: {first_line(exc)}")
         self._thread = threading.Thread(target=self._loop, name="concurbench-samplers", daemon=True)
         self._thread.start()
 
@@ -146,7 +142,7 @@ class SamplerDriver:
             try:
                 sampler.detach()
             except Exception as exc:  # noqa: BLE001 - reported; the readings taken stand
-                self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
+                self.errors.append(f"sampler {sampler.name}: {first_line(exc)}")
         if self.conn is not None:
             try:
                 self.conn.close()
@@ -160,12 +156,12 @@ class SamplerDriver:
         try:
             return sampler.read(self.conn)
         except Exception as exc:  # noqa: BLE001 - a failing sampler must not stop the measurement
-            if self._lost() and self._reconnect(_first_line(exc)):
+            if self._lost() and self._reconnect(first_line(exc)):
                 try:
                     return sampler.read(self.conn)
                 except Exception as again:  # noqa: BLE001
                     exc = again
-            self.errors.append(f"sampler {sampler.name}: {_first_line(exc)}")
+            self.errors.append(f"sampler {sampler.name}: {first_line(exc)}")
             try:
                 self.conn.rollback()
             except Exception:  # noqa: BLE001
@@ -191,7 +187,7 @@ class SamplerDriver:
                 sampler.prepare(self.conn, self.version_num)
         except Exception as exc:  # noqa: BLE001 - reported, and the measurement goes on without readings
             self.errors.append(f"samplers: the connection was lost ({lost}) and could not be made again: "
-                               f"{_first_line(exc)}; no more readings")
+                               f"{first_line(exc)}; no more readings")
             self._given_up = True
             return False
         self.errors.append(f"samplers: the connection was lost ({lost}) and made again")
@@ -208,7 +204,7 @@ class SamplerDriver:
                 note = s.settle(self.conn, closing=closing, sessions=self.sessions, clock=self.clock,
                                 sleep=self.sleep)
             except Exception as exc:  # noqa: BLE001 - the readings are still taken, with a note
-                note = _first_line(exc)
+                note = first_line(exc)
                 try:
                     self.conn.rollback()
                 except Exception:  # noqa: BLE001

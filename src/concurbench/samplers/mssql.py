@@ -10,11 +10,12 @@ pages of sys.dm_db_index_physical_stats and sys.dm_tran_active_snapshot_database
 
 from __future__ import annotations
 
+from ..engines.quoting import tsql_name
 from ..errors import ConfigError, EngineError
 from .base import Sampler
 from .mssql_counters import LockWaits, PerfCounters, TempdbAllocation, VersionStore
 from .mssql_latches import TempdbLatches
-from .mssql_logic import dict_rows, quote_ident
+from .mssql_logic import dict_rows
 from .mssql_requests import Requests
 from .mssql_waits import WaitStats
 
@@ -24,10 +25,10 @@ def _object_name(table: str, database: str | None) -> str:
     parts = [p for p in table.split(".")]
     if not 1 <= len(parts) <= 2 or not all(parts):
         raise ConfigError(f"index_physical_stats: table must be `name` or `schema.name`, got {table!r}")
-    quoted = [quote_ident(p) for p in parts]
+    quoted = [tsql_name(p) for p in parts]
     if database is None:
         return ".".join(quoted)
-    return quote_ident(database) + "." + (quoted[0] + "." + quoted[1] if len(quoted) == 2 else "." + quoted[0])
+    return tsql_name(database) + "." + (quoted[0] + "." + quoted[1] if len(quoted) == 2 else "." + quoted[0])
 
 
 def aggregate_levels(rows: list[dict]) -> list[dict]:
@@ -132,7 +133,7 @@ class IndexPhysicalStats(Sampler):
             raise EngineError(f"index_physical_stats: no table {self.table!r}"
                               + (f" in database {self.database!r}" if self.database else ""))
         self.database_id, self.object_id = int(database_id), int(object_id)
-        sql = self.INDEXES_IN.format(database=quote_ident(self.database)) if self.database else self.INDEXES
+        sql = self.INDEXES_IN.format(database=tsql_name(self.database)) if self.database else self.INDEXES
         self.index_names = {int(i): n for i, n in conn.execute(sql, self.object_id).fetchall()}
 
     def read(self, conn):

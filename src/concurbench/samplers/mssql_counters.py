@@ -27,9 +27,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..engines.quoting import tsql_literal
 from .base import Sampler
-from .mssql_logic import (RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max,
-                          quote_literal)
+from .mssql_logic import RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max
 
 EVERY = "*"  # as the instance of a counter: every instance, the column suffixed by the instance's name
 
@@ -58,9 +58,9 @@ class CounterSampler(Sampler):
     def query(cls) -> str:
         counters = sorted({c[2] for c in cls.COUNTERS} | set(cls.BASES))
         instances = sorted({c[3] for c in cls.COUNTERS})
-        where = f"WHERE counter_name IN ({', '.join(quote_literal(c) for c in counters)})"
+        where = f"WHERE counter_name IN ({', '.join(tsql_literal(c) for c in counters)})"
         if EVERY not in instances:
-            where += f" AND instance_name IN ({', '.join(quote_literal(i) for i in instances)})"
+            where += f" AND instance_name IN ({', '.join(tsql_literal(i) for i in instances)})"
         return ("SELECT RTRIM(object_name) AS object_name, RTRIM(counter_name) AS counter_name, "
                 "RTRIM(instance_name) AS instance_name, cntr_value, cntr_type "
                 f"FROM sys.dm_os_performance_counters {where}")

@@ -295,33 +295,3 @@ def other_page_counts(rows: Iterable[tuple[str, str, int]], database_id: int = T
         if db == database_id and page_type(page) == "other":
             out[(file_id, page)] = out.get((file_id, page), 0) + int(tasks or 0)
     return out
-
-
-# -- T-SQL quoting -----------------------------------------------------------------------------------
-_SIMPLE_NAME = re.compile(r"^[A-Za-z0-9_]+$")
-
-
-def check_name(name: str, what: str = "name") -> str:
-    """`name` if it is letters, digits and underscores only (the names scenarios may use), else ValueError."""
-    if not isinstance(name, str) or not _SIMPLE_NAME.match(name):
-        raise ValueError(f"{what} must be letters, digits and underscores, got {name!r}")
-    return name
-
-
-def quote_ident(name: str) -> str:
-    """A bracket-quoted identifier: `a]b` -> `[a]]b]` (QUOTENAME's rule)."""
-    if not name or "\x00" in name or len(name) > 128:
-        raise ValueError(f"not a valid identifier: {name!r}")
-    return "[" + name.replace("]", "]]") + "]"
-
-
-def quote_literal(text: str) -> str:
-    """A Unicode string literal: `it's` -> `N'it''s'`."""
-    if "\x00" in text:
-        raise ValueError("a string literal cannot hold NUL")
-    return "N'" + text.replace("'", "''") + "'"
-
-
-def like_prefix(text: str) -> str:
-    """A LIKE pattern matching strings that start with `text` (its `[`, `%` and `_` taken literally)."""
-    return text.replace("[", "[[]").replace("%", "[%]").replace("_", "[_]") + "%"
