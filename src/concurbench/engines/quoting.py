@@ -45,10 +45,7 @@ def tsql_name(name: str) -> str:
 
 def tsql_literal(text: object) -> str:
     """A T-SQL Unicode string literal: `it's` -> `N'it''s'`."""
-    text = str(text)
-    if "\x00" in text:
-        raise ValueError("a string literal cannot hold NUL")
-    return "N'" + text.replace("'", "''") + "'"
+    return "N" + _quoted(text)
 
 
 def tsql_like_prefix(text: str) -> str:
@@ -71,10 +68,7 @@ def pg_shown_name(name: str) -> str:
 
 def pg_literal(text: object) -> str:
     """A PostgreSQL string literal: `it's` -> `'it''s'`."""
-    text = str(text)
-    if "\x00" in text:
-        raise ValueError("a string literal cannot hold NUL")
-    return "'" + text.replace("'", "''") + "'"
+    return _quoted(text)
 
 
 def pg_setting(name: str) -> str:
@@ -82,3 +76,11 @@ def pg_setting(name: str) -> str:
     if not isinstance(name, str) or not _SETTING.match(name):
         raise ValueError(f"not a setting name: {name!r}")
     return name
+
+
+def _quoted(value: object) -> str:
+    """A string literal in single quotes with `'` doubled, the rule both engines share."""
+    text = str(value)
+    if "\x00" in text:
+        raise ValueError("a string literal cannot hold NUL")
+    return "'" + text.replace("'", "''") + "'"
