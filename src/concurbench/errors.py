@@ -43,11 +43,7 @@ class RunError(ConcurbenchError):
     """The run could not be completed."""
 
 
-class CheckError(ConcurbenchError):
-    """A claim of the scenario's `expect` section failed."""
-
-
 class Interrupted(ConcurbenchError):
-    """The user interrupted the run (Ctrl-C or SIGTERM); measured results were kept."""
+    """The user interrupted the run (Ctrl-C, SIGTERM or SIGHUP); measured results were kept."""
 
     exit_code = 130

@@ -51,3 +51,11 @@ def test_the_readme_is_the_front_door():
     commands = block.group(1).splitlines()
     assert len(commands) == 2 and "concurbench run" in commands[0] and "pytest" in commands[1]
     assert len(text.encode()) < 10_000, f"README.md is {len(text.encode()):,} bytes"
+
+
+def test_the_docs_name_no_local_paths():
+    """A developer's checkout or home (/work/..., /home/..., /root/...) means nothing on a reader's machine."""
+    found = [f"{path.relative_to(ROOT)}:{i}: {line.strip()}" for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"(?<![\w.])/(work|home|root)/", line)]
+    assert not found, "\n".join(found)

@@ -14,7 +14,7 @@ from concurbench.results.metrics import pool_metrics
 from concurbench.results.model import (PoolResult, PublishedFigure, Run, ScenarioInfo, ServerInfo, Source,
                                        Unavailable, VariantRun)
 from concurbench.report.render import markdown
-from concurbench.report.tables import build_report, fmt, human_bytes, measured_value
+from concurbench.report.tables import build_report, fmt, measured_value
 from concurbench.workload.stats import PoolStats
 
 MS = 1_000_000
@@ -244,13 +244,6 @@ def test_markdown_escapes_pipes():
 ])
 def test_fmt(value, digits, text):
     assert fmt(value, digits) == text
-
-
-def test_human_bytes():
-    assert human_bytes(None) == "–"
-    assert human_bytes(512) == "512 B"
-    assert human_bytes(2048) == "2.0 kB"
-    assert human_bytes(5 * 1024 ** 3) == "5.0 GB"
 
 
 def test_an_unavailable_metric_reads_as_its_reason_in_lookups_tables_and_csv(run):

@@ -321,7 +321,3 @@ def collect(*, dry_run: bool = False, force: bool = False, home: Path | None = N
         if not dry_run:
             liveruns.unregister(run.note)
     return actions
-
-
-def orphaned_servers(home: Path | None = None) -> list[ServerState]:
-    return [s for s in find_servers(home) if s.orphaned]

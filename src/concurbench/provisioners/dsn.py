@@ -43,7 +43,6 @@ from .dsn_mssql import ExistingSqlServer
 MAINTENANCE = ("postgres", "template1")  # where CREATE and DROP DATABASE run from, in this order
 SYSTEM_DATABASES = ("postgres", "template0", "template1")  # the server's own: never a run's
 DROP_WAIT_S = 10.0  # the run's own sessions leave the database shortly after they close
-INVALID_CATALOG = "3D000"  # the database does not exist
 SYSTEM_SCHEMAS = ("SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema', 'pg_toast') "
                   "OR nspname LIKE 'pg\\_temp\\_%%' OR nspname LIKE 'pg\\_toast\\_temp\\_%%'")
 # Objects made after initdb (OIDs from 16384, FirstNormalObjectId) outside the system schemas, not members of an

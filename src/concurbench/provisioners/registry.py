@@ -80,11 +80,6 @@ def make_provisioner(engine: str, settings: dict, options: TargetOptions):
     return factory(engine, dict(settings), options)
 
 
-def target_names() -> list[str]:
-    _load_optional()
-    return sorted(TARGETS)
-
-
 def _load_optional() -> None:
     """Targets in their own modules register themselves when imported."""
     for module in ("binaries", "docker", "dsn"):

@@ -44,16 +44,6 @@ def fmt(value, digits: int = 1) -> str:
     return str(value)
 
 
-def human_bytes(value) -> str:
-    if value is None:
-        return "–"
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(value) < 1024 or unit == "GB":
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1024
-    return str(value)
-
-
 def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1) -> str:
     """The value, or `mean ± 95% half-width` when the result folds several repeats."""
     s = cell_stats(result, pool, metric)
@@ -85,13 +75,6 @@ def marked(r: VariantRun) -> str:
 def status_notes(runs: list[VariantRun]) -> list[str]:
     found = dict.fromkeys(r.status for r in runs if unfinished(r))
     return [f"* {STATUS_NOTES.get(status, status)}" for status in found]
-
-
-def _point_label(point, clients: dict) -> str:
-    if point is not None:
-        return f"{point} clients"
-    measured = ", ".join(f"{n} {p}" for p, n in clients.items())
-    return measured
 
 
 def build_report(run: Run) -> Report:

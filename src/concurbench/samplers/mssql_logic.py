@@ -102,13 +102,6 @@ def counter_row_key(row: dict) -> str:
     return counter_key(*_key(row))
 
 
-def counter_totals(first: list[dict], last: list[dict]) -> dict[str, int]:
-    """Growth of each cumulative per-second counter (types 272696320, 272696576) between two readings."""
-    old = {counter_row_key(r): r["cntr_value"] for r in first if int(r["cntr_type"]) in RATE_TYPES}
-    return {key: r["cntr_value"] - old[key] for r in last
-            if int(r["cntr_type"]) in RATE_TYPES and (key := counter_row_key(r)) in old}
-
-
 def _base_names(counter: str) -> list[str]:
     low = counter.lower()
     plain = re.sub(r"\s*\([^)]*\)\s*$", "", low)  # "Average Wait Time (ms)" -> "average wait time"
