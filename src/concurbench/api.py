@@ -140,7 +140,7 @@ class Outcome(RunOutcome):
 
     def kept(self) -> list[str]:
         """How to reach each server left running (Target.keep), from the provisioners that can say so."""
-        return [hint() for p in self.provisioners for hint in [getattr(p, "connect_hint", None)] if hint]
+        return [hint for p in self.provisioners if (hint := p.connect_hint()) is not None]
 
 
 @dataclass

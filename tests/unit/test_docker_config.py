@@ -166,7 +166,7 @@ def test_generated_passwords_are_strong_and_need_no_quoting():
 
 @pytest.mark.parametrize("engine", ["postgres", "mssql"])
 def test_password_is_in_conninfo_only(engine):
-    server = target.DockerServer(engine, "img:1", {"work_mem": "4MB"}, run_id="r1")
+    server = target.DockerServer(engine, "img:1", {"work_mem": "4MB"}, run_id="r1", keep=True)  # a hint when kept
     server.port = 50001
     server._odbc_driver = "ODBC Driver 18 for SQL Server"
     password = server._password
@@ -177,6 +177,7 @@ def test_password_is_in_conninfo_only(engine):
     assert password not in repr(server.labels)
     assert "printenv" in server.connect_hint() and "docker rm -f -v" in server.connect_hint()
     assert server.describe()["container"].startswith("concurbench-r1-")
+    assert target.DockerServer(engine, "img:1").connect_hint() is None  # not kept: nothing to reach
 
 
 # -- the target in the registry ---------------------------------------------------------------------------

@@ -50,8 +50,8 @@ def test_standin_without_a_database_the_run_creates_its_own_marked_temporary_and
     assert sqlserver.database_of(connection.conninfo) == owned.DATABASE and "s3cret" not in connection.safe
     marker = owned.parse_marker(server.properties[owned.DATABASE][owned.PROPERTY])
     assert marker is not None and marker.temporary
-    assert dsn.owns_database and dsn.drops_database
-    configurator = sqlserver.configurator(dsn, connection.conninfo)
+    assert dsn.policy().owns_database and dsn.policy().drops_database
+    configurator = sqlserver.configurator(dsn.policy(), connection.conninfo)
     assert configurator.database == owned.DATABASE and configurator.database_owned and configurator.drops_database
     dsn.stop()
     assert owned.DATABASE not in server.databases and server.objects["app"] == {"dbo.accounts"}
@@ -72,7 +72,7 @@ def test_standin_an_empty_named_database_is_marked_kept_and_never_dropped(monkey
     server = StandInDsnServer.with_databases(bench=[])
     dsn = target(server, monkeypatch, "bench")
     dsn.start()
-    assert dsn.plan.ownership == owned.Ownership.EMPTY and dsn.owns_database and not dsn.drops_database
+    assert dsn.plan.ownership == owned.Ownership.EMPTY and dsn.policy().owns_database and not dsn.policy().drops_database
     assert not owned.parse_marker(server.properties["bench"][owned.PROPERTY]).temporary
     dsn.stop()
     assert "bench" in server.databases
@@ -108,7 +108,7 @@ def test_standin_a_killed_runs_temporary_database_is_used_and_dropped(monkeypatc
     server.objects[owned.DATABASE] = {"dbo.accounts"}  # the killed run's own table
     dsn = target(server, monkeypatch)
     dsn.start()
-    assert dsn.plan.ownership == owned.Ownership.OWN and dsn.drops_database
+    assert dsn.plan.ownership == owned.Ownership.OWN and dsn.policy().drops_database
     dsn.stop()
     assert owned.DATABASE not in server.databases
 

@@ -10,6 +10,7 @@ import psycopg
 import psycopg.errors
 import pytest
 
+from concurbench.engines.base import ChangePolicy
 from concurbench.engines import postgres, sqlserver
 from concurbench.engines.base import Engine
 from concurbench.engines.registry import ENGINES, get_engine
@@ -45,7 +46,7 @@ def test_every_engine_has_every_member_with_the_protocols_parameters(name):
 
 
 def test_the_capabilities_an_engine_lacks_do_nothing():
-    assert postgres.configurator(object(), "host=127.0.0.1") is None
+    assert postgres.configurator(ChangePolicy(), "host=127.0.0.1") is None
     untouched = object()  # any call on it would raise AttributeError
     assert sqlserver.flush_statistics(untouched, 16_000_000) is None
     assert postgres.flush_statistics(untouched, 140_000) is None  # before 15: nothing to ask the server

@@ -15,6 +15,7 @@ import pytest
 from ruamel.yaml import YAML
 from test_tsql_parses import check_tsql
 
+from concurbench.engines.base import ChangePolicy
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines.odbc import CONNECTION, classify
 from concurbench.errors import ConfigError, EngineError
@@ -179,7 +180,7 @@ def test_files_are_removed_only_by_patterns_an_observer_writes():
 
 def test_the_configurator_never_falls_back_to_master():
     with pytest.raises(EngineError, match="names no database"):
-        sqlserver.configurator(object(), "Driver={FreeTDS};Server=db.lab;UID=sa;PWD=pw")
+        sqlserver.configurator(ChangePolicy(), "Driver={FreeTDS};Server=db.lab;UID=sa;PWD=pw")
 
 
 # -- the container's limits -------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 from mssql_standin import StandInSession, StandInSqlError, StandInSqlServer
 
+from concurbench.engines.base import ChangePolicy
 from concurbench.engines import mssql_config as mc
 from concurbench.engines import sqlserver
 from concurbench.errors import ConfigError, EngineError, ProvisionError
@@ -26,9 +27,9 @@ def configured(*, database_owned: bool, allowed: bool = True, as_is: bool = Fals
     is concurbench's or not (`database_owned`: what the dsn provisioner found or made)."""
     server = StandInSqlServer()
     conn = server.connect(CONNINFO)
-    provisioner = SimpleNamespace(name="dsn", allow=allowed, as_is=as_is, owns_database=database_owned,
-                                  drops_database=drops_database)
-    config = sqlserver.configurator(provisioner, CONNINFO)
+    policy = ChangePolicy(owned=False, allow_server_changes=allowed, as_is=as_is, owns_database=database_owned,
+                          drops_database=drops_database)
+    config = sqlserver.configurator(policy, CONNINFO)
     config.sleep = lambda s: None
     return server, conn, config
 

@@ -40,8 +40,8 @@ def pauses(monkeypatch):
     slept: list[float] = []
     make = sqlserver.configurator
 
-    def configurator(provisioner, conninfo):
-        config = make(provisioner, conninfo)
+    def configurator(policy, conninfo):
+        config = make(policy, conninfo)
         config.sleep = slept.append
         return config
 
@@ -117,7 +117,7 @@ def with_a_second_tempdb_file(server: StandInSqlServer, tmp_path) -> _Server:
     runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="dsn")
     state = _Server(provisioner)
     state.conn = server.connect(provisioner.start().conninfo)
-    state.config = runner.eng.configurator(provisioner, provisioner.start().conninfo)
+    state.config = runner.eng.configurator(provisioner.policy(), provisioner.start().conninfo)
     runner._configure(state, {"tempdb_files": "2"}, {})
     return state
 

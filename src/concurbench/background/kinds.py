@@ -23,4 +23,4 @@ def make_background(spec, conninfo: str, engine, *, remove_files=None, lifetime_
 
 def background_events(sessions) -> list[dict]:
     """The timeline events of a variant's background sessions (kinds that record none give none)."""
-    return [e for bg in sessions for e in (bg.timeline() if hasattr(bg, "timeline") else [])]
+    return [e for bg in sessions for e in bg.timeline()]

@@ -291,6 +291,9 @@ class LogDrain:
         if proc.returncode not in (0, None) and not self.stats and not self.notes:
             self.notes.append(f"the drain ended with exit code {proc.returncode}: {(err or '').strip()[-200:]}")
 
+    def timeline(self) -> list[dict]:
+        return []  # it records no events of its own
+
     def describe(self) -> dict:
         out = {"name": self.spec.name, "kind": self.spec.kind, "rate_bytes_s": self.spec.rate,
                "fifo": self.fifo, **{f"drain_{k}": v for k, v in self.stats.items()}}

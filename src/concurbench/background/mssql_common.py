@@ -177,5 +177,8 @@ class ServerObserver:
     def _teardown(self) -> None:
         raise NotImplementedError
 
+    def timeline(self) -> list[dict]:
+        return []  # an observer records no events of its own
+
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:
         pass

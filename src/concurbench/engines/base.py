@@ -9,7 +9,19 @@ engines to it, names and parameters.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class ChangePolicy:
+    """What a run may change on the server its provisioner gives (provisioners/base.py's `policy()`)."""
+
+    owned: bool = True  # a server concurbench started: any setting, and restarts
+    allow_server_changes: bool = False  # a server it does not own: server-wide changes, put back at the end
+    as_is: bool = False  # --server-settings as-is: what cannot be changed is left and recorded
+    owns_database: bool = True  # the run's database is concurbench's: database options may be set there
+    drops_database: bool = False  # and it goes when the run ends, so its options need no putting back
 
 
 class Channel(Protocol):
@@ -75,9 +87,9 @@ class Engine(Protocol):
     def setting_differences(self, conn: Any, settings: dict, database: dict, *, allowed: bool) -> list[dict]:
         """The scenario's settings a server concurbench does not own does not match."""
 
-    def configurator(self, provisioner: Any, conninfo: str) -> Configurator | None:
-        """What applies the scenario's options over a connection, or None where the provisioner alone
-        sets them (PostgreSQL: a restart with the settings)."""
+    def configurator(self, policy: ChangePolicy, conninfo: str) -> Configurator | None:
+        """What applies the scenario's options over a connection, as far as `policy` lets it, or None where the
+        provisioner alone sets them (PostgreSQL: a restart with the settings)."""
 
     def flush_statistics(self, conn: Any, version_num: int) -> None:
         """Before a window: have the server count this session's activity so far, so that the window does

@@ -116,7 +116,7 @@ def flush_statistics(conn: psycopg.Connection, version_num: int) -> None:
             raise EngineError(f"flushing the session's statistics failed: {first_line(exc)}", exc) from exc
 
 
-def configurator(provisioner, conninfo: str) -> None:
+def configurator(policy, conninfo: str) -> None:
     """None: a PostgreSQL server's settings are its provisioner's (started or restarted with them, or a dsn
     server's applied by the provisioner), and PostgreSQL has no `database:` options."""
     return None

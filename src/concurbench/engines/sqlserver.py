@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 
+from .base import ChangePolicy
 from ..errors import EngineError, ProvisionError
 from . import mssql_differences, odbc
 from . import mssql_guards as guards
@@ -270,19 +271,17 @@ class Configurator:
         return problems + mc.restore(conn, changes, self.sleep)
 
 
-def configurator(provisioner, conninfo: str) -> Configurator:
+def configurator(policy: ChangePolicy, conninfo: str) -> Configurator:
     """The run's database is the one of the connection string (the dsn target writes it there); never
-    a default, so database options never land on master. On the dsn target the provisioner says whether
-    that database is concurbench's (`owns_database`) and whether it goes at the end (`drops_database`)."""
+    a default, so database options never land on master. The provisioner's policy says whether the server
+    is concurbench's, what may change on one that is not, whether that database is concurbench's
+    (`owns_database`) and whether it goes at the end (`drops_database`)."""
     database = database_of(conninfo)
     if not database:
         raise EngineError("the connection string names no database (Database=...), so concurbench cannot tell "
                           "which database to set the scenario's options on; name one in the DSN")
-    owned = getattr(provisioner, "name", "") != "dsn"
-    return Configurator(database, owned=owned, allowed=bool(getattr(provisioner, "allow", False)),
-                        as_is=bool(getattr(provisioner, "as_is", False)),
-                        database_owned=owned or bool(getattr(provisioner, "owns_database", False)),
-                        drops_database=bool(getattr(provisioner, "drops_database", False)))
+    return Configurator(database, owned=policy.owned, allowed=policy.allow_server_changes, as_is=policy.as_is,
+                        database_owned=policy.owned or policy.owns_database, drops_database=policy.drops_database)
 
 
 def setting_differences(conn, settings: dict, database: dict, *, allowed: bool) -> list[dict]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
+
+from ..engines.base import ChangePolicy
 
 
 @dataclass(frozen=True)
@@ -52,17 +54,52 @@ class Sweeper(Protocol):
 
 
 class Provisioner(Protocol):
+    """What every target offers the runner, the probe and the API; what a target can do is declared here (an
+    answer of None or a no-op where it cannot), never asked of it."""
+
     name: str
 
     def start(self) -> Connection: ...
+
+    def apply_settings(self) -> None:
+        """Apply what `start` planned once the run's connections were checked (a dsn server's settings)."""
 
     def restart(self, settings: dict[str, str] | None = None) -> Connection: ...
 
     def stop(self) -> None: ...
 
+    def policy(self) -> ChangePolicy:
+        """What a run may change on this server (engines/base.py)."""
+
+    def file_remover(self) -> Callable[[list[str]], None] | None:
+        """What removes files an observer wrote on the server (a container's), or None where they are out of
+        reach."""
+
+    def connect_hint(self) -> str | None:
+        """How to reach the server when it is left running (--keep), or None."""
+
     def logs(self, lines: int = 40) -> str: ...
 
     def describe(self) -> dict: ...
+
+
+class OwnServer:
+    """The answers of a server concurbench starts itself (embedded, binaries, docker): its settings go in at start,
+    anything may change on it, and its files are out of reach unless the target says otherwise."""
+
+    def apply_settings(self) -> None:
+        return None
+
+    def policy(self) -> ChangePolicy:
+        return ChangePolicy()
+
+    def file_remover(self) -> Callable[[list[str]], None] | None:
+        return None
+
+
+def as_root() -> bool:
+    """Whether concurbench runs as root (then the server runs as an unprivileged user of its own)."""
+    return os.name == "posix" and os.geteuid() == 0
 
 
 def home_dir() -> Path:
@@ -74,7 +111,7 @@ def home_dir() -> Path:
     env = os.environ.get("CONCURBENCH_HOME")
     if env:
         path = Path(env)
-    elif hasattr(os, "geteuid") and os.geteuid() == 0:
+    elif as_root():
         path = Path("/var/lib/concurbench")
     else:
         path = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "concurbench"
@@ -88,7 +125,7 @@ def make_readable(folder: Path) -> None:
     Folders become traversable, files readable, and files executable by their owner executable
     by everyone (as root the server does not run as the files' owner).
     """
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
+    if as_root():
         for path in (home_dir(), home_dir() / "installs"):
             if path.exists():
                 path.chmod(0o755)

@@ -38,7 +38,7 @@ from ..engines.odbc import connection_string
 from ..engines.quoting import pg_name
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
-from .base import Connection, PullListener
+from .base import Connection, OwnServer, PullListener
 from .owned import comment_sql
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
                          MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
@@ -74,7 +74,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
 
 
-class DockerServer:
+class DockerServer(OwnServer):
     """One container of `engine` ("postgres" or "mssql") from `image`; the Provisioner protocol."""
 
     name = "docker"
@@ -302,6 +302,10 @@ class DockerServer:
                                  f"remove it with: docker rm -f -v {self.container_name}", exc) from None
         self._volumes.clear()
 
+    def file_remover(self) -> Callable[[list[str]], None]:
+        """Observers write their files inside the container: it removes them."""
+        return self.remove_files
+
     def remove_files(self, patterns: list[str]) -> None:
         """Remove files an observer wrote inside the running container (`*` as a wildcard)."""
         container = self._client.containers.get(self.container_name)
@@ -322,7 +326,9 @@ class DockerServer:
                 "container": self.container_name, "port": self.port, "host_network": self.host_network,
                 "run_id": self.run_id}
 
-    def connect_hint(self) -> str:
+    def connect_hint(self) -> str | None:
+        if not self.keep:
+            return None
         if self.engine == "postgres":
             how = (f"psql 'host=127.0.0.1 port={self.port} user=postgres dbname={DATABASE}' with the password "
                    f"from `docker exec {self.container_name} printenv POSTGRES_PASSWORD`, or "

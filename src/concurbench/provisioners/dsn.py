@@ -36,6 +36,7 @@ from ..util import first_line
 from ..engines import pg_settings
 from ..errors import ConfigError, ProvisionError
 from . import owned, registry
+from ..engines.base import ChangePolicy
 from .base import Connection, Leftover
 from .registry import AS_IS
 from .dsn_mssql import ExistingSqlServer
@@ -353,6 +354,16 @@ class ExistingServer:
 
     def logs(self, lines: int = 40) -> str:
         return "(the server's log is not reachable through the dsn target)"
+
+    def policy(self) -> ChangePolicy:
+        return ChangePolicy(owned=False, allow_server_changes=self.allow, as_is=self.as_is,
+                            drops_database=self.drop_database)
+
+    def file_remover(self) -> None:
+        return None  # the server's files are out of reach
+
+    def connect_hint(self) -> None:
+        return None  # the server is the user's: it keeps running
 
     def describe(self) -> dict:
         return {"target": self.name, "connection": self.safe}

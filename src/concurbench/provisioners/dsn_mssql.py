@@ -44,6 +44,7 @@ from ..engines.sqlserver import with_option
 from ..errors import ConcurbenchError, ConfigError, ProvisionError
 from . import mssql_owned as mo
 from . import owned
+from ..engines.base import ChangePolicy
 from .base import Connection, Leftover
 from ..util import first_line
 from .mssql_sweep import Sweep
@@ -147,15 +148,20 @@ class ExistingSqlServer:
             raise ProvisionError(f"cannot read what database {self.database} on {self.where} is: "
                                  f"{odbc.error_text(exc)}") from None
 
-    @property
-    def owns_database(self) -> bool:
-        """Whether the run's database is concurbench's: the configurator sets database options only then."""
-        return self.marked
+    def policy(self) -> ChangePolicy:
+        """Not the server's owner: server options only with --allow-server-changes; database options only in a
+        database of concurbench's (marked), and not put back when that database goes at the end."""
+        return ChangePolicy(owned=False, allow_server_changes=self.allow, as_is=self.as_is, owns_database=self.marked,
+                            drops_database=self.plan is not None and self.plan.drops_at_end(self.keep_database))
 
-    @property
-    def drops_database(self) -> bool:
-        """Whether the run's database goes when the run ends (the configurator does not put its options back)."""
-        return self.plan is not None and self.plan.drops_at_end(self.keep_database)
+    def apply_settings(self) -> None:
+        return None  # the engine's configurator applies a SQL Server's options over a connection
+
+    def file_remover(self) -> None:
+        return None  # the server's files are out of reach: gc lists them for an administrator
+
+    def connect_hint(self) -> None:
+        return None  # the server is the user's: it keeps running
 
     def start(self) -> Connection:
         """Refuse a database that is not concurbench's before anything is changed; create and mark one, or mark an
@@ -219,7 +225,7 @@ class ExistingSqlServer:
     def stop(self) -> None:
         """Drop the database the run created (or a killed run's temporary one it used), unless kept; what the run
         changed on the server was put back by the engine's configurator."""
-        if not self.drops_database:
+        if not self.policy().drops_database:
             return
         self.plan = None  # once: a second stop() does nothing
         try:

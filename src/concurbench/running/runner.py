@@ -317,16 +317,16 @@ class Runner:
         # before anything is changed or created on the server: the run's connections against what it gives
         check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
                         server.connection.safe)
-        server.config = self.eng.configurator(server.provisioner, server.connection.conninfo)
+        policy = server.provisioner.policy()
+        server.config = self.eng.configurator(policy, server.connection.conninfo)
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
-        if hasattr(server.provisioner, "apply_settings"):  # a dsn server's: planned by start(), applied now
-            server.provisioner.apply_settings()
+        server.provisioner.apply_settings()  # a dsn server's, planned by start(); nothing for a server of its own
         server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
-        if getattr(server.provisioner, "name", "") == "dsn":  # what the scenario wanted that this server has not
+        if not policy.owned:  # what the scenario wanted that this server has not
             server.info["differences"] = self.eng.setting_differences(
                 server.conn, dict(self.scenario.settings), dict(self.scenario.database),
-                allowed=bool(getattr(server.provisioner, "allow", False)))
+                allowed=policy.allow_server_changes)
         server.info.update(target=self.target, connection=server.connection.safe)
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
         server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
@@ -519,7 +519,7 @@ class Runner:
         """The measurement window: samplers and background sessions around the load; they are closed
         whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
         conninfo, version_num = server.connection.conninfo, server.info["version_num"]
-        remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
+        remove_files = server.provisioner.file_remover()  # a container's, where observers write
         background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files,
                                                lifetime_s=variant.warmup + variant.duration)
                                for b in variant.background]
