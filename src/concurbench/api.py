@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .check import CheckPolicy
+from .engines.registry import spec
 from .errors import ConcurbenchError, ConfigError
 from .probe import ProbeReport, probe as probe_target
 from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
@@ -40,10 +41,9 @@ from .running.progress_events import Listener, RunEnded, RunStarted
 from .running.runner import RunOutcome, Runner, chosen_variants
 from .scenario.model import Scenario
 
-__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "CLAIMS_VERSIONS", "ClaimsTable", "Outcome", "Target", "claims",
+__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "ClaimsTable", "Outcome", "Target", "claims",
            "probe", "run"]
 
-CLAIMS_VERSIONS = ("14", "15", "16", "17", "18")  # `claims`: the versions of a scenario without server.versions
 CLAIMS_TARGET = "binaries"
 CLAIMS_BUDGET_S = 30 * 60.0  # `claims`: the time budget of each scenario's check
 
@@ -165,7 +165,8 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
     """Check every scenario's claims on every server version (`check`: CheckPolicy; None: 5 runs and a
     30-minute budget each), one run each, scenario after scenario, and tabulate them; or tabulate `stored` run directories
     instead. Every scenario file is loaded before any run. `target` defaults to binaries; versions come
-    from the target, else the scenario's server.versions, else 14 to 18. `on_run(run, error)` is called
+    from the target, else the scenario's server.versions, else its engine's (engines/registry.py: PostgreSQL
+    14 to 18, SQL Server 2019, 2022 and 2025). `on_run(run, error)` is called
     after each run; an interrupted run raises KeyboardInterrupt. `command` is named in the table's lines."""
     scenarios, stored = list(scenarios), list(stored)
     target = target or Target(CLAIMS_TARGET)
@@ -182,7 +183,7 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
         policy = check or CheckPolicy(budget_s=CLAIMS_BUDGET_S)
         for model in models:
             outcome = _run(model, target, listener or Listener(), out_dir=out_dir, check=policy,
-                           default_versions=CLAIMS_VERSIONS)
+                           default_versions=spec(model.engine).versions)
             if outcome.status == "interrupted":
                 raise KeyboardInterrupt
             runs.append(outcome.run)

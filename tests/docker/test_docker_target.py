@@ -182,7 +182,7 @@ def test_restart_applies_settings_and_keeps_the_data(docker_client, leftovers):
             assert conn.execute("SHOW work_mem").fetchone() == ("8MB",)
             assert conn.execute("SELECT x FROM kept").fetchone() == (7,)
         assert "ready to accept connections" in server.logs(20)
-        assert server._password not in server.logs(200)
+        assert server.password not in server.logs(200)
     finally:
         server.stop()
     server.stop()  # idempotent

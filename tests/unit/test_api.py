@@ -18,7 +18,10 @@ from click.testing import CliRunner
 
 import concurbench
 from concurbench import api
-from concurbench.api import CLAIMS_VERSIONS, Target, sigterm_interrupts
+from concurbench.api import Target, sigterm_interrupts
+from concurbench.engines.registry import POSTGRES
+
+CLAIMS_VERSIONS = POSTGRES.versions
 from concurbench.cli.main import cli
 from concurbench.errors import ConfigError
 from concurbench.provisioners.docker import DockerServer

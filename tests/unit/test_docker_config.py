@@ -9,6 +9,9 @@ import types
 import pytest
 from docker.errors import APIError, ImageNotFound
 
+from concurbench.provisioners import docker_mssql
+from concurbench.engines.registry import MSSQL, POSTGRES
+from concurbench.provisioners.containers import image_of, mssql_container_config, postgres_container_config
 from concurbench.errors import ConfigError, ProvisionError
 from concurbench.provisioners import containers, docker as target, docker_engine
 from concurbench.provisioners.registry import TargetOptions, make_provisioner
@@ -20,13 +23,13 @@ LABELS = target.container_labels("run1", "postgres", "srv1")
 def pg_config(**kwargs):
     args = dict(image="postgres:16", name="c1", settings={"max_connections": 300, "shared_buffers": "256MB"},
                 password="Secret-123", port=55432, labels=LABELS)
-    return target.postgres_container_config(**{**args, **kwargs})
+    return postgres_container_config(**{**args, **kwargs})
 
 
 def mssql_config(**kwargs):
     args = dict(image="mcr.microsoft.com/mssql/server:2022-latest", name="c2", settings={},
                 password="Pw-1234567890abcd", port=51433, labels=target.container_labels("run1", "mssql", "srv2"))
-    return target.mssql_container_config(**{**args, **kwargs})
+    return mssql_container_config(**{**args, **kwargs})
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------------
@@ -68,9 +71,9 @@ def test_labels_carry_owner_host_and_keep():
 
 
 def test_images_from_version_or_option():
-    assert target.postgres_image(TargetOptions(target="docker")) == "postgres:18"
-    assert target.postgres_image(TargetOptions(target="docker", server_version="16")) == "postgres:16"
-    assert target.postgres_image(TargetOptions(target="docker", server_version="16", image="my/pg:x")) == "my/pg:x"
+    assert image_of(POSTGRES, TargetOptions(target="docker")) == "postgres:18"
+    assert image_of(POSTGRES, TargetOptions(target="docker", server_version="16")) == "postgres:16"
+    assert image_of(POSTGRES, TargetOptions(target="docker", server_version="16", image="my/pg:x")) == "my/pg:x"
 
 
 # -- SQL Server ---------------------------------------------------------------------------------------
@@ -110,23 +113,23 @@ def test_trace_flag_that_is_not_a_number():
 
 
 def test_mssql_images_by_year():
-    assert target.mssql_image(TargetOptions(target="docker")) == "mcr.microsoft.com/mssql/server:2022-latest"
-    assert target.mssql_image(TargetOptions(target="docker", server_version="2019")).endswith(":2019-latest")
-    assert target.mssql_image(TargetOptions(target="docker", server_version="2025")).endswith(":2025-latest")
+    assert image_of(MSSQL, TargetOptions(target="docker")) == "mcr.microsoft.com/mssql/server:2022-latest"
+    assert image_of(MSSQL, TargetOptions(target="docker", server_version="2019")).endswith(":2019-latest")
+    assert image_of(MSSQL, TargetOptions(target="docker", server_version="2025")).endswith(":2025-latest")
     with pytest.raises(ConfigError, match="2017 is not one of 2019, 2022, 2025"):
-        target.mssql_image(TargetOptions(target="docker", server_version="2017"))
+        image_of(MSSQL, TargetOptions(target="docker", server_version="2017"))
 
 
 def test_images_pinned_per_version_by_the_scenario():
     """`server: images:` picks the image of a version (a CU tag); --image still wins, other versions stay -latest."""
     pinned = (("2019", "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"), ("16", "postgres:16.4"))
-    assert target.mssql_image(TargetOptions(target="docker", server_version="2019", images=pinned)) \
+    assert image_of(MSSQL, TargetOptions(target="docker", server_version="2019", images=pinned)) \
         == "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"
-    assert target.mssql_image(TargetOptions(target="docker", server_version="2022", images=pinned)) \
+    assert image_of(MSSQL, TargetOptions(target="docker", server_version="2022", images=pinned)) \
         == "mcr.microsoft.com/mssql/server:2022-latest"
-    assert target.mssql_image(TargetOptions(target="docker", server_version="2019", images=pinned,
+    assert image_of(MSSQL, TargetOptions(target="docker", server_version="2019", images=pinned,
                                             image="my/mssql:x")) == "my/mssql:x"
-    assert target.postgres_image(TargetOptions(target="docker", server_version="16", images=pinned)) == "postgres:16.4"
+    assert image_of(POSTGRES, TargetOptions(target="docker", server_version="16", images=pinned)) == "postgres:16.4"
     server = target._factory("mssql", {}, TargetOptions(target="docker", server_version="2019", images=pinned))
     assert server.image == "mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04"
 
@@ -168,8 +171,8 @@ def test_generated_passwords_are_strong_and_need_no_quoting():
 def test_password_is_in_conninfo_only(engine):
     server = target.DockerServer(engine, "img:1", {"work_mem": "4MB"}, run_id="r1", keep=True)  # a hint when kept
     server.port = 50001
-    server._odbc_driver = "ODBC Driver 18 for SQL Server"
-    password = server._password
+    server.odbc_driver = "ODBC Driver 18 for SQL Server"
+    password = server.password
     connection = server.connection()
     assert password in connection.conninfo
     assert password not in connection.safe and password not in str(connection.extra)
@@ -193,9 +196,11 @@ def test_factory_through_the_registry():
     assert target.DockerServer("mssql", "x:1").ready_timeout == 180
 
 
-def test_factory_refuses_other_engines():
-    with pytest.raises(ConfigError, match="postgres or mssql"):
-        make_provisioner("mysql", {}, TargetOptions(target="docker"))
+def test_a_target_refuses_an_engine_it_does_not_run():
+    for name in ("embedded", "binaries"):
+        with pytest.raises(ConfigError, match=f"the {name} target runs PostgreSQL only, and this scenario's engine is "
+                                              f"SQL Server"):
+            make_provisioner("mssql", {}, TargetOptions(target=name))
 
 
 # -- readiness, with an injected clock ------------------------------------------------------------------
@@ -273,11 +278,11 @@ def test_mssql_driver_choice(monkeypatch):
     fake.drivers = lambda: ["PostgreSQL Unicode"]
     monkeypatch.setitem(sys.modules, "pyodbc", fake)
     with pytest.raises(ProvisionError, match="no ODBC driver for SQL Server.*PostgreSQL Unicode"):
-        target.mssql_odbc_driver()
+        docker_mssql.odbc_driver()
     fake.drivers = lambda: ["ODBC Driver 17 for SQL Server", "FreeTDS", "ODBC Driver 18 for SQL Server"]
-    assert target.mssql_odbc_driver() == "ODBC Driver 18 for SQL Server"
+    assert docker_mssql.odbc_driver() == "ODBC Driver 18 for SQL Server"
     fake.drivers = lambda: ["FreeTDS"]
-    assert target.mssql_odbc_driver() == "FreeTDS"
+    assert docker_mssql.odbc_driver() == "FreeTDS"
 
 
 class FakeImages:

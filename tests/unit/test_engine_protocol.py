@@ -13,7 +13,7 @@ import pytest
 from concurbench.engines.base import ChangePolicy
 from concurbench.engines import postgres, sqlserver
 from concurbench.engines.base import Engine
-from concurbench.engines.registry import ENGINES, get_engine
+from concurbench.engines.registry import SPECS, get_engine
 
 
 def members() -> dict[str, inspect.Signature | type]:
@@ -31,7 +31,7 @@ def shape(signature: inspect.Signature) -> list[tuple]:
     return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
 
 
-@pytest.mark.parametrize("name", sorted(ENGINES))
+@pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_engine_has_every_member_with_the_protocols_parameters(name):
     engine = get_engine(name)
     wanted = members()

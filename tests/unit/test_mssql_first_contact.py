@@ -100,7 +100,7 @@ class FakeClock:
 
 def docker_mssql_server() -> target.DockerServer:
     server = target.DockerServer("mssql", "mcr.microsoft.com/mssql/server:2022-latest", run_id="r1")
-    server._odbc_driver, server.port = "FreeTDS", 14333
+    server.odbc_driver, server.port = "FreeTDS", 14333
     return server
 
 
@@ -115,7 +115,7 @@ def test_a_container_is_ready_once_tempdb_model_and_the_run_database_are_online(
     standin = StartingSqlServer([recovering, recovering, half, online])
     monkeypatch.setattr(odbc, "connect", standin.connect)
     server, clock = docker_mssql_server(), FakeClock()
-    target.wait_until_ready(server._probe, timeout=60, clock=clock, sleep=clock.sleep, interval=0.5)
+    target.wait_until_ready(lambda left: server.recipe.probe(max(1, min(5, int(left)))), timeout=60, clock=clock, sleep=clock.sleep, interval=0.5)
     assert clock.now == 1.5  # three probes found a database not ONLINE, the fourth found all of them
     assert len(standin.connections) == 4 and all(c.closed for c in standin.connections)
     assert all(c.database == "master" for c in standin.connections)
@@ -134,7 +134,7 @@ def test_readiness_names_what_it_waits_for_when_time_runs_out(monkeypatch):
     monkeypatch.setattr(odbc, "connect", standin.connect)
     server, clock = docker_mssql_server(), FakeClock()
     with pytest.raises(TimeoutError) as waited:
-        target.wait_until_ready(server._probe, timeout=5, clock=clock, sleep=clock.sleep, interval=1)
+        target.wait_until_ready(lambda left: server.recipe.probe(max(1, min(5, int(left)))), timeout=5, clock=clock, sleep=clock.sleep, interval=1)
     assert "tempdb is RECOVERING" in str(waited.value.__cause__)
 
 
@@ -143,7 +143,7 @@ def test_the_run_database_is_created_over_a_connection_that_is_closed(monkeypatc
     the old code relied on."""
     standin = StartingSqlServer([dict.fromkeys(("tempdb", "model"), "ONLINE")])
     monkeypatch.setattr(odbc, "connect", standin.connect)
-    docker_mssql.create_database(docker_mssql_server()._odbc("master"))
+    docker_mssql.create_database(docker_mssql_server().recipe.conninfo("master"))
     assert standin.statements == ["IF DB_ID(N'concurbench') IS NULL CREATE DATABASE [concurbench]"]
     assert [c.closed for c in standin.connections] == [True]
 

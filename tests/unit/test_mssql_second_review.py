@@ -16,6 +16,7 @@ import pytest
 from mssql_standin import StandInCursor, StandInSqlServer
 
 from concurbench.housekeeping import doctor
+from concurbench.provisioners import docker_mssql
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import ConfigError, EngineError, ProvisionError
@@ -277,7 +278,7 @@ class StandInDockerEngine:
 def start_standin_container(monkeypatch, engine: StandInDockerEngine, settings: dict) -> Connection:
     """The docker target's start() against the stand-in engine; the server's readiness and database are left out."""
     from concurbench.provisioners import docker as target
-    monkeypatch.setattr(target, "mssql_odbc_driver", lambda: "FreeTDS")
+    monkeypatch.setattr(docker_mssql, "odbc_driver", lambda: "FreeTDS")
     monkeypatch.setattr(target.docker_engine, "connect", lambda: engine)
     monkeypatch.setattr(target.docker_engine, "ensure_image", lambda client, image, progress: SimpleNamespace(
         id="sha256:standin", attrs={}))

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from ..engines.registry import SPECS
 from .. import api
 from ..api import Target
 from ..check import CheckPolicy
@@ -25,13 +26,16 @@ from .options import target_options
 from .progress import Progress
 
 
+DEFAULT_VERSIONS = "; ".join(f"{s.display} {','.join(s.versions)}" for s in SPECS.values())
+
+
 @click.command(name="claims")
 @click.argument("scenarios", nargs=-1, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--from", "stored", multiple=True, type=click.Path(file_okay=False, path_type=Path),
               metavar="RUN_DIR", help="Build the table from stored runs instead of running the scenarios.")
 @target_options(default=api.CLAIMS_TARGET, versions_help=(
     "The server versions every scenario runs on, side by side [default: the scenario's server.versions on docker "
-    f"and binaries, else {','.join(api.CLAIMS_VERSIONS)}; the dsn target's server is the one version]."))
+    f"and binaries, else the engine's: {DEFAULT_VERSIONS}; the dsn target's server is the one version]."))
 @click.option("--quick", is_flag=True, help="Use the scenarios' `quick` forms.")
 @click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
               help="The most runs of a variant point the check may take to decide a claim.")

@@ -246,9 +246,7 @@ class BinariesPostgres(LocalPostgres):
 
 
 def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> BinariesPostgres:
-    if engine != "postgres":
-        raise ConfigError(f"the binaries target runs PostgreSQL only, and this scenario's engine is {engine}")
     return BinariesPostgres(options.server_version, settings, run_id=options.run_id, keep=options.keep)
 
 
-registry.register("binaries", _factory)
+registry.register("binaries", {"postgres": _factory})

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..engines.mssql_limits import (MEMORY_DEFAULT, at_least_cpus, pinned_cpus, size_mb,  # noqa: F401 - size_mb
                                     sql_memory_limit_mb)
+from ..engines.registry import MSSQL, POSTGRES, EngineSpec
 from ..errors import ConfigError, ProvisionError
 from . import registry
 
@@ -39,35 +40,26 @@ LABEL_KEEP = "concurbench.keep"
 LABEL_OWNER = "concurbench.owner_pid"  # with LABEL_HOST, tells `gc` whether the run that made it is gone
 LABEL_HOST = "concurbench.host"
 DATABASE = "concurbench"
-POSTGRES_DEFAULT = "18"
-POSTGRES_DATA = "/var/lib/postgresql/data"
-MSSQL_YEARS = ("2019", "2022", "2025")
-MSSQL_DEFAULT = "2022"
-MSSQL_DATA = "/var/opt/mssql"
 MSSQL_COMMAND = "/opt/mssql/bin/sqlservr"
 MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation", "cpus", "min_cpus")
 MSSQL_MEMORY_DEFAULT = MEMORY_DEFAULT
-READY_TIMEOUT = {"postgres": 60.0, "mssql": 180.0}
 PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an ODBC string or a shell
 
 # -- pure pieces: images, passwords, container configurations ---------------------------------------
-def postgres_image(options: registry.TargetOptions) -> str:
-    version = str(options.server_version or POSTGRES_DEFAULT)
-    return options.image or dict(options.images).get(version) or f"postgres:{version}"
-
-
-def mssql_image(options: registry.TargetOptions) -> str:
-    """--image, else the image the scenario pins for the version (`server: images:`), else `<year>-latest`."""
+def image_of(engine: EngineSpec, options: registry.TargetOptions) -> str:
+    """--image, else the image the scenario pins for the version (`server: images:`), else the engine's official
+    image of the version (the engine's default version when none is asked for)."""
     if options.image:
         return options.image
-    year = str(options.server_version or MSSQL_DEFAULT)
-    pinned = dict(options.images).get(year)
+    version = str(options.server_version or engine.default_version)
+    pinned = dict(options.images).get(version)
     if pinned:
         return pinned
-    if year not in MSSQL_YEARS:
-        raise ConfigError(f"SQL Server version {year} is not one of {', '.join(MSSQL_YEARS)} "
-                          f"(or name an image with --image, or pin one for it under the scenario's server: images:)")
-    return f"mcr.microsoft.com/mssql/server:{year}-latest"
+    known = engine.container.versions
+    if known and version not in known:
+        raise ConfigError(f"{engine.display} version {version} is not one of {', '.join(known)} (or name an image "
+                          f"with --image, or pin one for it under the scenario's server: images:)")
+    return engine.container.image.format(version=version)
 
 
 def cpu_limit(host_config: dict | None) -> str:
@@ -233,11 +225,11 @@ def _common_config(image: str, name: str, labels: dict[str, str], data_dir: str,
 
 def postgres_container_config(*, image: str, name: str, settings: dict, password: str, port: int,
                               labels: dict[str, str], host_network: bool = False,
-                              data_dir: str = POSTGRES_DATA, shm_size: str = "512m") -> dict:
+                              data_dir: str = POSTGRES.container.data_dir, shm_size: str = "512m") -> dict:
     """The keyword arguments of `containers.run` for a PostgreSQL container."""
-    config = _common_config(image, name, labels, data_dir, host_network, 5432, port)
+    config = _common_config(image, name, labels, data_dir, host_network, POSTGRES.container.port, port)
     config.update(command=postgres_args(settings, port if host_network else None),
-                  environment={"POSTGRES_PASSWORD": password, "PGDATA": data_dir}, shm_size=shm_size,
+                  environment={POSTGRES.container.password_env: password, "PGDATA": data_dir}, shm_size=shm_size,
                   stop_signal="SIGINT")  # a fast shutdown, as the official image asks
     return config
 
@@ -246,9 +238,9 @@ def mssql_container_config(*, image: str, name: str, settings: dict, password: s
                            labels: dict[str, str], host_network: bool = False, host: DockerHost | None = None) -> dict:
     """The keyword arguments of `containers.run` for a SQL Server container (`host`: what the Docker engine said
     of its CPUs, for the CPUs the container is pinned to)."""
-    config = _common_config(image, name, labels, MSSQL_DATA, host_network, 1433, port)
+    config = _common_config(image, name, labels, MSSQL.container.data_dir, host_network, MSSQL.container.port, port)
     memory = str(settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
-    env = {"ACCEPT_EULA": "Y", "MSSQL_SA_PASSWORD": password, "MSSQL_PID": str(settings.get("pid") or "Developer"),
+    env = {"ACCEPT_EULA": "Y", MSSQL.container.password_env: password, "MSSQL_PID": str(settings.get("pid") or "Developer"),
            "MSSQL_MEMORY_LIMIT_MB": str(sql_memory_limit_mb(memory))}
     if settings.get("collation"):
         env["MSSQL_COLLATION"] = str(settings["collation"])

@@ -29,21 +29,15 @@ import time
 import uuid
 from typing import Callable
 
-import psycopg
-from psycopg.conninfo import make_conninfo
-
 from ..util import first_line
-from ..engines import odbc
-from ..engines.odbc import connection_string
-from ..engines.quoting import pg_name
-from ..errors import ConfigError, EngineError, ProvisionError
+from ..engines.registry import spec
+from ..errors import ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection, OwnServer, PullListener
-from .owned import comment_sql
-from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
-                         MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
-                         cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
-                         postgres_container_config, postgres_image, sql_memory_limit_mb)
+from .containers import (LABEL_SERVER, DockerHost, container_labels, cpu_limit, cpu_list, cpu_pinning, cpus_offered,
+                         generate_password, image_of)
+from .docker_mssql import SqlServerContainer
+from .docker_postgres import PostgresContainer
 from .docker_engine import remove_volumes, volume_names
 from .local import free_port
 
@@ -74,23 +68,26 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-.") or "x"
 
 
+RECIPES = {"postgres": PostgresContainer, "mssql": SqlServerContainer}  # what differs by engine in its container
+
+
 class DockerServer(OwnServer):
-    """One container of `engine` ("postgres" or "mssql") from `image`; the Provisioner protocol."""
+    """One container of `engine` ("postgres" or "mssql") from `image`; the Provisioner protocol. What differs
+    between the engines' containers is the recipe's (RECIPES: docker_postgres.py, docker_mssql.py)."""
 
     name = "docker"
 
     def __init__(self, engine: str, image: str, settings: dict | None = None, *, run_id: str | None = None,
                  host_network: bool = False, keep: bool = False, ready_timeout: float | None = None,
                  listener: PullListener | None = None):
-        if engine not in READY_TIMEOUT:
-            raise ConfigError(f"the docker target runs postgres or mssql, not {engine}")
         self.engine = engine
+        self.recipe = RECIPES[engine](self)
         self.image = image
         self.settings = dict(settings or {})
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.host_network = host_network
         self.keep = keep
-        self.ready_timeout = float(ready_timeout or READY_TIMEOUT[engine])
+        self.ready_timeout = float(ready_timeout or spec(engine).container.ready_timeout_s)
         self.listener = listener  # told of an image pull
         self.server_id = uuid.uuid4().hex[:8]
         self.labels = container_labels(self.run_id, engine, self.server_id, keep, os.getpid(), socket.gethostname())
@@ -99,12 +96,12 @@ class DockerServer(OwnServer):
         self.container_name = self.base_name
         self.port: int | None = None
         self.image_id: str | None = None
-        self.data_dir = MSSQL_DATA if engine == "mssql" else POSTGRES_DATA
-        self._password = generate_password()
+        self.data_dir = spec(engine).container.data_dir
+        self.password = generate_password()  # in memory only: conninfo carries it, safe and describe() never
         self._client = None
         self._volumes: set[str] = set()
         self._generation = 0
-        self._odbc_driver: str | None = None
+        self.odbc_driver: str | None = None  # SQL Server's, found before the image is pulled
         self.cpu_limit: str | None = None  # read from the running container
         self.cpus_pinned: int | None = None  # how many CPUs its cpuset names (None: not pinned)
         self.host = DockerHost()  # the Docker host's CPUs, for the ones SQL Server is pinned to
@@ -112,26 +109,19 @@ class DockerServer(OwnServer):
     @property
     def server_settings(self) -> dict:
         """Settings left for the engine to apply over a connection (SQL Server: all but the container's)."""
-        if self.engine == "mssql":
-            return {k: v for k, v in self.settings.items() if k not in MSSQL_CONTAINER_KEYS}
-        return {}
+        return self.recipe.server_settings(self.settings)
 
     # -- life cycle --------------------------------------------------------------------------------------
     def start(self) -> Connection:
         from docker.errors import DockerException
 
-        if self.engine == "mssql":
-            self._odbc_driver = mssql_odbc_driver()  # before pulling gigabytes for nothing
+        self.recipe.before_pull()
         self._client = self._client or docker_engine.connect()
         try:
-            if self.engine == "mssql":
-                info = self._client.info()
-                self.host = DockerHost(info.get("NCPU"), bool(info.get("CPUSet")))
+            self.recipe.on_engine(self._client.info())
             image = docker_engine.ensure_image(self._client, self.image, self.listener)
             self.image_id = image.id
-            if self.engine == "postgres":
-                env = dict(e.split("=", 1) for e in (image.attrs.get("Config") or {}).get("Env") or [] if "=" in e)
-                self.data_dir = env.get("PGDATA", POSTGRES_DATA)
+            self.recipe.on_image(image)
             self.port = free_port()
             try:
                 return self._run_container()
@@ -143,16 +133,10 @@ class DockerServer(OwnServer):
             raise ProvisionError(f"the Docker engine failed while starting {self.image}: {first_line(exc)}",
                                  exc) from None
 
-    def _config(self) -> dict:
-        build = postgres_container_config if self.engine == "postgres" else mssql_container_config
-        extra = {"data_dir": self.data_dir} if self.engine == "postgres" else {"host": self.host}
-        return build(image=self.image, name=self.container_name, settings=self.settings, password=self._password,
-                     port=self.port, labels=self.labels, host_network=self.host_network, **extra)
-
     def _run_container(self, volumes_from: str | None = None) -> Connection:
         from docker.errors import DockerException
 
-        config = self._config()
+        config = self.recipe.config()
         if volumes_from:
             config.pop("mounts")
             config["volumes_from"] = [volumes_from]
@@ -176,7 +160,7 @@ class DockerServer(OwnServer):
         and why it has none when SQL Server's would have been pinned."""
         self.cpu_limit = cpu_limit(host_config)
         self.cpus_pinned = len(cpu_list(host_config["CpusetCpus"])) if host_config.get("CpusetCpus") else None
-        if self.engine != "mssql":
+        if not self.recipe.pins_cpus:
             return
         _, why = cpu_pinning(self.settings, self.host)
         if self.cpu_limit == "none":
@@ -199,52 +183,27 @@ class DockerServer(OwnServer):
                                      f"connections; last container log lines:\n{self.logs(20)}")
 
         try:
-            wait_until_ready(self._probe, timeout=self.ready_timeout, check=check)
+            wait_until_ready(lambda left: self.recipe.probe(max(1, min(5, int(left)))), timeout=self.ready_timeout,
+                             check=check)
         except TimeoutError as exc:
-            raise ProvisionError(f"the {self.engine} server in {self.container_name} ({self.image}) did not accept "
+            raise ProvisionError(f"the {spec(self.engine).display} server in {self.container_name} ({self.image}) did not accept "
                                  f"connections within {self.ready_timeout:g} s (last error: "
                                  f"{first_line(exc.__cause__)}); last container log lines:\n{self.logs(20)}",
                                  exc.__cause__) from None
 
-    def _probe(self, seconds_left: float) -> None:
-        if self.engine == "postgres":
-            with psycopg.connect(self._conninfo("postgres"), connect_timeout=max(1, min(5, int(seconds_left)))) as conn:
-                conn.execute("SELECT 1")
-        else:
-            docker_mssql.probe(self._odbc("master"), max(1, min(5, int(seconds_left))))
-
-    def _conninfo(self, dbname: str) -> str:
-        return make_conninfo(host="127.0.0.1", port=self.port, user="postgres", password=self._password, dbname=dbname)
-
-    def _odbc(self, database: str) -> str:
-        return connection_string(self._odbc_driver, "127.0.0.1", self.port, "sa", self._password, database,
-                                 trust_server_certificate=True, encrypt=True)
-
     def _prepare(self) -> Connection:
         """Create the run's database (like LocalPostgres) and say how to reach it."""
         try:
-            if self.engine == "postgres":
-                with psycopg.connect(self._conninfo("postgres"), autocommit=True, connect_timeout=10) as conn:
-                    if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
-                        conn.execute(f"CREATE DATABASE {pg_name(DATABASE)}")
-                        conn.execute(comment_sql(DATABASE, temporary=False))
-            else:
-                docker_mssql.create_database(self._odbc("master"))
+            self.recipe.create_database()
         except Exception as exc:  # noqa: BLE001 - psycopg or pyodbc errors alike
-            raise ProvisionError(f"cannot prepare database {DATABASE} in {self.container_name}: {first_line(exc)}",
+            raise ProvisionError(f"cannot prepare the run's database in {self.container_name}: {first_line(exc)}",
                                  exc) from None
         return self.connection()
 
     def connection(self) -> Connection:
         """How to reach the running server: `conninfo` carries the password (memory only), `safe` does not."""
-        extra = {"container": self.container_name, "image": self.image, "cpu_limit": self.cpu_limit}
-        if self.engine == "postgres":
-            return Connection(self._conninfo(DATABASE), f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE}",
-                              extra)
-        memory = sql_memory_limit_mb(self.settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
-        return Connection(self._odbc(DATABASE), f"mssql://sa@127.0.0.1:{self.port}/{DATABASE}",
-                          {**extra, "cpus_pinned": self.cpus_pinned, "driver": self._odbc_driver,
-                           "sql_memory_limit_mb": memory})
+        return self.recipe.connection({"container": self.container_name, "image": self.image,
+                                       "cpu_limit": self.cpu_limit})
 
     def restart(self, settings: dict | None = None) -> Connection:
         """Recreate the container with these settings (replacing the previous ones) over the same volumes."""
@@ -329,38 +288,12 @@ class DockerServer(OwnServer):
     def connect_hint(self) -> str | None:
         if not self.keep:
             return None
-        if self.engine == "postgres":
-            how = (f"psql 'host=127.0.0.1 port={self.port} user=postgres dbname={DATABASE}' with the password "
-                   f"from `docker exec {self.container_name} printenv POSTGRES_PASSWORD`, or "
-                   f"`docker exec -it {self.container_name} psql -U postgres {DATABASE}`")
-        else:
-            how = (f"sa at 127.0.0.1,{self.port} (database {DATABASE}) with the password from "
-                   f"`docker exec {self.container_name} printenv MSSQL_SA_PASSWORD`")
-        return f"{how}; remove it with `docker rm -f -v {self.container_name}` or `concurbench gc`"
-
-
-def mssql_odbc_driver() -> str:
-    """The ODBC driver for SQL Server to use (Driver 18, 17, then FreeTDS), or a ProvisionError saying what to install."""
-    try:
-        import pyodbc  # noqa: F401
-    except ImportError as exc:
-        raise ProvisionError(f"SQL Server needs pyodbc and an ODBC driver on this machine: {odbc.DRIVER_HELP}",
-                             exc) from None
-    try:
-        return odbc.detect_driver(odbc.installed_drivers())
-    except EngineError as exc:
-        raise ProvisionError(exc.message) from None
+        return f"{self.recipe.hint()}; remove it with `docker rm -f -v {self.container_name}` or `concurbench gc`"
 
 
 def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> DockerServer:
-    if engine == "postgres":
-        image = postgres_image(options)
-    elif engine == "mssql":
-        image = mssql_image(options)
-    else:
-        raise ConfigError(f"the docker target runs postgres or mssql, and this scenario's engine is {engine}")
-    return DockerServer(engine, image, settings, run_id=options.run_id, host_network=options.host_network,
+    return DockerServer(engine, image_of(spec(engine), options), settings, run_id=options.run_id, host_network=options.host_network,
                         keep=options.keep, ready_timeout=options.ready_timeout, listener=options.listener)
 
 
-registry.register("docker", _factory)
+registry.register("docker", {"postgres": _factory, "mssql": _factory})

@@ -1,5 +1,6 @@
-"""SQL Server in a container of the docker target: when it is ready for the run, creating the run's
-database, and removing files the observers left in it.
+"""SQL Server in a container of the docker target: the recipe DockerServer follows for it
+(SqlServerContainer), when it is ready for the run, creating the run's database, and removing files
+the observers left in it.
 
 SQL Server accepts logins before its databases have finished recovery: a CREATE DATABASE (which
 copies model), a DBCC SHRINKFILE in tempdb or a login to the run's database sent then fails (a
@@ -18,9 +19,13 @@ from __future__ import annotations
 
 import shlex
 
-from ..engines.quoting import tsql_literal, tsql_name
 from ..engines import odbc
-from .containers import DATABASE
+from ..engines.quoting import tsql_literal, tsql_name
+from ..engines.registry import MSSQL
+from ..errors import EngineError, ProvisionError
+from .base import Connection
+from .containers import (DATABASE, MSSQL_CONTAINER_KEYS, MSSQL_MEMORY_DEFAULT, DockerHost, mssql_container_config,
+                         sql_memory_limit_mb)
 
 SYSTEM = ("tempdb", "model")
 
@@ -73,3 +78,69 @@ def remove_command(patterns: list[str]) -> list[str]:
             raise ValueError(f"not a pattern of files an observer writes: {pattern!r}")
         words.append("*".join(shlex.quote(part) if part else "" for part in pattern.split("*")))
     return ["sh", "-c", "rm -f -- " + " ".join(words)]
+
+
+class SqlServerContainer:
+    """The recipe of a SQL Server container (docker.py's DockerServer follows it; docker_postgres.py has
+    PostgreSQL's): an ODBC driver before any pull, the CPUs the Docker host can pin, the container's own keys
+    taken out of the scenario's settings, readiness by its databases' states."""
+
+    engine = MSSQL
+    pins_cpus = True
+
+    def __init__(self, server):
+        self.server = server
+
+    def before_pull(self) -> None:
+        self.server.odbc_driver = odbc_driver()  # before pulling gigabytes for nothing
+
+    def on_engine(self, info: dict) -> None:
+        self.server.host = DockerHost(info.get("NCPU"), bool(info.get("CPUSet")))
+
+    def on_image(self, image) -> None:
+        return None
+
+    def server_settings(self, settings: dict) -> dict:
+        """Settings left for the engine to apply over a connection: all but the container's."""
+        return {k: v for k, v in settings.items() if k not in MSSQL_CONTAINER_KEYS}
+
+    def config(self) -> dict:
+        s = self.server
+        return mssql_container_config(image=s.image, name=s.container_name, settings=s.settings, password=s.password,
+                                      port=s.port, labels=s.labels, host_network=s.host_network, host=s.host)
+
+    def conninfo(self, database: str) -> str:
+        s = self.server
+        return odbc.connection_string(s.odbc_driver, "127.0.0.1", s.port, MSSQL.container.admin, s.password, database,
+                                      trust_server_certificate=True, encrypt=True)
+
+    def probe(self, seconds: int) -> None:
+        probe(self.conninfo("master"), seconds)
+
+    def create_database(self) -> None:
+        create_database(self.conninfo("master"))
+
+    def connection(self, extra: dict) -> Connection:
+        s = self.server
+        memory = sql_memory_limit_mb(s.settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
+        return Connection(self.conninfo(DATABASE), f"mssql://{MSSQL.container.admin}@127.0.0.1:{s.port}/{DATABASE}",
+                          {**extra, "cpus_pinned": s.cpus_pinned, "driver": s.odbc_driver,
+                           "sql_memory_limit_mb": memory})
+
+    def hint(self) -> str:
+        s = self.server
+        return (f"{MSSQL.container.admin} at 127.0.0.1,{s.port} (database {DATABASE}) with the password from "
+                f"`docker exec {s.container_name} printenv {MSSQL.container.password_env}`")
+
+
+def odbc_driver() -> str:
+    """The ODBC driver for SQL Server to use (Driver 18, 17, then FreeTDS), or a ProvisionError saying what to install."""
+    try:
+        import pyodbc  # noqa: F401
+    except ImportError as exc:
+        raise ProvisionError(f"SQL Server needs pyodbc and an ODBC driver on this machine: {odbc.DRIVER_HELP}",
+                             exc) from None
+    try:
+        return odbc.detect_driver(odbc.installed_drivers())
+    except EngineError as exc:
+        raise ProvisionError(exc.message) from None

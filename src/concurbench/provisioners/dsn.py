@@ -380,16 +380,17 @@ def _wait_reloaded(conn, wanted: dict, timeout_s: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def _factory(engine: str, settings: dict, options):
-    if engine == "mssql":
-        dsn = options.dsn or os.environ.get("CONCURBENCH_MSSQL_DSN")
-        if not dsn:
-            raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_MSSQL_DSN): an ODBC connection string "
-                              "('Server=host,1433;Database=bench;UID=user') or an mssql://user@host:1433/bench URL; "
-                              "the password may come from --password-env VAR")
-        return ExistingSqlServer(dsn, password_env=options.password_env,
-                                 allow_server_changes=options.allow_server_changes,
-                                 as_is=options.server_settings == AS_IS, keep_database=options.keep_database)
+def _sql_server(engine: str, settings: dict, options) -> ExistingSqlServer:
+    dsn = options.dsn or os.environ.get("CONCURBENCH_MSSQL_DSN")
+    if not dsn:
+        raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_MSSQL_DSN): an ODBC connection string "
+                          "('Server=host,1433;Database=bench;UID=user') or an mssql://user@host:1433/bench URL; "
+                          "the password may come from --password-env VAR")
+    return ExistingSqlServer(dsn, password_env=options.password_env, allow_server_changes=options.allow_server_changes,
+                             as_is=options.server_settings == AS_IS, keep_database=options.keep_database)
+
+
+def _postgres(engine: str, settings: dict, options) -> ExistingServer:
     dsn = options.dsn or os.environ.get("CONCURBENCH_DSN")
     if not dsn:
         raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_DSN): a postgresql:// URL or a "
@@ -400,4 +401,4 @@ def _factory(engine: str, settings: dict, options):
                           keep_database=options.keep_database)
 
 
-registry.register("dsn", _factory)
+registry.register("dsn", {"postgres": _postgres, "mssql": _sql_server})

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import StrEnum
 
-from ..engines.quoting import pg_literal, pg_name, pg_shown_name, tsql_name
+from ..engines.quoting import pg_literal, pg_name
+from ..engines.registry import spec
 
 DATABASE = "concurbench"  # the database created when the DSN names none
 MARKER = "concurbench database"  # every marker starts so; what follows says temporary or kept
@@ -98,7 +99,7 @@ def comment_sql(database: str, temporary: bool) -> str:
 
 def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
     """One paragraph: why the run will not use this database, and the ways forward."""
-    grant = create_grant(role, engine)
+    grant = spec(engine).grant_to_create(role)
     if plan.sessions:
         return (f"database {plan.name} on {where} is a temporary database of another concurbench run, which is "
                 f"still connected ({', '.join(plan.sessions)}). Wait for that run to end, or name another "
@@ -111,7 +112,7 @@ def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
     if plan.ownership == Ownership.CREATE:
         return (f"concurbench runs a scenario only in a database of its own, and database {plan.name} does not "
                 f"exist on {where}, and role {role} may not create databases. Have an administrator grant it "
-                f"({grant}), or create an empty database for it ({create_for(role, plan.name, engine)}) and run "
+                f"({grant}), or create an empty database for it ({spec(engine).database_for(role, plan.name)}) and run "
                 f"again; nothing was changed on the server")
     shown = ", ".join(plan.objects[:LISTED]) + (f" and {plan.object_count - LISTED} more"
                                                    if plan.object_count > LISTED else "")
@@ -120,21 +121,6 @@ def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
     return (f"database {plan.name} on {where} holds objects concurbench did not create ({shown}), and a "
             f"scenario's setup drops and creates objects by name, so concurbench will not run in it; nothing was "
             f"run or changed. To go on, {ways}, or name an empty database in --dsn")
-
-
-def create_grant(role: str, engine: str) -> str:
-    """The statement that lets a role or login create databases."""
-    if engine == "mssql":
-        return f"ALTER SERVER ROLE dbcreator ADD MEMBER {tsql_name(role)}"
-    return f"ALTER ROLE {pg_shown_name(role)} CREATEDB"
-
-
-def create_for(role: str, database: str, engine: str) -> str:
-    """How an administrator makes an empty database a role may use as its own."""
-    if engine == "mssql":
-        return f"CREATE DATABASE {tsql_name(database)}; then in it: CREATE USER {tsql_name(role)} FOR LOGIN " \
-               f"{tsql_name(role)}; ALTER ROLE db_owner ADD MEMBER {tsql_name(role)}"
-    return f"CREATE DATABASE {pg_shown_name(database)} OWNER {pg_shown_name(role)}"
 
 
 def _user() -> str:

@@ -1,8 +1,9 @@
 """Provisioners by the target names users write (`--target` or the scenario's `target:`).
 
-A factory takes the engine, the scenario's server settings and the target options, and returns an
-object following the Provisioner protocol (start, restart, stop, logs, describe). Adding a target
-is one factory and one line in TARGETS.
+A target registers one factory for each engine it runs; a factory takes the engine, the scenario's
+server settings and the target options, and returns an object following the Provisioner protocol
+(base.py). A target asked for an engine it has no factory for is refused here, in one place. Adding
+a target is its factories and one `register` line.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..engines.registry import spec
 from ..errors import ConfigError
 from ..util import suggest
 from .base import PullListener
@@ -42,33 +44,32 @@ Factory = Callable[[str, dict, TargetOptions], object]
 
 
 def _embedded(engine: str, settings: dict, options: TargetOptions):
-    _need_postgres(engine, "embedded")
     if options.server_version and not str(options.server_version).startswith("18"):
         raise ConfigError(f"the embedded target ships PostgreSQL 18 only, not {options.server_version}; "
                           f"use --target binaries (14 to 18, no Docker) or --target docker")
     return EmbeddedPostgres(settings, run_id=options.run_id, keep=options.keep)
 
 
-def _need_postgres(engine: str, target: str) -> None:
-    if engine != "postgres":
-        raise ConfigError(f"the {target} target runs PostgreSQL only, and this scenario's engine is {engine}")
-
-
-TARGETS: dict[str, Factory] = {
-    "embedded": _embedded,
+TARGETS: dict[str, dict[str, Factory]] = {  # target -> engine -> factory
+    "embedded": {"postgres": _embedded},
 }
 
 
-def register(name: str, factory: Factory) -> None:
-    TARGETS[name] = factory
+def register(name: str, factories: dict[str, Factory]) -> None:
+    TARGETS[name] = dict(factories)
 
 
 def make_provisioner(engine: str, settings: dict, options: TargetOptions):
     _load_optional()
-    factory = TARGETS.get(options.target)
-    if factory is None:
+    factories = TARGETS.get(options.target)
+    if factories is None:
         raise ConfigError(f"unknown target '{options.target}'{suggest(options.target, TARGETS)}; "
                           f"known: {', '.join(sorted(TARGETS))}")
+    if engine not in factories:
+        runs = " and ".join(spec(e).display for e in factories)
+        raise ConfigError(f"the {options.target} target runs {runs} only, and this scenario's engine is "
+                          f"{spec(engine).display}")
+    factory = factories[engine]
     if options.server_settings not in SERVER_SETTINGS:
         raise ConfigError(f"--server-settings {options.server_settings}: expected {' or '.join(SERVER_SETTINGS)}")
     if options.server_settings == AS_IS and options.target != "dsn":

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import re
 
+from ..engines.registry import spec
 from ..errors import ConfigError
 from ..results.model import Run, VariantRun
-from .tables import ENGINE_NAMES
 
 FIGSIZE = (8.0, 4.5)
 DPI = 150
@@ -37,7 +37,7 @@ class Context:
         versions = [s.version_short or "?" for s in run.servers]
         if not versions:
             versions = sorted({str(r.server) for r in results if r.server})
-        engine = ENGINE_NAMES.get(scen.engine or "postgres", "")
+        engine = spec(scen.engine or "postgres").display
         self.server_label = f"{engine} " + ", ".join(versions) if versions else "server not recorded"
         self.repeats = run.repeat
         self.results = results

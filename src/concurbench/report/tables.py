@@ -6,6 +6,7 @@ import math
 
 from dataclasses import dataclass, field
 
+from ..engines.registry import spec
 from ..engines.classes import ALL as ERROR_CLASSES
 from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
 from ..scenario.claims import server_matches
@@ -52,7 +53,6 @@ def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1
     return fmt(value, digits)
 
 
-ENGINE_NAMES = {"postgres": "PostgreSQL", "mssql": "SQL Server"}
 
 # What a figure from a variant run that did not end ok covers (such runs are marked " *").
 STATUS_NOTES = {
@@ -86,7 +86,7 @@ def build_report(run: Run) -> Report:
     lines = [
         f"Scenario: {scen.name}{' (quick)' if scen.quick else ''} — {scen.title}",
         (f"Server: {server.version if server else 'not reached'} ({run.target})" if len(servers) <= 1 else
-         f"Servers: {ENGINE_NAMES.get(scen.engine or 'postgres', '')} {versions} ({run.target}), side by side"),
+         f"Servers: {spec(scen.engine or 'postgres').display} {versions} ({run.target}), side by side"),
         f"Host: {host.get('hostname')}, {host.get('cpu_count')} CPUs, {run.processes} worker processes",
         f"Status: {run.status}" + (f" — {run.error}" if run.error else ""),
     ]
@@ -372,7 +372,7 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
             p.variant, p.metric, f"{fmt(p.value, 1)}{unit}", fmt(p.clients),
             measured if value is not None else "–", here, p.note])
     table.notes.append(f"Article: {src.engine or 'unknown server'} on {src.hardware or 'unknown hardware'}. "
-                       f"Here: {ENGINE_NAMES.get(run.scenario.engine or 'postgres', '')} "
+                       f"Here: {spec(run.scenario.engine or 'postgres').display} "
                        f"{server.version_short if server else '?'} on {host.get('cpu_count')} CPUs "
                        f"shared by the server and the load generator, so absolute figures differ; compare the "
                        f"direction and the ratios.")

@@ -34,13 +34,11 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from ..engines.registry import spec
 from ..errors import ConfigError, EngineError
 from ..scenario.model import Pool, Scenario, Variant
 from ..scenario.yamlpos import Checker, Problem, join
 
-DEFAULT_MAX_CONNECTIONS = {"postgres": 100, "mssql": 32767}  # the servers' own defaults
-SETTING = {"postgres": "max_connections", "mssql": "user connections"}
-FDS_PER_SESSION = {"postgres": 1, "mssql": 3}  # a socket; pyodbc sessions add the pipe that wakes the loop
 WORKER_BASE_FDS = 32  # a spawned worker holds 13 before its first session (measured); the rest is headroom
 PARENT_BASE_FDS = 32  # 15 measured (admin and sampler connections come on top)
 FDS_PER_WORKER = 4  # the parent's pipes and sentinel of each worker process
@@ -111,9 +109,9 @@ class ConnectionLimit:
 
 def configured_limit(scenario: Scenario, variant: Variant) -> ConnectionLimit | None:
     """The limit of a server concurbench starts, from the scenario's settings (the variant's first)."""
-    name = SETTING.get(scenario.engine)
+    name = spec(scenario.engine).connection_setting
     settings = {**dict(scenario.settings), **dict(variant.settings)}
-    default = DEFAULT_MAX_CONNECTIONS.get(scenario.engine)
+    default = spec(scenario.engine).default_connections
     if name not in settings:
         return ConnectionLimit(default, f"{name} is {default:,} (the server's default)") if default else None
     try:
@@ -161,7 +159,7 @@ def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *,
     checker = Checker(scenario.path)
     fds = fd_limit() if fds is None else fds
     memory = available_memory() if memory is None else memory
-    per_fd = FDS_PER_SESSION.get(scenario.engine, 1)
+    per_fd = spec(scenario.engine).fds_per_session
     for variant in variants if variants is not None else scenario.variants:
         need = worst(variant)
         where = _where(scenario, need)
@@ -169,7 +167,7 @@ def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *,
         if limit is not None and need.total > limit.allowed:
             checker.problems.append(where(
                 f"{_clients(need)} make {need.total:,} connections ({need.describe()}), more than the server "
-                f"allows: {limit.why}; lower the clients or raise {SETTING[scenario.engine]}"))
+                f"allows: {limit.why}; lower the clients or raise {spec(scenario.engine).connection_setting}"))
         n_workers = workers(processes, need.clients)
         per_worker = math.ceil(need.clients / n_workers)
         worker_fds = WORKER_BASE_FDS + per_fd * per_worker
@@ -256,14 +254,14 @@ def server_limit(engine: str, query) -> ConnectionLimit | None:
         return None
     if not rows:
         return None
-    return _mssql_limit(rows[0], query) if engine == "mssql" else _postgres_limit(rows[0])
+    return LIMIT_OF[engine](rows[0], query)
 
 
 def _in_use(n: int) -> str:
     return f"{n:,} {'is' if n == 1 else 'are'} in use by other sessions"
 
 
-def _postgres_limit(row: dict) -> ConnectionLimit:
+def _postgres_limit(row: dict, query=None) -> ConnectionLimit:
     total, superuser = int(row["max_connections"]), bool(row["superuser"])
     kept = 0 if superuser else int(row["superuser_reserved"] or 0) + (
         0 if row.get("uses_reserved") else int(row.get("reserved") or 0))
@@ -303,6 +301,9 @@ def _mssql_limit(row: dict, query) -> ConnectionLimit:
     return _tightest(limits)
 
 
+LIMIT_OF = {"postgres": _postgres_limit, "mssql": _mssql_limit}  # the limit from LIMIT_SQL's row, by engine
+
+
 def _tightest(limits: list[ConnectionLimit]) -> ConnectionLimit:
     """The smallest limit, saying every one (the binding one first) and how to raise the binding one."""
     limits = sorted(limits, key=lambda limit: limit.allowed)
@@ -312,7 +313,7 @@ def _tightest(limits: list[ConnectionLimit]) -> ConnectionLimit:
 def check_server(scenario: Scenario, variants: list[Variant], limit: ConnectionLimit, server: str) -> None:
     """Raise a one-paragraph ConfigError when a variant run needs more connections than the server gives.
     Variants with a max_connections of their own are left to check_scenario (the server restarts for them)."""
-    name = SETTING.get(scenario.engine)
+    name = spec(scenario.engine).connection_setting
     over = [worst(v) for v in variants if name not in dict(v.settings)]
     over = [need for need in over if need.total > limit.allowed]
     if not over:
@@ -357,7 +358,7 @@ def capacity(scenario: Scenario, variants: list[Variant], query, *, owned: bool)
             n, limit = max(over, key=lambda pair: pair[0].total)
             return Capacity(False, f"{n.total:,} needed ({n.variant.name}, {_clients(n)}: {n.describe()}); the run "
                                    f"starts the server with {limit.why}",
-                            f"lower the clients or raise {SETTING[scenario.engine]}")
+                            f"lower the clients or raise {spec(scenario.engine).connection_setting}")
         limit = dict((n.variant.name, limit) for n, limit in pairs)[need.variant.name]
         if limit is None:
             return Capacity(None, f"{head}; the server's limit is not known before it starts")
@@ -365,7 +366,7 @@ def capacity(scenario: Scenario, variants: list[Variant], query, *, owned: bool)
     limit = server_limit(scenario.engine, query)
     if limit is None:
         return Capacity(None, f"{head}; the server's limit could not be read, so the load will find out")
-    name = SETTING.get(scenario.engine)
+    name = spec(scenario.engine).connection_setting
     checked = [worst(v) for v in variants if name not in dict(v.settings)]
     if checked and max(n.total for n in checked) > limit.allowed:
         return Capacity(False, f"{head}, and the server gives this run {max(limit.allowed, 0):,}: {limit.why}",

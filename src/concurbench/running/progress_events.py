@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..engines.registry import POSTGRES
 from ..provisioners.base import ImagePull
 from ..results.model import VariantRun
 from .plan import PlannedRun
@@ -69,7 +70,7 @@ class ServerUp:
 
     version: str
     connection: str
-    engine: str = "PostgreSQL"
+    engine: str = POSTGRES.display
 
 
 @dataclass(frozen=True)

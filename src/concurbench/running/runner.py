@@ -28,7 +28,7 @@ from ..check.evaluate import LEFT_OUT
 from ..check.plan import points_of
 from ..check.sides import MIN_RUNS
 from ..engines.admin import AdminSession
-from ..engines.registry import get_engine
+from ..engines.registry import get_engine, spec
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
 from .plan import PlannedRun, in_round, plan_runs, round_runs, without
@@ -333,7 +333,7 @@ class Runner:
         self._recorded.append(ServerInfo.from_dict(server.info))
         self._mark_running()
         self.progress.on_server(ServerUp(server.version, server.connection.safe,
-                                         {"mssql": "SQL Server"}.get(self.scenario.engine, "PostgreSQL")))
+                                         spec(self.scenario.engine).display))
         server.scenario = self.scenario.on_server(server.version)
         for step in server.scenario.setup:
             self.progress.on_setup(SetupStep(step.origin))

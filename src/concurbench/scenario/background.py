@@ -48,7 +48,7 @@ def read_background(ctx: Context, vnode, vpath: str, duration: float) -> tuple[B
 def _kind(check: Checker, engine: str, item, sub: str) -> str:
     kind = check.string(item, "kind", sub, default="hold_transaction") or "hold_transaction"
     kinds = BACKGROUND_KINDS[engine]
-    if kind in POSTGRES_ONLY_KINDS and engine != "postgres":
+    if kind in POSTGRES_ONLY_KINDS and kind not in kinds:
         check.add(item, "kind", join(sub, "kind"), f"kind {kind} is PostgreSQL-only for now "
                                                    f"({POSTGRES_ONLY_KINDS[kind]}); on SQL Server "
                                                    f"use a one-client pool instead")

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from ruamel.yaml.comments import CommentedMap
 
+from ..engines.registry import SPECS
 from ..errors import ConfigError
 from ..util import suggest
 from .context import NAME_RE, Context, SamplerKind, expand
@@ -27,7 +28,7 @@ from .yamlpos import Checker, as_int, describe, join, load_yaml
 TOP_KEYS = ["name", "title", "description", "engine", "source", "server", "database", "parameters", "quick",
             "setup", "teardown", "duration", "warmup", "warmup_transactions", "sweep", "samplers", "baseline", "seed",
             "variants", "probes", "expect"]
-ENGINES = ["postgres", "mssql"]
+ENGINES = list(SPECS)
 DEFAULT_DURATION = 10.0
 DEFAULT_WARMUP = 2.0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ruamel.yaml.comments import CommentedSeq
 
+from ..engines.registry import spec
 from ..engines.postgres import PROTOCOLS
 from ..engines.sqlsplit import split_sql
 from ..util import suggest
@@ -134,7 +135,8 @@ def _transaction(ctx: Context, pnode, path: str) -> tuple[Statement, ...]:
         seen.add(name)
         if not sql.strip():
             check.add(value, i, sub, "has no SQL")
-        elif ctx.engine == "postgres" and len(split_sql(sql)) > 1 and pnode.get("protocol", "prepared") != "simple":
+        elif spec(ctx.engine).one_statement_per_message and len(split_sql(sql)) > 1 \
+                and pnode.get("protocol", "prepared") != "simple":
             check.add(value, i, sub, f"holds {len(split_sql(sql))} statements, but the "
                                      f"{pnode.get('protocol', 'prepared')} protocol sends one at a time: "
                                      f"make each a statement of its own, or set 'protocol: simple'")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from ..engines.registry import spec
 from ..engines.mssql_config import DATABASE_OPTIONS, DURABILITY, RECOVERY
 from ..engines.mssql_limits import NO_LIMIT, memory_problem
 from ..util import suggest
@@ -32,7 +33,7 @@ def read_settings(ctx: Context, doc, base: str = "") -> tuple:
         return ()
     allowed = [k for k in SERVER_KEYS[ctx.engine] if not (base and k in SCENARIO_ONLY)]
     ctx.check.known_keys(server, join(base, "server"), allowed)
-    out = _mssql_server(ctx.check, server, base) if ctx.engine == "mssql" else []
+    out = OWN_KEYS[ctx.engine](ctx.check, server, base)  # keys beyond settings (SQL Server's, in its container)
     node = ctx.check.mapping(server, "settings", join(base, "server.settings"))
     if node is None:
         return tuple(out)
@@ -95,13 +96,16 @@ def _mssql_server(check: Checker, server, base: str) -> list[tuple[str, str]]:
     return out
 
 
+OWN_KEYS = {"postgres": lambda check, server, base: [], "mssql": _mssql_server}  # an engine's server keys' reader
+
+
 def read_database(ctx: Context, node, base: str = "") -> tuple:
     """`database:` options of a SQL Server scenario or variant (ALTER DATABASE ... SET)."""
     db = ctx.check.mapping(node, "database", join(base, "database"))
     if db is None:
         return ()
     path = join(base, "database")
-    if ctx.engine != "mssql":
+    if not spec(ctx.engine).database_options:
         ctx.check.add(node, "database", path, "database options apply to SQL Server scenarios (engine: mssql); "
                                               "PostgreSQL settings go under server.settings", of_key=True)
         return ()

@@ -26,6 +26,7 @@ import time
 
 import psycopg
 
+from ..engines.registry import spec
 from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
@@ -70,8 +71,8 @@ def bind() -> str:
 
 def unavailable(engine: str) -> str | None:
     """Why the compiled loop cannot run here, or None when it can."""
-    if engine != "postgres":
-        return f"the compiled loop drives PostgreSQL only, not {engine}"
+    if not spec(engine).compiled_loop:
+        return f"the compiled loop drives PostgreSQL only, not {spec(engine).display}"
     try:
         bind()
     except RuntimeError as exc:
