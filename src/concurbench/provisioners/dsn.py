@@ -380,22 +380,24 @@ def _wait_reloaded(conn, wanted: dict, timeout_s: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def _sql_server(engine: str, settings: dict, options) -> ExistingSqlServer:
-    dsn = options.dsn or os.environ.get("CONCURBENCH_MSSQL_DSN")
+def _dsn(options, variable: str, forms: str) -> str:
+    """--dsn, else the environment's variable; a ConfigError naming the forms it takes when neither is there."""
+    dsn = options.dsn or os.environ.get(variable)
     if not dsn:
-        raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_MSSQL_DSN): an ODBC connection string "
-                          "('Server=host,1433;Database=bench;UID=user') or an mssql://user@host:1433/bench URL; "
-                          "the password may come from --password-env VAR")
+        raise ConfigError(f"the dsn target needs --dsn (or {variable}): {forms}; the password may come from "
+                          f"--password-env VAR")
+    return dsn
+
+
+def _sql_server(engine: str, settings: dict, options) -> ExistingSqlServer:
+    dsn = _dsn(options, "CONCURBENCH_MSSQL_DSN", "an ODBC connection string ('Server=host,1433;Database=bench;"
+                                                 "UID=user') or an mssql://user@host:1433/bench URL")
     return ExistingSqlServer(dsn, password_env=options.password_env, allow_server_changes=options.allow_server_changes,
                              as_is=options.server_settings == AS_IS, keep_database=options.keep_database)
 
 
 def _postgres(engine: str, settings: dict, options) -> ExistingServer:
-    dsn = options.dsn or os.environ.get("CONCURBENCH_DSN")
-    if not dsn:
-        raise ConfigError("the dsn target needs --dsn (or CONCURBENCH_DSN): a postgresql:// URL or a "
-                          "'host=... port=... dbname=... user=...' string; the password may come from "
-                          "--password-env VAR")
+    dsn = _dsn(options, "CONCURBENCH_DSN", "a postgresql:// URL or a 'host=... port=... dbname=... user=...' string")
     return ExistingServer(dsn, settings, password_env=options.password_env,
                           allow_server_changes=options.allow_server_changes, as_is=options.server_settings == AS_IS,
                           keep_database=options.keep_database)
