@@ -87,6 +87,8 @@ class VariantRun:
     fixed: bool | None = None  # pools ran a set number of transactions (elapsed time is the result)
     worker_cpu_s: list[float] = field(default_factory=list)
     worker_wall_s: list[float] = field(default_factory=list)
+    # seconds each worker's load loop waited for a CPU (None where the kernel does not say; [] before it was kept)
+    worker_wait_s: list[float | None] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     pools: dict[str, PoolResult] = field(default_factory=dict)
     samplers: dict[str, dict] = field(default_factory=dict)  # each sampler's summary
@@ -163,7 +165,8 @@ class VariantRun:
         out = {"variant": self.variant, "group": self.group, "point": self.point, "server": self.server,
                "repeat": self.repeat, "status": self.status, "elapsed_s": self.elapsed_s, "started": self.started,
                "warmup_s": self.warmup_s, "fixed": self.fixed, "worker_cpu_s": list(self.worker_cpu_s),
-               "worker_wall_s": list(self.worker_wall_s), "messages": list(self.messages),
+               "worker_wall_s": list(self.worker_wall_s), "worker_wait_s": list(self.worker_wait_s),
+               "messages": list(self.messages),
                "pools": {name: p.as_dict() for name, p in self.pools.items()}, "samplers": self.samplers,
                "sampler_errors": list(self.sampler_errors), "background": list(self.background),
                "probes": self.probes}
@@ -196,7 +199,7 @@ class VariantRun:
             repeat=int(data.get("repeat") or 1), status=status, elapsed_s=data.get("elapsed_s") or 0.0,
             started=data.get("started"), warmup_s=data.get("warmup_s"), fixed=data.get("fixed"),
             worker_cpu_s=list(data.get("worker_cpu_s") or []), worker_wall_s=list(data.get("worker_wall_s") or []),
-            messages=list(data.get("messages") or []),
+            worker_wait_s=list(data.get("worker_wait_s") or []), messages=list(data.get("messages") or []),
             pools={str(name): PoolResult.from_dict(str(name), _mapping(p, f"{where}.pools.{name}"),
                                                    f"{where}.pools.{name}") for name, p in pools.items()},
             samplers=dict(_mapping(data.get("samplers") or {}, f"{where}.samplers")),
