@@ -18,6 +18,7 @@ from .. import __version__
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from . import frame as frames
+from .machine import MachineLoad
 from .shards import Plan
 
 FORMAT_VERSION = 2
@@ -278,6 +279,7 @@ class ClaimVerdict:
     level: float | None = None  # the level it was tested at: its share of 5% (Holm over claims, spending over looks)
     interval: ClaimEstimate | None = None  # left / right (or left - right) at the level the verdict was tested at
     left_out: bool = False  # not evaluated on purpose (see above)
+    runs_needed: int | None = None  # inconclusive: runs a side that would decide it if the difference stays so
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
@@ -293,7 +295,7 @@ class ClaimVerdict:
                 "left": self.left.as_dict() if self.left else None,
                 "right": self.right.as_dict() if self.right else None, "reason": self.reason,
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
-                "interval": self.interval.as_dict() if self.interval else None}
+                "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -310,7 +312,7 @@ class ClaimVerdict:
                    ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
                    data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
-                   data.get("left_out", False))
+                   data.get("left_out", False), data.get("runs_needed"))
 
 
 class _Flat:
@@ -506,6 +508,7 @@ class Run:
     path: Path | None = field(default=None, compare=False)
     shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
     merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
+    machine: MachineLoad | None = None  # how busy the machine was (machine.py); None: not measured
 
     @property
     def server(self) -> ServerInfo | None:
@@ -529,7 +532,8 @@ class Run:
                 "servers": [s.as_dict() for s in self.servers], "target": self.target, "host": dict(self.host),
                 "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
                 **({"shard": self.shard.as_dict()} if self.shard else {}),
-                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {})}
+                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {}),
+                **({"machine": self.machine.as_dict()} if self.machine else {})}
 
     def summary_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
@@ -571,7 +575,9 @@ class Run:
             skipped=dict(summary.get("skipped") or {}), format_version=format_version, path=path,
             shard=ShardInfo.from_dict(manifest["shard"], "manifest.shard") if manifest.get("shard") else None,
             merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
-                         enumerate(manifest.get("merged_from") or [])])
+                         enumerate(manifest.get("merged_from") or [])],
+            machine=MachineLoad.from_dict(_mapping(manifest["machine"], "manifest.machine"))
+            if manifest.get("machine") else None)
 
 
 # Helpers ---------------------------------------------------------------------------------------------

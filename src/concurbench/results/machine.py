@@ -1,0 +1,94 @@
+"""How busy the machine was around a run: what others used of its CPUs, and how long our clients waited.
+
+A run shares its machine with the server it measures and with whatever else runs there. Three figures
+are kept with the run (the manifest's `machine`):
+
+- `others_cpus`: CPUs in use while the run's own load was idle (a quarter of a second before the
+  server starts, and again before each round of `--check`), read from /proc/stat: a neighbour that
+  keeps a CPU busy shows as about 1.0, a quiet machine as a few hundredths;
+- `load_average`: the machine's 1-minute load average when the run started;
+- `cpu_wait`: the largest share of its load loop a variant run's worker processes waited for a CPU
+  (workload/cpu_wait.py), and which run that was. On two cores a 90-client pool's own backends make
+  the workers wait 20-35% of the time on a quiet machine, so this figure names a starved load
+  generator only beyond half its time.
+
+The machine was busy when others used at least OTHERS_LIMIT of a CPU, the load average exceeded the
+CPUs, or the workers waited for a CPU at least WAIT_LIMIT of their loop. Then the report says so in
+one line with the figures, and an inconclusive claim says that a quieter machine or more runs would
+likely decide it: on a busy machine runs differ more from one another, and the runs are the unit.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+OTHERS_LIMIT = 0.5  # CPUs others used while the run's load was idle
+WAIT_LIMIT = 0.5  # share of their load loop a variant run's workers waited for a CPU
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """What the machine gave a run: its CPUs, what others used of them, and our clients' wait for one."""
+
+    cpus: int
+    load_average: float | None = None  # 1-minute load average when the run started
+    others_cpus: list[float] = field(default_factory=list)  # CPUs in use at each pause of the run's load
+    cpu_wait: float | None = None  # the largest share of its load loop a variant run's workers waited for a CPU
+    waited_in: str | None = None  # that variant run (`variant@point (server)`, round)
+
+    @property
+    def others(self) -> float | None:
+        """CPUs others used while the run's load was idle: the median of the pauses."""
+        return statistics.median(self.others_cpus) if self.others_cpus else None
+
+    @property
+    def busy(self) -> bool:
+        return any(self.reasons())
+
+    def reasons(self) -> list[str]:
+        """Each figure that made the machine busy, as a phrase with its number (none on a quiet machine)."""
+        out = []
+        others = self.others
+        if others is not None and others >= OTHERS_LIMIT:
+            out.append(f"other processes kept {others:.2f} of its {self.cpus} CPUs busy while the run's load paused")
+        if self.load_average is not None and self.load_average > self.cpus:
+            out.append(f"its load average was {self.load_average:.1f} on {self.cpus} CPUs when the run started")
+        if self.cpu_wait is not None and self.cpu_wait >= WAIT_LIMIT:
+            out.append(f"the load generator's processes waited for a CPU {self.cpu_wait:.0%} of their load loop "
+                       f"({self.waited_in})")
+        return out
+
+    def line(self) -> str | None:
+        """One line for a busy machine's run (None for a quiet one)."""
+        reasons = self.reasons()
+        if not reasons:
+            return None
+        return ("Busy machine: " + "; ".join(reasons) + ". Runs differ more from one another on a busy machine, so "
+                "claims take more runs to decide")
+
+    def short(self) -> str:
+        """The figures in a few words, for an inconclusive claim's reason."""
+        return "; ".join(self.reasons())
+
+    def as_dict(self) -> dict:
+        return {"cpus": self.cpus, "load_average": self.load_average, "others_cpus": list(self.others_cpus),
+                "cpu_wait": self.cpu_wait, "waited_in": self.waited_in}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MachineLoad":
+        return cls(int(data.get("cpus") or 1), data.get("load_average"), [float(x) for x in data.get("others_cpus") or []],
+                   data.get("cpu_wait"), data.get("waited_in"))
+
+    def with_waits(self, runs) -> "MachineLoad":
+        """The same, with `cpu_wait` from the variant runs' workers (the run whose workers waited most)."""
+        worst, where = None, None
+        for run in runs:
+            pairs = [(w, t) for w, t in zip(run.worker_wait_s, run.worker_wall_s) if w is not None and t]
+            if not pairs:
+                continue
+            share = sum(w for w, _ in pairs) / sum(t for _, t in pairs)
+            if worst is None or share > worst:
+                worst, where = share, f"{run.label}, round {run.repeat}"
+        return MachineLoad(self.cpus, self.load_average, list(self.others_cpus),
+                           None if worst is None else round(worst, 3), where)
