@@ -26,7 +26,7 @@ def test_a_quiet_machine_is_not_busy_though_a_90_client_pools_own_backends_make_
     (MachineLoad(2, 0.1, [0.0], 0.62, "a@4, round 2"), "waited for a CPU 62% of their load loop (a@4, round 2)"),
 ])
 def test_each_figure_makes_the_machine_busy_and_the_line_names_it(machine, figure):
-    assert machine.busy
+    assert machine.busy and machine.contended == (machine.load_average < machine.cpus)
     assert machine.line().startswith("Busy machine: ") and figure in machine.line()
     assert MachineLoad.from_dict(machine.as_dict()) == machine
 

@@ -16,6 +16,8 @@ The machine was busy when others used at least OTHERS_LIMIT of a CPU, the load a
 CPUs, or the workers waited for a CPU at least WAIT_LIMIT of their loop. Then the report says so in
 one line with the figures, and an inconclusive claim says that a quieter machine or more runs would
 likely decide it: on a busy machine runs differ more from one another, and the runs are the unit.
+`--check` plans more runs only on what it measured itself (`contended`): a load average lags by a
+minute, and after a run of 90 clients it stays above two CPUs for a while on a quiet machine.
 """
 
 from __future__ import annotations
@@ -45,6 +47,14 @@ class MachineLoad:
     @property
     def busy(self) -> bool:
         return any(self.reasons())
+
+    @property
+    def contended(self) -> bool:
+        """Others kept a CPU busy while the run paused, or the load generator was starved: measured now, not
+        the load average's last minute."""
+        others = self.others
+        return (others is not None and others >= OTHERS_LIMIT) or (self.cpu_wait is not None
+                                                                  and self.cpu_wait >= WAIT_LIMIT)
 
     def reasons(self) -> list[str]:
         """Each figure that made the machine busy, as a phrase with its number (none on a quiet machine)."""

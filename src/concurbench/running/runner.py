@@ -400,7 +400,7 @@ class Runner:
         if seq.looks_taken:
             return
         machine = self._machine.with_waits(results)
-        if seq.plan(machine.busy):
+        if seq.plan(machine.contended):
             self.progress.on_warning(RunWarning(f"--check: the machine is busy ({machine.short()}): up to "
                                                 f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
 
