@@ -23,7 +23,7 @@ minute, and after a run of 90 clients it stays above two CPUs for a while on a q
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 OTHERS_LIMIT = 0.5  # CPUs others used while the run's load was idle
 WAIT_LIMIT = 0.5  # share of their load loop a variant run's workers waited for a CPU
@@ -52,19 +52,23 @@ class MachineLoad:
     def contended(self) -> bool:
         """Others kept a CPU busy while the run paused, or the load generator was starved: measured now, not
         the load average's last minute."""
-        others = self.others
-        return (others is not None and others >= OTHERS_LIMIT) or (self.cpu_wait is not None
-                                                                  and self.cpu_wait >= WAIT_LIMIT)
+        return self._others_busy() or self._starved()
+
+    def _others_busy(self) -> bool:
+        return self.others is not None and self.others >= OTHERS_LIMIT
+
+    def _starved(self) -> bool:
+        return self.cpu_wait is not None and self.cpu_wait >= WAIT_LIMIT
 
     def reasons(self) -> list[str]:
         """Each figure that made the machine busy, as a phrase with its number (none on a quiet machine)."""
         out = []
-        others = self.others
-        if others is not None and others >= OTHERS_LIMIT:
-            out.append(f"other processes kept {others:.2f} of its {self.cpus} CPUs busy while the run's load paused")
+        if self._others_busy():
+            out.append(f"other processes kept {self.others:.2f} of its {self.cpus} CPUs busy while the run's load "
+                       f"paused")
         if self.load_average is not None and self.load_average > self.cpus:
             out.append(f"its load average was {self.load_average:.1f} on {self.cpus} CPUs when the run started")
-        if self.cpu_wait is not None and self.cpu_wait >= WAIT_LIMIT:
+        if self._starved():
             out.append(f"the load generator's processes waited for a CPU {self.cpu_wait:.0%} of their load loop "
                        f"({self.waited_in})")
         return out
@@ -100,5 +104,8 @@ class MachineLoad:
             share = sum(w for w, _ in pairs) / sum(t for _, t in pairs)
             if worst is None or share > worst:
                 worst, where = share, f"{run.label}, round {run.repeat}"
-        return MachineLoad(self.cpus, self.load_average, list(self.others_cpus),
-                           None if worst is None else round(worst, 3), where)
+        return replace(self, cpu_wait=None if worst is None else round(worst, 3), waited_in=where)
+
+    def paused(self, others: float) -> "MachineLoad":
+        """The same, with one more look at what others use while the run's load pauses."""
+        return replace(self, others_cpus=[*self.others_cpus, others])

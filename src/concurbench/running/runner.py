@@ -390,8 +390,7 @@ class Runner:
         """Look at the machine while the run's own load is idle: the CPUs others use (results/machine.py)."""
         others = cpus_in_use(self._machine.cpus)
         if others is not None:
-            m = self._machine
-            self._machine = MachineLoad(m.cpus, m.load_average, [*m.others_cpus, others], m.cpu_wait, m.waited_in)
+            self._machine = self._machine.paused(others)
 
     def _plan_check(self, results: list[VariantRun]) -> None:
         """Before the first look: on a busy machine the check may take more runs (CheckPolicy.busy_max_repeats),
