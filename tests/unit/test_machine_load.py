@@ -83,4 +83,5 @@ def test_the_report_of_a_run_on_a_busy_machine_has_the_line():
     scenario = ScenarioInfo(name="s", title="t", quick=True)
     busy = MachineLoad(2, 0.3, [1.02])
     assert busy.line() in build_report(Run(scenario=scenario, machine=busy)).lines
-    assert not any(line.startswith("Busy machine") for line in build_report(Run(scenario=scenario, machine=QUIET)).lines)
+    quiet = build_report(Run(scenario=scenario, machine=QUIET)).lines
+    assert not any(line.startswith("Busy machine") for line in quiet)

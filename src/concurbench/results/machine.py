@@ -91,8 +91,9 @@ class MachineLoad:
 
     @classmethod
     def from_dict(cls, data: dict) -> "MachineLoad":
-        return cls(int(data.get("cpus") or 1), data.get("load_average"), [float(x) for x in data.get("others_cpus") or []],
-                   data.get("cpu_wait"), data.get("waited_in"))
+        others = [float(x) for x in data.get("others_cpus") or []]
+        return cls(int(data.get("cpus") or 1), data.get("load_average"), others, data.get("cpu_wait"),
+                   data.get("waited_in"))
 
     def with_waits(self, runs) -> "MachineLoad":
         """The same, with `cpu_wait` from the variant runs' workers (the run whose workers waited most)."""

@@ -504,7 +504,8 @@ class LoadGenerator:
             messages.append(stopped)  # last: the reason the run stops
         timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, worker_wait_s=waited,
-                             messages=messages, workers=workers, reported=len(collected), stopped=stopped, events=timeline)
+                             messages=messages, workers=workers, reported=len(collected), stopped=stopped,
+                             events=timeline)
 
 
 def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:
