@@ -353,7 +353,7 @@ class Runner:
         repeat = self.repeat
         while True:
             if repeat >= MIN_RUNS:
-                self._plan_check(results)
+                self._plan_check()
                 seq.skipped = self._skipped(results, "ok")
                 self._verdicts, self._judged = seq.judge(results), len(results)
                 wanted = seq.wanted(self._verdicts, results)
@@ -392,15 +392,12 @@ class Runner:
         if others is not None:
             self._machine = self._machine.paused(others)
 
-    def _plan_check(self, results: list[VariantRun]) -> None:
-        """Before the first look: on a busy machine the check may take more runs (CheckPolicy.busy_max_repeats),
-        planned from the machine alone, and the user is told why."""
+    def _plan_check(self) -> None:
+        """Before the first look: when others keep a CPU busy, the check may take more runs
+        (CheckPolicy.busy_max_repeats), planned from the machine alone, and the user is told why."""
         seq = self.sequential
-        if seq.looks_taken:
-            return
-        machine = self._machine.with_waits(results)
-        if seq.plan(machine.contended):
-            self.progress.on_warning(RunWarning(f"--check: the machine is busy ({machine.short()}): up to "
+        if seq.looks_taken == 0 and seq.plan(self._machine.contended):
+            self.progress.on_warning(RunWarning(f"--check: the machine is busy ({self._machine.short()}): up to "
                                                 f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
 
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
