@@ -19,8 +19,9 @@ stays above two CPUs for a while on a quiet machine.
 
 The workers' wait alone does not make a machine busy: on two cores the server the run measures takes
 the CPUs from them as a neighbour would. Measured on a 2-core VM, the variant run whose workers waited
-most waited 37-41% of its loop in quiet quick row-lock checks and 78% in a quiet observer-overhead one
-(log_statement: the server writing its log), against 33% and 75-77% beside `stress-ng --cpu 1`.
+most waited 37-41% of its loop in quiet quick row-lock checks, 78% in a quiet observer-overhead one
+(log_statement: the server writing its log) and 63% in temp-table-churn, against 33%, 75-77% and 57%
+beside `stress-ng --cpu 1`.
 """
 
 from __future__ import annotations
