@@ -3,9 +3,9 @@
 `/proc/thread-self/schedstat` holds three numbers for the calling thread: nanoseconds on a CPU,
 nanoseconds runnable but waiting on a run queue, and the times it ran. A worker reads the second
 before and after its load loop (one thread steps every session, so that thread is the worker): the
-difference is how long the loop was ready to go on while another task had the CPU. On a quiet machine
-that is the server's backends taking turns with the workers; beside a neighbour that keeps a CPU busy
-it grows (benchmarks/rate_lag.py reads the same figure for every thread of a pool run).
+difference is how long the loop was ready to go on while another task had the CPU: a neighbour's, or
+the backends' of the server being measured, which on two cores take as much from the workers as a CPU
+hog does (results/machine.py has the figures; benchmarks/rate_lag.py reads the same for every thread).
 
 What other processes use shows while the run's own load is idle: `cpus_in_use` reads the machine's
 busy and total ticks (/proc/stat) around a short pause.
