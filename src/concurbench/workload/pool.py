@@ -30,6 +30,7 @@ from ..engines.registry import get_engine
 from ..errors import RunError
 from ..scenario.model import Pool
 from . import fastloop
+from .cpu_wait import run_queue_ns, waited_s
 from .lag import behind
 from .session import DONE as SESSION_DONE
 from .schedule import Pace, events
@@ -63,6 +64,8 @@ class PoolRunResult:
     interrupted: bool = False
     worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
     worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
+    # seconds each worker's load loop waited for a CPU (cpu_wait.py); None for a worker whose kernel does not say
+    worker_wait_s: list[float | None] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     loop: str = "python"  # the workers' event loop: "compiled" or "python"
     workers: int = 0  # worker processes started
@@ -139,7 +142,7 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
                         merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
     poller = None if loop == "compiled" else PreciseEpoll()  # before the sessions' sockets: select() wants a low fd
     live, problems = _connect_all(specs, sessions, status)
-    usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    usage0, wall0, queued0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), run_queue_ns()
     stopped = None
     try:
         if poller is None:
@@ -156,13 +159,13 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             status[session.slot] = DONE
     for session in sessions:
         session.settle_stats()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage, queued = resource.getrusage(resource.RUSAGE_SELF), run_queue_ns()
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
     results.put({"worker": mp.current_process().name, "pools": {n: s.to_dict() for n, s in merged.items()},
                  "problems": problems, "stopped": stopped,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
-                 "wall_s": time.perf_counter() - wall0})
+                 "wall_s": time.perf_counter() - wall0, "wait_s": waited_s(queued0, queued)})
 
 
 def _connect_all(specs: list[_SessionSpec], sessions: list[Session], status) -> tuple[list[Session], list[str]]:
@@ -494,7 +497,7 @@ class LoadGenerator:
     def _result(self, collected, lost, workers, measure_from, end, interrupted) -> PoolRunResult:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
-        cpu, wall = [], []
+        cpu, wall, waited = [], [], []
         stopped = next((item.get("stopped") for item in collected if item.get("stopped")), None)
         for item in collected:
             for name, data in item["pools"].items():
@@ -502,14 +505,16 @@ class LoadGenerator:
             messages.extend(item["problems"])
             cpu.append(item["cpu_s"])
             wall.append(item["wall_s"])
+            waited.append(item.get("wait_s"))
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
         messages.extend(w for w in (behind(p, pools[p.name], elapsed) for p in self.pools) if w)
         messages.extend(lost)
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
         timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
-        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
-                             workers=workers, reported=len(collected), stopped=stopped, events=timeline)
+        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, worker_wait_s=waited,
+                             messages=messages, workers=workers, reported=len(collected), stopped=stopped,
+                             events=timeline)
 
 
 def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:
