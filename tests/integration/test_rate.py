@@ -118,7 +118,7 @@ def test_rate_phases_change_the_rate_at_their_boundaries(server, loop):
     result, stats = run(server, pool(clients=3, phases=phases, arrivals="fixed"), loop, 1.0)
     first, second = per_half(stats, 1.0)
     assert 22 <= first <= 34 and 100 <= second <= 125
-    assert [(e["t_s"], e["kind"], e["detail"]) for e in result.events] == [
+    assert [(e.t_s, e.kind, e.detail) for e in result.events] == [
         (0.0, "phase", "phase 1: rate 60/s"), (0.5, "phase", "phase 2: rate 240/s"), (1.0, "stop", "stopped")]
 
 
@@ -127,4 +127,4 @@ def test_client_phases_change_the_active_sessions(server, loop):
     result, stats = run(server, pool("SELECT pg_sleep(0.01)", clients=4, phases=phases), loop, 0.8)
     first, second = per_half(stats, 0.8)
     assert second >= 2.5 * first > 0
-    assert [e["detail"] for e in result.events] == ["phase 1: clients 1", "phase 2: clients 4", "stopped"]
+    assert [e.detail for e in result.events] == ["phase 1: clients 1", "phase 2: clients 4", "stopped"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.background.events import merged
+from concurbench.workload.events import merged
 from concurbench.background.kinds import background_events, make_background
 from concurbench.engines import postgres as pg
 from concurbench.running.runner import Runner
@@ -53,7 +53,7 @@ def run_with(server, specs, *, duration=1.0):
 
 
 def only(events, kind):
-    found = [e for e in events if e["kind"] == kind]
+    found = [e for e in events if e.kind == kind]
     assert len(found) == 1, events
     return found[0]
 
@@ -73,9 +73,9 @@ def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
                       release_after=0.8, start_after=0.3)
     stats, (hold,) = run_with(server, [spec], duration=1.2)
     events = hold.timeline()
-    assert [e["kind"] for e in events] == ["start", "release"]
-    assert only(events, "start")["t_s"] == pytest.approx(0.3, abs=SLACK)
-    assert only(events, "release")["t_s"] == pytest.approx(0.8, abs=SLACK)
+    assert [e.kind for e in events] == ["start", "release"]
+    assert only(events, "start").t_s == pytest.approx(0.3, abs=SLACK)
+    assert only(events, "release").t_s == pytest.approx(0.8, abs=SLACK)
     assert hold.describe()["released_at_s"] == pytest.approx(0.8, abs=SLACK)
     counts = stats.series.count
     assert counts[:2].sum() > 0, "the reader ran before the lock was taken"
@@ -87,7 +87,7 @@ def test_hold_starts_late_and_commits_at_stop_after(server, admin, table):
 def test_hold_without_stop_is_held_to_the_window_end(server, admin, table):
     spec = Background("held", "hold_transaction", "read committed", ("SELECT 1",), start_after=0.2)
     _, (hold,) = run_with(server, [spec], duration=0.6)
-    kinds = [(e["kind"], e["t_s"]) for e in hold.timeline()]
+    kinds = [(e.kind, e.t_s) for e in hold.timeline()]
     assert [k for k, _ in kinds] == ["start", "stop"]
     assert kinds[1][1] == pytest.approx(0.6, abs=SLACK)
     assert hold.describe()["released_at_s"] is None
@@ -111,13 +111,13 @@ def test_statement_waits_behind_the_held_transaction_and_records_it(queued):
     assert ddl["ended_at_s"] == pytest.approx(1.0, abs=SLACK), "it ends once the reader commits"
     assert ddl["waits_s"]["Lock:relation"] == pytest.approx(0.5, abs=SLACK)
     # the events of both sessions, merged in time order, as summary.json keeps them
-    kinds = [(e["source"], e["kind"]) for e in result.events]
+    kinds = [(e.source, e.kind) for e in result.events]
     assert kinds == [("background:reader", "start"), ("background:ddl", "statement_start"),
                      ("background:reader", "release"), ("background:ddl", "statement_end")]
-    assert result.events[0]["t_s"] < 0, "the reader's transaction began in the warm-up"
-    assert "Lock:relation" in result.events[-1]["detail"]
+    assert result.events[0].t_s < 0, "the reader's transaction began in the warm-up"
+    assert "Lock:relation" in result.events[-1].detail
     stored = json.loads((queued.run_dir / "summary.json").read_text())["results"][0]["events"]
-    assert stored == result.events
+    assert stored == [e.as_dict() for e in result.events]
 
 
 def test_timeline_is_in_the_report(queued):
@@ -136,8 +136,8 @@ def test_statement_fails_on_its_own_lock_timeout_with_the_server_error(server, a
     assert "lock timeout" in statement["server_error"]
     assert statement["ended_at_s"] - statement["started_at_s"] == pytest.approx(0.3, abs=SLACK)
     failed = only(merged(background_events(sessions)), "statement_failed")
-    assert failed["source"] == "background:ddl" and "lock timeout" in failed["detail"]
-    assert "Lock:relation" in failed["detail"]
+    assert failed.source == "background:ddl" and "lock timeout" in failed.detail
+    assert "Lock:relation" in failed.detail
     columns = admin.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'timed'").fetchone()
     assert columns[0] == 1, "the ALTER TABLE did not happen"
     assert leftover_sessions(admin) == []
@@ -151,6 +151,6 @@ def test_statement_still_running_at_the_window_end_is_cancelled(server, admin, t
     assert statement["outcome"] == "cancelled"
     assert "server_error" not in statement and "error" not in statement
     failed = only(sessions[1].timeline(), "statement_failed")
-    assert failed["detail"].startswith("cancelled at the end of the window")
-    assert failed["t_s"] == pytest.approx(0.6, abs=SLACK)
+    assert failed.detail.startswith("cancelled at the end of the window")
+    assert failed.t_s == pytest.approx(0.6, abs=SLACK)
     assert leftover_sessions(admin) == []

@@ -45,10 +45,10 @@ def test_the_pass_runs_before_each_variant_unmeasured_and_is_recorded(server, ru
     assert first.pools["writers"].metrics["transactions"] == 10 == second.pools["writers"].metrics["transactions"]
     assert first.probes["rows"]["after"][0]["n"] == 2 * 3 + 2 * 5  # the pass's rows are on the server
     assert second.probes["rows"]["after"][0]["n"] == 2 * 4 + 2 * 5
-    assert {k: first.warmup_pass[k] for k in ("transactions_per_client", "transactions", "failed", "after_restart",
+    assert {k: getattr(first.warmup_pass, k) for k in ("transactions_per_client", "transactions", "failed", "after_restart",
                                               "status")} == {"transactions_per_client": 3, "transactions": 6,
                                                              "failed": 0, "after_restart": True, "status": "ok"}
-    assert second.warmup_pass["transactions"] == 8 and second.warmup_pass["after_restart"] is False
+    assert second.warmup_pass.transactions == 8 and second.warmup_pass.after_restart is False
     assert [e.variant for e in events.of(WarmPass)] == ["first", "second"]
     stored = (out.run_dir / "summary.json").read_text()
     assert '"warmup_pass"' in stored

@@ -145,7 +145,7 @@ def test_standin_runner_records_what_a_dsn_server_ran_without(tmp_path, monkeypa
                     out_dir=tmp_path, target="dsn")
     state = _Server(provisioner)
     runner._start(state)
-    assert state.info["differences"] == [{"setting": "tempdb_files", "wanted": "1", "found": "4", "why": RESTART}]
-    assert runner._recorded[0].differences == state.info["differences"]
+    assert state.info.differences == [{"setting": "tempdb_files", "wanted": "1", "found": "4", "why": RESTART}]
+    assert runner._recorded[0].differences == state.info.differences
     assert not [sql for _, sql in server.log if sql.startswith(("DBCC SHRINKFILE", "ALTER DATABASE tempdb"))]
     assert len(server.tempdb_files) == 4 and server.restarts == 0

@@ -73,8 +73,8 @@ def test_the_setup_after_the_tempdb_step_runs_in_the_run_database(standin, tmp_p
     assert state.conn.database == "concurbench"
     assert [f.name for f in server.tempdb_files] == ["tempdev"]
     assert server.restarts == 1  # the files are removed right after one restart, when tempdb is empty
-    assert state.info["settings"]["tempdb_files"] == 1
-    assert state.info["facts"] == {"cpu_count": 8, "scheduler_count": 8, "query_store": "READ_WRITE", "adr": 0,
+    assert state.info.settings["tempdb_files"] == 1
+    assert state.info.extra["facts"] == {"cpu_count": 8, "scheduler_count": 8, "query_store": "READ_WRITE", "adr": 0,
                                    "optimized_locking": None, "lightweight_query_profiling": 1}
 
 

@@ -555,8 +555,8 @@ def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_resta
     assert all(w[3] == m[3] for w, m in zip(warm, measured))  # no restart between a pass and its timed load
     assert all(w[2] != m[2] for w, m in zip(warm, measured))  # the pass draws its own parameters
     passes = [r.warmup_pass for r in results]
-    assert [p["after_restart"] for p in passes] == [True, True, False]  # dynamic_memopt restarted; static did not
-    assert all(p["transactions_per_client"] == 10 and p["transactions"] == 500 and p["status"] == "ok" for p in passes)
+    assert [p.after_restart for p in passes] == [True, True, False]  # dynamic_memopt restarted; static did not
+    assert all(p.transactions_per_client == 10 and p.transactions == 500 and p.status == "ok" for p in passes)
     again = VariantRun.from_dict(results[1].as_dict(), "result")
     assert again.warmup_pass == passes[1]
 

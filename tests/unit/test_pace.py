@@ -200,7 +200,7 @@ def test_the_compiled_loop_reads_the_exported_schedule_and_refuses_another_layou
 
 def test_events_name_every_change_of_the_timeline():
     p = pool(rate=100.0, start_after=0.5, phases=(Phase(0.5, rate=200.0), Phase(0.25, clients=2)))
-    assert events(p, 2.0) == [
+    assert [e.as_dict() for e in events(p, 2.0)] == [
         {"t_s": 0.5, "source": "pool:p", "kind": "phase", "detail": "phase 1: rate 200/s"},
         {"t_s": 1.0, "source": "pool:p", "kind": "phase", "detail": "phase 2: rate 200/s, clients 2"},
         {"t_s": 1.25, "source": "pool:p", "kind": "stop", "detail": "stopped"}]

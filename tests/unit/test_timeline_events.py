@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from concurbench.background.events import Recorder, event, merged
+from concurbench.background.recorder import Recorder
+from concurbench.workload.events import Event, merged
 from concurbench.background.hold import HeldTransaction
 from concurbench.report.overtime import over_time_frame, over_time_tables
 from concurbench.report.render import markdown
@@ -19,11 +20,11 @@ from concurbench.results.store import load_run
 from concurbench.scenario.model import Background
 
 FIXTURE = Path(__file__).parent / "fixtures" / "run_rowlock"
-EVENTS = [event(-0.5, "background:reader", "start", "began a read committed transaction"),
-          event(0.4, "background:ddl", "statement_start", "ALTER TABLE t ADD COLUMN c int"),
-          event(0.7, "pool:readers", "phase", "rate 500"),
-          event(1.0, "background:reader", "release", "committed at its release time"),
-          event(1.05, "background:ddl", "statement_end", "took 0.650 s; waited Lock:relation 0.60 s")]
+EVENTS = [Event.at(-0.5, "background:reader", "start", "began a read committed transaction"),
+          Event.at(0.4, "background:ddl", "statement_start", "ALTER TABLE t ADD COLUMN c int"),
+          Event.at(0.7, "pool:readers", "phase", "rate 500"),
+          Event.at(1.0, "background:reader", "release", "committed at its release time"),
+          Event.at(1.05, "background:ddl", "statement_end", "took 0.650 s; waited Lock:relation 0.60 s")]
 
 
 def test_recorder_times_events_from_the_window_start():
@@ -31,13 +32,13 @@ def test_recorder_times_events_from_the_window_start():
     rec.add(1_000_000_000, "start", "began")
     rec.add(3_500_000_000, "release", "committed")
     assert rec.events(0) == [], "no window: no times to give"
-    assert rec.events(2_000_000_000) == [event(-1.0, "background:reader", "start", "began"),
-                                         event(1.5, "background:reader", "release", "committed")]
+    assert rec.events(2_000_000_000) == [Event.at(-1.0, "background:reader", "start", "began"),
+                                         Event.at(1.5, "background:reader", "release", "committed")]
 
 
 def test_merged_orders_pool_and_background_events_by_time():
-    pools = [event(0.7, "pool:readers", "phase", "rate 500")]
-    background = [e for e in EVENTS if e["source"] != "pool:readers"]
+    pools = [Event.at(0.7, "pool:readers", "phase", "rate 500")]
+    background = [e for e in EVENTS if e.source != "pool:readers"]
     assert merged(pools, background) == EVENTS
     assert merged([], []) == []
 
@@ -68,9 +69,9 @@ def test_hold_with_start_after_begins_only_when_its_timer_fires():
     now[0] = 12_000_000_000
     hold.release()
     assert engine.sent == ["BEGIN repeatable read", "SELECT 1", "COMMIT"]
-    assert [(e["kind"], e["t_s"]) for e in hold.timeline()] == [("start", 1.0), ("release", 2.0)]
+    assert [(e.kind, e.t_s) for e in hold.timeline()] == [("start", 1.0), ("release", 2.0)]
     hold.measurement_ended(13_000_000_000)
-    assert [e["kind"] for e in hold.timeline()] == ["start", "release"], "released: no stop event"
+    assert [e.kind for e in hold.timeline()] == ["start", "release"], "released: no stop event"
 
 
 def test_events_round_trip_through_summary_json_and_older_results_have_none():
@@ -78,7 +79,7 @@ def test_events_round_trip_through_summary_json_and_older_results_have_none():
     assert "events" not in data
     old = VariantRun.from_dict(data, "results[0]")
     assert old.events == [] and "events" not in old.as_dict(), "no events: the key is not written"
-    new = VariantRun.from_dict({**data, "events": EVENTS}, "results[0]")
+    new = VariantRun.from_dict({**data, "events": [e.as_dict() for e in EVENTS]}, "results[0]")
     assert new.events == EVENTS
     assert VariantRun.from_dict(json.loads(json.dumps(new.as_dict())), "r").events == EVENTS
 
@@ -100,7 +101,7 @@ def timed_run(tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     first = summary["results"][0]
     first["elapsed_s"] = 1.5
-    first["events"] = EVENTS
+    first["events"] = [e.as_dict() for e in EVENTS]
     pool = next(iter(first["pools"].values()))
     pool["stats"] = {**(pool.get("stats") or {}), "series": {
         "bucket_ns": 100_000_000, "count": [10] * 4 + [0] * 6 + [30] * 6, "txn_ns": [10 * 5_000_000] * 4 + [0] * 6
@@ -115,7 +116,7 @@ def test_report_has_a_timeline_table_per_run_with_events(timed_run):
     assert len(timelines) == 1
     assert timelines[0].title == "Timeline: for_update @ 4 clients (18.6)"
     assert timelines[0].rows[0] == ["-0.500", "background:reader", "start", "began a read committed transaction"]
-    assert [row[2] for row in timelines[0].rows] == [e["kind"] for e in EVENTS]
+    assert [row[2] for row in timelines[0].rows] == [e.kind for e in EVENTS]
     assert "## Timeline: for_update @ 4 clients (18.6)" in markdown(report)
 
 
@@ -137,7 +138,7 @@ def test_over_time_chart_marks_every_event_in_the_window(timed_run):
     try:
         fig = charts["over-time-locks-4clients"]
         tps_ax, lat_ax = fig.axes[:2]
-        inside = [e["t_s"] for e in EVENTS if e["t_s"] >= 0]
+        inside = [e.t_s for e in EVENTS if e.t_s >= 0]
         for ax in (tps_ax, lat_ax):
             verticals = [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"]
             assert verticals == pytest.approx(inside), "a dashed line at each event of the window, none before it"

@@ -5,7 +5,7 @@ pools do), or `start_after` seconds into the measurement; it commits at `release
 spelt `stop_after`, the name every timed part of a variant shares) or once `release_when` is
 true, or is held to the window's end; and it is always ended and its connection closed when the
 variant ends, whatever happened. Its connection is opened before the window either way, so a late
-start costs no connect. Each of these moments is a timeline event (background/events.py). When
+start costs no connect. Each of these moments is a timeline event (workload/events.py, recorded by recorder.py). When
 its connection was lost on the way (a terminated backend), `describe()` says so under `error`.
 """
 
@@ -15,10 +15,11 @@ import threading
 import time
 from typing import Callable
 
+from ..workload.events import Event
 from ..engines import postgres as pg
 from ..scenario.model import Background
 from .base import closed_on_failure
-from .events import Recorder
+from .recorder import Recorder
 
 
 class HeldTransaction:
@@ -164,6 +165,6 @@ class HeldTransaction:
             out["error"] = "; ".join(self.problems)
         return out
 
-    def timeline(self) -> list[dict]:
+    def timeline(self) -> list[Event]:
         """Its timeline events (begin, release, held to the end), in window times."""
         return self.recorder.events(self._measure_from)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..workload.events import Event
 from .hold import HeldTransaction
 from .log_drain import LogDrain
 from .mssql import OBSERVERS as MSSQL_OBSERVERS
@@ -21,6 +22,6 @@ def make_background(spec, conninfo: str, engine, *, remove_files=None, lifetime_
     return MSSQL_OBSERVERS[spec.kind](spec, conninfo, remove_files=remove_files, lifetime_s=lifetime_s)
 
 
-def background_events(sessions) -> list[dict]:
+def background_events(sessions) -> list[Event]:
     """The timeline events of a variant's background sessions (kinds that record none give none)."""
     return [e for bg in sessions for e in bg.timeline()]

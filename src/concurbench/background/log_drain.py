@@ -53,6 +53,7 @@ from typing import Callable
 
 from psycopg import sql
 
+from ..workload.events import Event
 from ..engines import postgres as pg
 from ..errors import EngineError
 from ..scenario.model import Background
@@ -291,7 +292,7 @@ class LogDrain:
         if proc.returncode not in (0, None) and not self.stats and not self.notes:
             self.notes.append(f"the drain ended with exit code {proc.returncode}: {(err or '').strip()[-200:]}")
 
-    def timeline(self) -> list[dict]:
+    def timeline(self) -> list[Event]:
         return []  # it records no events of its own
 
     def describe(self) -> dict:

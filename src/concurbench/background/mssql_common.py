@@ -25,6 +25,7 @@ import threading
 import time
 from typing import Callable
 
+from ..workload.events import Event
 from ..engines.quoting import simple_name
 from ..util import first_line
 from ..engines import sqlserver
@@ -177,7 +178,7 @@ class ServerObserver:
     def _teardown(self) -> None:
         raise NotImplementedError
 
-    def timeline(self) -> list[dict]:
+    def timeline(self) -> list[Event]:
         return []  # an observer records no events of its own
 
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None:

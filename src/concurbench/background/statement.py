@@ -16,10 +16,11 @@ import threading
 import time
 from typing import Callable
 
+from ..workload.events import Event
 from ..engines import postgres as pg
 from ..scenario.model import Background
 from .base import close_quietly, closed_on_failure
-from .events import Recorder, short
+from .recorder import Recorder, short
 
 WAIT_SQL = ("SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = %s")
 CANCEL_EVERY_S = 0.2  # the server drops a cancel that reaches a backend before it reads the statement
@@ -179,5 +180,5 @@ class TimedStatement:
             out["error"] = "; ".join(self.problems)
         return out
 
-    def timeline(self) -> list[dict]:
+    def timeline(self) -> list[Event]:
         return self.recorder.events(self._measure_from)

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, ProgressColumn, TextColumn
 from rich.progress import Progress as Bar
 from rich.text import Text
 
+from ..workload.pool import WARMUP
 from ..running.plan import PlanClock, clock_text
 from ..running.progress_events import CheckLook, ImagePull, Listener, Planned, Provisioning, RepeatStarted, \
     Restarting, RunEnded, RunStarted, RunWarning, ServerUp, SetupStep, Stopping, Tick, VariantDone, VariantStarted, \
@@ -96,7 +97,7 @@ class Progress(Listener):
             self._status("connecting")
 
     def on_tick(self, event: Tick) -> None:
-        text = (f"  {self.label}: warm-up {-event.elapsed:.1f} s left" if event.phase == "warmup" else
+        text = (f"  {self.label}: warm-up {-event.elapsed:.1f} s left" if event.phase == WARMUP else
                 f"  {self.label}: {event.elapsed:.1f} s, {event.transactions:,} txns, {event.tps:,.0f} tps now")
         if self.live:
             self._status(text.strip())

@@ -13,6 +13,7 @@ import math
 
 import pandas as pd
 
+from ..workload.events import Event
 from ..results.model import Run, VariantRun
 from .chart_style import Context, colors, grid, slug
 from .timeline import in_window
@@ -94,11 +95,11 @@ def _figure(plt, ctx: Context, title: str, panels: list[tuple[VariantRun, pd.Dat
     return fig
 
 
-def mark_events(ax, events: list[dict], *, labels: bool) -> None:
+def mark_events(ax, events: list[Event], *, labels: bool) -> None:
     """A dashed vertical line at each event's time; with `labels`, its source and kind written along it
     (one label for events closer than 2% of the axis, which would otherwise print over each other)."""
     for e in events:
-        ax.axvline(e["t_s"], color="#555555", linestyle="--", linewidth=0.8, alpha=0.8)
+        ax.axvline(e.t_s, color="#555555", linestyle="--", linewidth=0.8, alpha=0.8)
     if labels and events:
         low, high = ax.get_xlim()
         for t, text in label_groups(events, 0.02 * (high - low)):
@@ -106,16 +107,16 @@ def mark_events(ax, events: list[dict], *, labels: bool) -> None:
                     va="top", ha="right", color="#333333")
 
 
-def label_groups(events: list[dict], close: float) -> list[tuple[float, str]]:
+def label_groups(events: list[Event], close: float) -> list[tuple[float, str]]:
     """The events' labels, those within `close` seconds of the previous one joined into one: [(t_s, text)]."""
     groups: list[tuple[float, list[str]]] = []
     last = None
-    for e in sorted(events, key=lambda e: e["t_s"]):
-        text = f"{e['source'].partition(':')[2]} {e['kind'].replace('_', ' ')}"
-        if last is not None and e["t_s"] - last <= close:
+    for e in sorted(events, key=lambda e: e.t_s):
+        text = f"{e.source.partition(':')[2]} {e.kind.replace('_', ' ')}"
+        if last is not None and e.t_s - last <= close:
             if text not in groups[-1][1]:
                 groups[-1][1].append(text)
         else:
-            groups.append((e["t_s"], [text]))
-        last = e["t_s"]
+            groups.append((e.t_s, [text]))
+        last = e.t_s
     return [(t, "; ".join(texts)) for t, texts in groups]

@@ -1,9 +1,10 @@
-"""The timeline of each variant run that has one: its events (background/events.py) as a short table,
+"""The timeline of each variant run that has one: its events (workload/events.py) as a short table,
 in time order, for report.md, the terminal and the HTML page; and the events a chart marks."""
 
 from __future__ import annotations
 
 from ..results.model import VariantRun
+from ..workload.events import Event
 
 COLUMNS = ["t (s)", "Source", "Event", "Detail"]
 
@@ -21,12 +22,12 @@ def timeline_tables(runs: list[VariantRun], repeats: int = 1) -> list[dict]:
     for r in runs:
         if not r.events:
             continue
-        rows = [[f"{e['t_s']:.3f}", e["source"], e["kind"], e.get("detail") or ""] for e in r.events]
+        rows = [[f"{e.t_s:.3f}", e.source, e.kind, e.detail] for e in r.events]
         out.append({"title": f"Timeline: {run_name(r, repeats)}", "columns": list(COLUMNS), "rows": rows,
                      "notes": ["t: seconds since the measurement window started (negative: during the warm-up)"]})
     return out
 
 
-def in_window(r: VariantRun) -> list[dict]:
+def in_window(r: VariantRun) -> list[Event]:
     """The events inside the measurement window, the ones a chart over the window marks."""
-    return [e for e in r.events if 0.0 <= e["t_s"] <= r.elapsed_s]
+    return [e for e in r.events if 0.0 <= e.t_s <= r.elapsed_s]

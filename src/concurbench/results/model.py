@@ -10,13 +10,14 @@ pool; metric lookups then return an `Unavailable` (printed "unavailable: reason"
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from ..scenario.model import Scenario
 from ..stats import Verdict
+from ..workload.events import Event
 from . import frame as frames
 from .machine import MachineLoad
 from .shards import Plan
@@ -73,6 +74,40 @@ class PoolResult:
 
 
 @dataclass(frozen=True)
+class Workers:
+    """The worker processes of a variant run's load, and how many of them sent their results."""
+
+    started: int
+    reported: int
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "Workers":
+        data = _mapping(data, where)
+        _need(data, ("started", "reported"), where)
+        return cls(int(data["started"]), int(data["reported"]))
+
+
+@dataclass(frozen=True)
+class WarmupPass:
+    """What a variant's warm-up pass did (running/warmup.py): its transactions, the failed ones, how long it took,
+    whether the server had just restarted, and how it ended (a RunStatus)."""
+
+    transactions_per_client: int
+    transactions: int
+    failed: int
+    elapsed_s: float
+    after_restart: bool
+    status: str = "ok"
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str) -> "WarmupPass":
+        data = _mapping(data, where)
+        _need(data, ("transactions", "failed", "elapsed_s"), where)
+        return cls(int(data.get("transactions_per_client") or 0), int(data["transactions"]), int(data["failed"]),
+                   float(data["elapsed_s"]), bool(data.get("after_restart")), str(data.get("status") or "ok"))
+
+
+@dataclass(frozen=True)
 class VariantRun:
     """One variant at one sweep point on one server, one repeat of it."""
 
@@ -99,12 +134,10 @@ class VariantRun:
     settings: dict[str, Any] | None = None  # server settings the variant changed, as the server reported them
     samples: dict[str, list[dict]] = field(default_factory=dict)  # periodic sampler -> rows (`t_s`, ...)
     unavailable: dict[str, str] = field(default_factory=dict)
-    workers: dict | None = None  # {"started": n, "reported": m}: the worker processes of the pool run
+    workers: Workers | None = None  # the worker processes of the pool run, and how many reported
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
-    # the timeline: {"t_s", "source", "kind", "detail"} in time order (background/events.py); written when any
-    events: list[dict] = field(default_factory=list)
-    # the unmeasured pass before the load (running/warmup.py): transactions, failed, elapsed_s, after_restart; None: none
-    warmup_pass: dict | None = None
+    events: list[Event] = field(default_factory=list)  # the timeline in time order (workload/events.py)
+    warmup_pass: WarmupPass | None = None  # the unmeasured pass before the load (running/warmup.py); None: none
 
     @property
     def complete(self) -> bool:
@@ -176,13 +209,13 @@ class VariantRun:
         if self.unavailable:
             out["unavailable"] = dict(self.unavailable)
         if self.workers is not None:
-            out["workers"] = dict(self.workers)
+            out["workers"] = asdict(self.workers)
         if self.loop is not None:
             out["loop"] = self.loop
         if self.events:
-            out["events"] = [dict(e) for e in self.events]
+            out["events"] = [e.as_dict() for e in self.events]
         if self.warmup_pass is not None:
-            out["warmup_pass"] = dict(self.warmup_pass)
+            out["warmup_pass"] = asdict(self.warmup_pass)
         return out
 
     @classmethod
@@ -208,11 +241,13 @@ class VariantRun:
             probes=dict(_mapping(data.get("probes") or {}, f"{where}.probes")), settings=data.get("settings"),
             samples=dict(samples or {}),
             unavailable=dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")),
-            workers=data.get("workers"), loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
-            warmup_pass=_mapping(data["warmup_pass"], f"{where}.warmup_pass") if data.get("warmup_pass") else None)
+            workers=Workers.from_dict(data["workers"], f"{where}.workers") if data.get("workers") else None,
+            loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
+            warmup_pass=WarmupPass.from_dict(data["warmup_pass"], f"{where}.warmup_pass")
+            if data.get("warmup_pass") else None)
 
 
-def _events(value, where: str) -> list[dict]:
+def _events(value, where: str) -> list[Event]:
     """A variant run's timeline events as written (none in runs written before events were kept)."""
     if value is None:
         return []
@@ -222,8 +257,7 @@ def _events(value, where: str) -> list[dict]:
     for i, e in enumerate(value):
         e = _mapping(e, f"{where}[{i}]")
         _need(e, ("t_s", "source", "kind"), f"{where}[{i}]")
-        out.append({"t_s": float(e["t_s"]), "source": str(e["source"]), "kind": str(e["kind"]),
-                    "detail": str(e.get("detail") or "")})
+        out.append(Event(float(e["t_s"]), str(e["source"]), str(e["kind"]), str(e.get("detail") or "")))
     return out
 
 

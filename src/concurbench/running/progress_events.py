@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..engines.registry import POSTGRES
 from ..provisioners.base import ImagePull
 from ..results.model import VariantRun
+from ..workload.pool import LoadProgress
 from .plan import PlannedRun
 
 __all__ = ["CheckLook", "ImagePull", "Listener", "Planned", "Provisioning", "Recorder", "Restarting",
@@ -103,6 +104,10 @@ class Tick:
     elapsed: float
     transactions: int
     tps: float
+
+    @classmethod
+    def of(cls, variant: str, point: int | None, load: LoadProgress) -> "Tick":
+        return cls(variant, point, load.phase, load.elapsed, load.transactions, load.tps)
 
 
 @dataclass(frozen=True)

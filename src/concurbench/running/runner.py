@@ -21,13 +21,13 @@ from pathlib import Path
 
 from . import liveruns
 from .. import stats
-from ..background.events import merged
 from ..background.kinds import background_events, make_background
 from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
 from ..check.evaluate import LEFT_OUT
 from ..check.plan import points_of
 from ..check.sides import MIN_RUNS
 from ..engines.admin import AdminSession
+from ..engines.base import Configurator
 from ..engines.registry import get_engine, spec
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from .guards import check_connected, check_scenario
@@ -38,16 +38,18 @@ from ..results.metrics import pool_metrics
 from ..report.render import RunReport
 from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
-    ServerInfo, ShardInfo, VariantRun
+    ServerInfo, ShardInfo, VariantRun, WarmupPass, Workers
 from ..results.machine import MachineLoad
 from ..results.shards import Plan, Shard, refuse_with_check
 from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
+from ..provisioners.base import Connection, Provisioner
 from ..samplers.base import SamplerDriver
 from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from ..util import suggest
 from .warmup import warm_up
 from ..workload.cpu_wait import cpus_in_use
+from ..workload.events import merged
 from ..workload.pool import LoadGenerator, resolve_clients, start_workers_early
 from ..workload.session import application_name
 
@@ -59,7 +61,7 @@ def incomplete_error(results: list[VariantRun]) -> RunError | None:
         return None
     names = ", ".join(dict.fromkeys(
         r.variant + (f"@{r.point}" if r.point is not None else "") + (f" on {r.server}" if r.server else "")
-        + (f" ({r.workers['reported']} of {r.workers['started']} worker processes reported)" if r.workers else "")
+        + (f" ({r.workers.reported} of {r.workers.started} worker processes reported)" if r.workers else "")
         for r in partial))
     return RunError(f"incomplete variant runs: {names}; a worker process sent no results, so their figures "
                     f"leave out its sessions: they are marked incomplete and claims on them were not evaluated")
@@ -96,21 +98,21 @@ class RunOutcome:
 class _Server:
     """One server of the run and what the runner keeps about it between variants."""
 
-    provisioner: object
+    provisioner: Provisioner
     position: int = 0  # its place in the run's list of servers (--server-version order)
     started: bool = False
     released: bool = False
-    connection: object = None
-    conn: object = None
-    config: object = None
-    info: dict = field(default_factory=dict)
+    connection: Connection | None = None
+    conn: AdminSession | None = None
+    config: Configurator | None = None  # SQL Server's options, applied over a connection and put back
+    info: ServerInfo | None = None  # what the server is, once configured (the run records it)
     current: dict = field(default_factory=dict)  # the settings it runs with now
     fresh: bool = False  # started or restarted since its last variant run (a warm-up pass records it)
     scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
 
     @property
     def version(self) -> str:
-        return self.info.get("version_short", "?")
+        return self.info.version_short if self.info is not None else "?"
 
 
 @contextlib.contextmanager
@@ -264,7 +266,7 @@ class Runner:
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
         s = self.scenario
         shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
-            server.version if server.started and server.info else None for server in self._servers])
+            server.version if server.started and server.info is not None else None for server in self._servers])
         return Run(scenario=ScenarioInfo.of(s, checkout_of(s.path)), status=status, error=error.message if error else None,
                    servers=list(self._recorded), target=self.target, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
@@ -329,15 +331,16 @@ class Runner:
         server.current = dict(self.scenario.settings)
         self._configure(server, server.current, dict(self.scenario.database))
         server.provisioner.apply_settings()  # a dsn server's, planned by start(); nothing for a server of its own
-        server.info = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
+        described = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
         if not policy.owned:  # what the scenario wanted that this server has not
-            server.info["differences"] = self.eng.setting_differences(
+            described["differences"] = self.eng.setting_differences(
                 server.conn, dict(self.scenario.settings), dict(self.scenario.database),
                 allowed=policy.allow_server_changes)
-        server.info.update(target=self.target, connection=server.connection.safe)
+        described.update(target=self.target, connection=server.connection.safe)
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
-        server.info.update({k: v for k, v in server.connection.extra.items() if k not in server.info})
-        self._recorded.append(ServerInfo.from_dict(server.info))
+        described.update({k: v for k, v in server.connection.extra.items() if k not in described})
+        server.info = ServerInfo.from_dict(described)
+        self._recorded.append(server.info)
         self._mark_running()
         self.progress.on_server(ServerUp(server.version, server.connection.safe,
                                          spec(self.scenario.engine).display))
@@ -493,7 +496,7 @@ class Runner:
     def _variants(self) -> list[Variant]:
         return chosen_variants(self.scenario, self.only)
 
-    def _warm_up(self, server: "_Server", variant: Variant, pools) -> dict | None:
+    def _warm_up(self, server: "_Server", variant: Variant, pools) -> WarmupPass | None:
         """The variant's warm-up pass (warmup.py), when it has one; the server is no longer fresh after it."""
         fresh, server.fresh = server.fresh, False
         if not variant.warmup_transactions:
@@ -501,7 +504,7 @@ class Runner:
         self.progress.on_warm_pass(WarmPass(variant.name, variant.warmup_transactions, fresh))
         warm = warm_up(server.connection.conninfo, pools, variant.warmup_transactions, engine=self.scenario.engine,
                        seed=self.scenario.seed, processes=self.processes, after_restart=fresh, load=LoadGenerator)
-        if warm["status"] == "interrupted":
+        if warm.status == "interrupted":
             raise KeyboardInterrupt
         return warm
 
@@ -525,7 +528,7 @@ class Runner:
                     *after]
         result = VariantRun(
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=status, workers={"started": outcome.workers, "reported": outcome.reported},
+            status=status, workers=Workers(outcome.workers, outcome.reported),
             elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
             worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s],
@@ -543,7 +546,7 @@ class Runner:
     def _window(self, server: "_Server", variant: Variant, point: int | None, pools: list):
         """The measurement window: samplers and background sessions around the load; they are closed
         whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
-        conninfo, version_num = server.connection.conninfo, server.info["version_num"]
+        conninfo, version_num = server.connection.conninfo, server.info.version_num
         remove_files = server.provisioner.file_remover()  # a container's, where observers write
         background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files,
                                                lifetime_s=variant.warmup + variant.duration)
@@ -563,7 +566,7 @@ class Runner:
             load = LoadGenerator(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                  seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
                                  listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
-                                 progress=lambda info: self.progress.on_tick(Tick(variant.name, point, **info)))
+                                 progress=lambda load: self.progress.on_tick(Tick.of(variant.name, point, load)))
             outcome = load.run()
         finally:
             with deferred_interrupts():

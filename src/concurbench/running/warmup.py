@@ -19,6 +19,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
+from ..results.model import WarmupPass
 from ..scenario.model import Pool
 from ..workload.pool import LoadGenerator
 
@@ -32,7 +33,7 @@ def warm_pools(pools: list[Pool], count: int) -> list[Pool]:
 
 
 def warm_up(conninfo: str, pools: list[Pool], count: int, *, engine: str, seed: int, processes: int | None,
-            after_restart: bool, load: Callable[..., LoadGenerator] = LoadGenerator) -> dict:
+            after_restart: bool, load: Callable[..., LoadGenerator] = LoadGenerator) -> WarmupPass:
     """Run the pass with `load` (the runner's load generator) and say what it did: transactions, failed ones,
     seconds, whether the server had just restarted. The load generator's own errors (sessions that cannot
     connect) are raised, as for the measured load."""
@@ -40,10 +41,7 @@ def warm_up(conninfo: str, pools: list[Pool], count: int, *, engine: str, seed: 
     began = time.monotonic()
     outcome = load(conninfo, warm, warmup=0.0, duration=0.0, seed=seed + SEED_OFFSET, processes=processes,
                    engine=engine).run()
-    return {"transactions_per_client": count,
-            "transactions": sum(s.transactions for s in outcome.pools.values()),
-            "failed": sum(s.failed for s in outcome.pools.values()),
-            "elapsed_s": round(time.monotonic() - began, 3),
-            "after_restart": after_restart,
-            "status": "interrupted" if outcome.interrupted else ("ok" if outcome.complete and not outcome.stopped
-                                                                  else "incomplete")}
+    return WarmupPass(count, sum(s.transactions for s in outcome.pools.values()),
+                      sum(s.failed for s in outcome.pools.values()), round(time.monotonic() - began, 3), after_restart,
+                      "interrupted" if outcome.interrupted else ("ok" if outcome.complete and not outcome.stopped
+                                                                 else "incomplete"))

@@ -31,7 +31,7 @@ from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
 from . import schedule
-from .session import DONE, FLUSH_AT, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
+from .session import DONE, END, FLUSH_AT, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 
 try:
     from . import _fastloop
@@ -180,7 +180,7 @@ class _Glue:
         if not s._reconnect():
             now = time.perf_counter_ns()
             if s.refused_since and now - s.refused_since >= REFUSED_FOR_NS:
-                self.window[2] = min(self.window[2], now)  # as pool._loop does: the load stops for every worker
+                self.window[END] = min(self.window[END], now)  # as pool._loop does: the load stops for every worker
             return None
         return s.channel.pgconn.pgconn_ptr, s.fd
 

@@ -33,8 +33,9 @@ from . import fastloop
 from .cpu_wait import run_queue_ns, waited_s
 from .lag import behind
 from .session import DONE as SESSION_DONE
+from .events import merged
 from .schedule import Pace, events
-from .session import FAR_FUTURE, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
+from .session import END, FAR_FUTURE, MEASURE_FROM, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, START, THINKING, Session
 from .stats import PoolStats
 from .waiting import LOOK_S, PreciseEpoll
 from .window_end import END_BOUND_S, end_sessions
@@ -78,6 +79,20 @@ class PoolRunResult:
     def complete(self) -> bool:
         """Every worker process reported: the figures cover every session."""
         return self.reported == self.workers
+
+
+WARMUP, MEASURE = "warmup", "measure"  # a LoadProgress's phase
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """What the load generator tells twice a second: the phase (WARMUP, `elapsed` negative: seconds to the window;
+    or MEASURE), the transactions so far, and the rate over the last tick."""
+
+    phase: str
+    elapsed: float
+    transactions: int
+    tps: float
 
 
 @dataclass(frozen=True)
@@ -199,16 +214,16 @@ def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sl
     """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window. A worker whose
     harness was killed before the start (its parent, the fork server, went with it) exits: its sessions close."""
     parent = os.getppid() if parent is None else parent
-    while window[0] == 0:
+    while window[START] == 0:
         if os.getppid() != parent:
             os._exit(ORPHANED)
         sleep(0.005)
-    delay = window[0] - clock()
+    delay = window[START] - clock()
     if delay > 0:
         sleep(delay / 1e9)
     for session in sessions:
-        session.open_window(window[1])
-    set_paces(sessions, window[1], window[0])
+        session.open_window(window[MEASURE_FROM])
+    set_paces(sessions, window[MEASURE_FROM], window[START])
 
 
 def set_paces(sessions: list[Session], measure_from: int, loop_start: int) -> None:
@@ -271,14 +286,14 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
     try:
         while remaining:
             now = clock()
-            if now >= window[2]:
+            if now >= window[END]:
                 return None
             if now >= next_parent_check:  # a killed harness must not leave its workers behind
                 if os.getppid() != parent:
                     return None
                 refused = _refused(sessions, now)
                 if refused is not None:
-                    window[2] = now  # ends the window for every worker process and the harness
+                    window[END] = now  # ends the window for every worker process and the harness
                     return refused
                 next_parent_check = now + 200_000_000
             timeout = LOOK_S if not sleeping else max(0.0, min(LOOK_S, (sleeping[0][0] - now) / 1e9))
@@ -323,7 +338,7 @@ class LoadGenerator:
 
     def __init__(self, conninfo: str, pools: list[Pool], *, warmup: float, duration: float, seed: int = 1,
                  processes: int | None = None, connect_timeout: float = 60.0,
-                 progress: Callable[[dict], None] | None = None,
+                 progress: Callable[[LoadProgress], None] | None = None,
                  listeners: list[WindowListener] | None = None, tick: float = 0.5, engine: str = "postgres",
                  loop: str = "auto"):
         for pool in pools:
@@ -369,9 +384,9 @@ class LoadGenerator:
             start = time.perf_counter_ns() + 20_000_000
             measure_from = start + int(self.warmup * 1e9)
             planned = None if self.fixed else measure_from + int(self.duration * 1e9)
-            window[1] = measure_from
-            window[2] = planned if planned is not None else FAR_FUTURE
-            window[0] = start
+            window[MEASURE_FROM] = measure_from
+            window[END] = planned if planned is not None else FAR_FUTURE
+            window[START] = start
             for listener in self.listeners:
                 listener.window_set(measure_from, planned)
             end = self._watch(window, counters, status, finished, measured_slots, measure_from, procs)
@@ -401,11 +416,11 @@ class LoadGenerator:
     @staticmethod
     def _stop_now(window) -> None:
         now = time.perf_counter_ns()
-        window[2] = now
-        if window[1] == 0:
-            window[1] = now
-        if window[0] == 0:
-            window[0] = now
+        window[END] = now
+        if window[MEASURE_FROM] == 0:
+            window[MEASURE_FROM] = now
+        if window[START] == 0:
+            window[START] = now
 
     def _wait_connected(self, status, procs) -> None:
         deadline = time.monotonic() + self.connect_timeout + self.total * 0.05
@@ -435,22 +450,20 @@ class LoadGenerator:
             count = sum(counters)
             if now >= measure_from:
                 rate = (count - last_count) / max((now - last_t) / 1e9, 1e-9)
-                self.progress({"phase": "measure", "elapsed": (now - measure_from) / 1e9,
-                               "transactions": count, "tps": rate})
+                self.progress(LoadProgress(MEASURE, (now - measure_from) / 1e9, count, rate))
             else:
-                self.progress({"phase": "warmup", "elapsed": (now - measure_from) / 1e9,
-                               "transactions": 0, "tps": 0.0})
+                self.progress(LoadProgress(WARMUP, (now - measure_from) / 1e9, 0, 0.0))
             last_count, last_t = count, now
             if self.fixed:
                 if all(status[s] == DONE for s in measured_slots):
                     end = max(finished[s] for s in measured_slots)
-                    window[2] = time.perf_counter_ns()  # stops the background pools
+                    window[END] = time.perf_counter_ns()  # stops the background pools
                     return end
-            elif now >= window[2]:
-                return window[2]
+            elif now >= window[END]:
+                return window[END]
             if any(p.exitcode not in (None, 0) for p in procs):
-                window[2] = time.perf_counter_ns()
-                return window[2]
+                window[END] = time.perf_counter_ns()
+                return window[END]
 
     def _collect(self, results, procs, buckets, window) -> tuple[list[dict], list[str]]:
         """Every worker's results, and a message for each worker that sent none.
@@ -459,7 +472,7 @@ class LoadGenerator:
         REPORT_GRACE_S later; one that exits without them, or is still silent then, is killed and
         named (its sessions' figures are missing, so the variant run is incomplete)."""
         waiting = {p.name: (i, p, bucket) for i, (p, bucket) in enumerate(zip(procs, buckets)) if p.pid is not None}
-        deadline = min(window[2], time.perf_counter_ns()) / 1e9 + END_BOUND_S + REPORT_GRACE_S
+        deadline = min(window[END], time.perf_counter_ns()) / 1e9 + END_BOUND_S + REPORT_GRACE_S
         collected: list[dict] = []
         lost: list[str] = []
         while waiting:
@@ -511,7 +524,7 @@ class LoadGenerator:
         messages.extend(lost)
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
-        timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
+        timeline = merged(*(events(p, elapsed) for p in self.pools))
         return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, worker_wait_s=waited,
                              messages=messages, workers=workers, reported=len(collected), stopped=stopped,
                              events=timeline)

@@ -28,6 +28,7 @@ import struct
 import numpy as np
 
 from ..scenario.model import Pool
+from .events import Event
 from .session import FAR_FUTURE as FAR  # no arrival, or never again
 NEVER = -FAR  # a segment that holds since before the window
 BATCH = 256  # arrivals drawn at once (numpy), so a transaction's share is a list's pop()
@@ -47,10 +48,10 @@ def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
     return [(start, rate, clients) for start, rate, clients, _kind, _detail in _timeline(pool)]
 
 
-def events(pool: Pool, elapsed_s: float) -> list[dict]:
-    """The timeline's changes inside the window (`elapsed_s` long), as the results keep them:
-    {"t_s", "source": "pool:<name>", "kind": "start" | "stop" | "phase", "detail"}."""
-    return [{"t_s": max(start, 0) / 1e9, "source": f"pool:{pool.name}", "kind": kind, "detail": detail}
+def events(pool: Pool, elapsed_s: float) -> list[Event]:
+    """The timeline's changes inside the window (`elapsed_s` long): source `pool:<name>`, kind start, stop or
+    phase."""
+    return [Event(max(start, 0) / 1e9, f"pool:{pool.name}", kind, detail)
             for start, _rate, _clients, kind, detail in _timeline(pool)
             if kind and start / 1e9 <= elapsed_s + 1e-9]
 

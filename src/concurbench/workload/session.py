@@ -20,6 +20,9 @@ from .distributions import make_drawer
 from .stats import PoolStats
 
 FAR_FUTURE = 1 << 62
+# The load window every worker process shares (a multiprocessing RawArray('q', 3), a list in tests): perf_counter
+# nanoseconds of the loop's start, of the measurement's start, and of its end (moved earlier to stop the load).
+START, MEASURE_FROM, END = 0, 1, 2
 FLUSH_AT = 65_536  # pending transactions in a pool's buffers that make the hot loop flush them
 
 # What a session is doing.
@@ -37,21 +40,6 @@ def application_name(pool: str) -> str:
 
 
 @dataclass
-class Window:
-    """Shared clock values in perf_counter nanoseconds: [start, measure_from, end]."""
-
-    shared: object  # a multiprocessing RawArray('q', 3) or a plain list in tests
-
-    def start(self) -> int:
-        return self.shared[0]
-
-    def measure_from(self) -> int:
-        return self.shared[1]
-
-    def end(self) -> int:
-        return self.shared[2]
-
-
 class Session:
     """One client. Sessions of a pool in one worker process may share one PoolStats (`stats`): the hot
     loop only appends to its buffers (a transaction's values together, so they stay aligned), and one
@@ -149,14 +137,14 @@ class Session:
     # no call it can avoid.
     def begin(self, now: int, window) -> None:
         """Start the next transaction, or finish when the window or the transaction count says so."""
-        if now >= window[2] or (self.limit is not None and self.finished >= self.limit):
+        if now >= window[END] or (self.limit is not None and self.finished >= self.limit):
             self.state = DONE
             return
         due = now
         if self.pace is not None:
             due, self.due = self.due, -1
             if due < 0:
-                when, due = self.pace.take(self.index, now, window[2])
+                when, due = self.pace.take(self.index, now, window[END])
                 if when != now:
                     self._wait(when, due)
                     return
@@ -210,7 +198,7 @@ class Session:
             channel.send(step, self.params)
             return
         # The transaction is complete; record it, then start the next one right here.
-        if self.measure_from <= now <= window[2]:
+        if self.measure_from <= now <= window[END]:
             self.finished += 1
             counted = self.counted = self.counted + 1
             self._txn_append(now - self.t0)
@@ -226,7 +214,7 @@ class Session:
                     self.stats.late += 1
             if len(self._ends) >= FLUSH_AT:
                 self.stats.flush()
-        if self.think or now >= window[2] or (self.limit is not None and self.finished >= self.limit):
+        if self.think or now >= window[END] or (self.limit is not None and self.finished >= self.limit):
             self._complete(now, window)
             return
         # A timed pool starts here too when its next arrival is already due (Pace.take: one call, whose common
@@ -234,7 +222,7 @@ class Session:
         due = now
         pace = self.pace
         if pace is not None:
-            when, due = pace.take(self.index, now, window[2])
+            when, due = pace.take(self.index, now, window[END])
             if when != now:
                 self._wait(when, due)
                 return
@@ -285,7 +273,7 @@ class Session:
 
     def _finish(self, now: int, window, failure) -> None:
         """End a transaction that failed for good (after its tries)."""
-        if self.measure_from <= now <= window[2]:
+        if self.measure_from <= now <= window[END]:
             self.finished += 1  # a failed transaction counts toward `transactions:` too, as in pgbench -t
             self.count_failure(failure, self.retries, now)
         if failure[0] == CONNECTION:
