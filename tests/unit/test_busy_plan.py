@@ -8,7 +8,7 @@ import random
 
 import simulated as sim
 from concurbench import stats as S
-from concurbench.check.plan import BUSY_MAX_REPEATS, DEFAULT_MAX_REPEATS
+from concurbench.check.rounds import BUSY_MAX_REPEATS, DEFAULT_MAX_REPEATS
 from test_decision_rule import _tolerance
 
 

@@ -10,7 +10,7 @@ import pytest
 from concurbench import stats
 from concurbench.check import CheckPolicy, Sequential, check_outcome, evaluate
 from concurbench.check.evaluate import LEFT_OUT
-from concurbench.check.plan import points_of
+from concurbench.check.rounds import points_of
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import parse_claim
 

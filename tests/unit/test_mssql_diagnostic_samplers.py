@@ -11,7 +11,7 @@ import pytest
 from mssql_standin import CannedDmvs, StepClock
 
 from concurbench.samplers.mssql import LockWaits, PerfCounters, Requests, TempdbAllocation, TempdbLatches, VersionStore
-from concurbench.samplers.mssql_logic import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT,
+from concurbench.samplers.mssql_rows import (PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT,
                                               PERF_LARGE_RAW_BASE, PERF_LARGE_RAW_FRACTION, counter_rates, one_second_max,
                                               pool_of)
 from concurbench.samplers.mssql_pages import PAGE_INFO

@@ -1,5 +1,5 @@
 """SQL Server samplers run against a stand-in for SQL Server (canned DMV rows per query), and the
-quoting helpers of mssql_logic (the samplers' SQL is parsed in test_tsql_parses.py).
+quoting helpers of engines/quoting.py (the samplers' SQL is parsed in test_tsql_parses.py).
 
 No SQL Server here: every row below is written by hand in the shape the DMV returns.
 """
@@ -17,7 +17,7 @@ from test_tsql_parses import SCENARIO_DIR
 from concurbench.errors import ConfigError, EngineError
 from concurbench.samplers.mssql import (MSSQL_SAMPLERS, IndexPhysicalStats, PerfCounters, SnapshotTransactions,
                                         TempdbLatches, WaitStats, aggregate_levels)
-from concurbench.samplers.mssql_logic import PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, latch_page_counts
+from concurbench.samplers.mssql_rows import PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, latch_page_counts
 from concurbench.scenario.model import SamplerSpec
 
 COUNTER_COLUMNS = ("object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from concurbench.samplers.mssql_logic import (BENIGN_WAITS, OBSERVER_WAITS, PERF_AVERAGE_BULK,
+from concurbench.samplers.mssql_rows import (BENIGN_WAITS, OBSERVER_WAITS, PERF_AVERAGE_BULK,
                                               PERF_COUNTER_BULK_COUNT, PERF_COUNTER_COUNTER,
                                               PERF_COUNTER_LARGE_RAWCOUNT, PERF_LARGE_RAW_BASE,
                                               PERF_LARGE_RAW_FRACTION, counter_rates, page_type,

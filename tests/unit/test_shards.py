@@ -14,7 +14,7 @@ import pytest
 
 from concurbench.errors import ConfigError
 from concurbench.running.merge import merge_shards
-from concurbench.results.merge import join
+from concurbench.results.join import join
 from concurbench.results.model import (FORMAT_VERSION, ClaimVerdict, PoolResult, Run, ScenarioInfo, ServerInfo, ShardInfo,
                                        VariantRun)
 from concurbench.results.shards import Combination, Plan, Shard, shard_number

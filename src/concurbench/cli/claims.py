@@ -15,7 +15,7 @@ from ..engines.registry import SPECS
 from .. import api
 from ..api import Target
 from ..check import CheckPolicy
-from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
+from ..check.rounds import DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConfigError
 from ..report.html import report_page
 from ..report.render import markdown

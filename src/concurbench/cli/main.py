@@ -24,7 +24,7 @@ from .lazy import LazyGroup
 
 COMMANDS = {  # name -> module of concurbench.cli : the command object
     "run": "run:run", "validate": "scenario_files:validate", "list": "scenario_files:list_",
-    "probe": "probe:probe", "doctor": "admin:doctor", "gc": "admin:gc_command", "report": "stored:report",
+    "probe": "probe:probe", "doctor": "housekeeping:doctor", "gc": "housekeeping:gc_command", "report": "stored:report",
     "results": "stored:results", "compare": "compare:compare", "claims": "claims:claims", "merge": "merge:merge",
     "history": "history:history",
 }

@@ -10,7 +10,7 @@ import click
 from .. import api
 from ..api import Target
 from ..check import CheckPolicy
-from ..check.plan import BUSY_MAX_REPEATS, DEFAULT_MAX_REPEATS, parse_budget
+from ..check.rounds import BUSY_MAX_REPEATS, DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
 from ..report.render import terminal
 from ..results.shards import Shard, refuse_with_check

@@ -16,7 +16,7 @@ import pandas as pd
 from ..workload.events import Event
 from ..results.model import Run, VariantRun
 from .chart_style import Context, colors, grid, slug
-from .timeline import in_window
+from .event_tables import in_window
 from .timeseries import TIME_LABEL
 
 COLUMNS = ["pool", "t_s", "tps", "mean_ms", "failed"]

@@ -13,7 +13,7 @@ from ..scenario.claims import server_matches
 from ..stats import Verdict
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 from .server_facts import server_facts_table
-from .timeline import timeline_tables
+from .event_tables import timeline_tables
 from .waits import wait_tables
 
 

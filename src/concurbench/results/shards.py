@@ -13,7 +13,7 @@ server has the same number of combinations, so N equal to the number of servers 
 shard, and N equal to servers x repeats one repeat of one server a shard (every variant and point).
 More shards than combinations is refused.
 
-This module is the rule only; the runner applies it and results/merge.py checks it when joining.
+This module is the rule only; the runner applies it and results/join.py checks it when joining.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`concurbench merge`: the run directories of one run's shards become one run directory.
 
-The shards are read by the store, joined by results/merge.py (which refuses runs that are not shards
+The shards are read by the store, joined by results/join.py (which refuses runs that are not shards
 of one run), and the merged run's claims are judged on the data of every shard at one look
 (check.evaluate): a shard does not judge them. The claims are the scenario's, so the scenario file
 is read again - from where the shards ran it, or `scenario_file` - and must have the shards' SHA-256.
@@ -18,7 +18,7 @@ from ..check.evaluate import LEFT_OUT
 from ..errors import ConfigError
 from ..report.render import write_report
 from ..report.tables import Report, build_report
-from ..results.merge import join
+from ..results.join import join
 from ..results.model import Run
 from ..results.shards import Plan
 from ..results.store import load_run, write_run

@@ -24,7 +24,7 @@ from .. import stats
 from ..background.kinds import background_events, make_background
 from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
 from ..check.evaluate import LEFT_OUT
-from ..check.plan import points_of
+from ..check.rounds import points_of
 from ..check.sides import MIN_RUNS
 from ..engines.admin import AdminSession
 from ..engines.base import Configurator

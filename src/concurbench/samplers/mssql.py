@@ -4,7 +4,7 @@ running requests with their blocking chains (`mssql_requests`) in modules of the
 in MSSQL_SAMPLERS.
 
 Each reads DMVs on a pyodbc connection in autocommit mode (`conn.execute(sql, *params)`); the
-arithmetic lives in `mssql_logic` and is tested there. Sources (Microsoft Learn): the reference
+arithmetic lives in `mssql_rows` and is tested there. Sources (Microsoft Learn): the reference
 pages of sys.dm_db_index_physical_stats and sys.dm_tran_active_snapshot_database_transactions.
 """
 
@@ -15,7 +15,7 @@ from ..errors import ConfigError, EngineError
 from .base import Sampler
 from .mssql_counters import LockWaits, PerfCounters, TempdbAllocation, VersionStore
 from .mssql_latches import TempdbLatches
-from .mssql_logic import dict_rows
+from .mssql_rows import dict_rows
 from .mssql_requests import Requests
 from .mssql_waits import WaitStats
 

@@ -3,7 +3,7 @@
 (`mssql_version_store`) and tempdb's allocation counters (`tempdb_allocation`).
 
 Each reads its counters every `interval` (1 s by default). Per-second counters are cumulative, so a
-row of samples holds the rate of one interval (`mssql_logic.counter_rates`; the first reading only
+row of samples holds the rate of one interval (`mssql_rows.counter_rates`; the first reading only
 sets the baseline) and other counters their value. The summary has, for a cumulative counter
 `<name>_per_s`: `<name>_total` (its growth from the first reading to the last), `<name>_per_s_mean`
 (that growth over the seconds between them), `<name>_per_s_max` (the highest one-interval rate) and
@@ -29,7 +29,7 @@ from typing import Callable
 
 from ..engines.quoting import tsql_literal
 from .base import Sampler
-from .mssql_logic import RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max
+from .mssql_rows import RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max
 
 EVERY = "*"  # as the instance of a counter: every instance, the column suffixed by the instance's name
 

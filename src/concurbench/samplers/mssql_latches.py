@@ -4,7 +4,7 @@ object a page belongs to), and how much page-latch waiting the server did in the
 Two views, because each misses what the other sees:
 - sys.dm_os_waiting_tasks every `interval` (100 ms): the tasks waiting on PAGELATCH_* for a tempdb
   page, whose resource `2:1:1` (database:file:page) says by its page number whether it is an
-  allocation page (`mssql_logic.page_type`). Polling misses waits shorter than the interval, so the
+  allocation page (`mssql_rows.page_type`). Polling misses waits shorter than the interval, so the
   shares are given only when at least `min_task_samples` (20) waiting tasks were seen; below that
   they are None (and a claim on them fails as "no value" instead of holding over nothing).
 - sys.dm_os_wait_stats, read with every poll and compared first to last: the PAGELATCH_* waits of
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections import Counter
 
 from .base import Sampler
-from .mssql_logic import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
+from .mssql_rows import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
 from .mssql_pages import PageNamer
 
 SQL_SERVER_2019 = 15_000_000

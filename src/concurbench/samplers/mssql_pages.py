@@ -1,7 +1,7 @@
 """Naming the tempdb pages sessions wait on by their object, away from the sampling thread.
 
 `tempdb_latches` sees PAGELATCH waits on tempdb pages. Allocation pages need no lookup: PFS, GAM and
-SGAM sit at fixed page numbers (`mssql_logic.page_type`), so `2:F:N` is classified by arithmetic on
+SGAM sit at fixed page numbers (`mssql_rows.page_type`), so `2:F:N` is classified by arithmetic on
 the sampling thread. Any other page is named with sys.dm_db_page_info, which reads the page's header
 and so takes that page's latch: under 100 callers holding it exclusively in turn the lookup queues
 like they do. Done inline it held up every sampler sharing the thread (the 100 ms cadence slipped

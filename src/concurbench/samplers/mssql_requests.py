@@ -31,7 +31,7 @@ import re
 from collections import Counter
 
 from .base import Sampler
-from .mssql_logic import dict_rows, pool_of
+from .mssql_rows import dict_rows, pool_of
 
 _PAGE = re.compile(r"^\s*\d+:\d+:\d+")
 _KIND = re.compile(r"^\s*([A-Za-z_]+)\s*:")

@@ -25,7 +25,7 @@ import time
 from typing import Callable
 
 from .base import Sampler
-from .mssql_logic import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, pool_of, wait_deltas
+from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, pool_of, wait_deltas
 
 _COLUMNS = ("waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
 
@@ -76,11 +76,11 @@ class WaitStats(Sampler):
     """Wait statistics of the window: server-wide (sys.dm_os_wait_stats) and of the load sessions
     (sys.dm_exec_session_wait_stats), longest waits first.
 
-    `exclude_benign` (default true) drops the idle and background waits of `mssql_logic.BENIGN_WAITS`,
+    `exclude_benign` (default true) drops the idle and background waits of `mssql_rows.BENIGN_WAITS`,
     which hold XE_TIMER_EVENT and the SQLTRACE_* sleeps that an Extended Events session with an
     event_file target (or a server-side trace) leaves behind: to see them, set `exclude_benign:
     false`, or keep them by name (`keep: [XE_TIMER_EVENT]`; `keep: observer` keeps every wait of
-    `mssql_logic.OBSERVER_WAITS`). `top` (10) waits get metrics of their own: `wait_ms.<WAIT>`,
+    `mssql_rows.OBSERVER_WAITS`). `top` (10) waits get metrics of their own: `wait_ms.<WAIT>`,
     `tasks.<WAIT>`, `signal_ms.<WAIT>` server-wide, `sessions.wait_ms.<WAIT>` for all load sessions
     and `pool.<pool>.wait_ms.<WAIT>` per pool. `waits` (every wait type's milliseconds) and
     `window_s` (the seconds between the first and the last reading) let the report compare arms.

@@ -16,7 +16,7 @@ from .decisions import (FAIL, INCONCLUSIVE, MAX_RUNS_ESTIMATED, PASS, SPENDING_P
 from .estimates import (ALPHA, MAX_POINTS, MAX_RHO, MIN_POINTS, STEADY_T, Estimate, estimate, exact, lag1,
                         level_shift, log_scale, within_run)
 from .tdist import normal_cdf, normal_quantile, t_cdf, t_quantile
-from .testing import Difference, Runs, Test, difference_test, test_runs, test_sides, welch, welch_df
+from .significance import Difference, Runs, Test, difference_test, test_runs, test_sides, welch, welch_df
 
 __all__ = ["ALPHA", "FAIL", "INCONCLUSIVE", "MAX_POINTS", "MAX_RHO", "MAX_RUNS_ESTIMATED", "MIN_POINTS", "PASS",
            "SPENDING_POWER", "STEADY_T", "Difference", "Estimate", "Runs", "Test", "Verdict", "decide", "decide_family",

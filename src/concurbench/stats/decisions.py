@@ -31,7 +31,7 @@ from typing import Callable
 
 from .estimates import ALPHA
 from .tdist import t_quantile
-from .testing import Test
+from .significance import Test
 
 
 class Verdict(StrEnum):
