@@ -33,7 +33,7 @@ from .probe import ProbeReport, probe as probe_target
 from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
 from .report.by_version import claims_by_version, made_lines
 from .report.tables import Report
-from .results.model import Run
+from .results.model import Run, RunStatus
 from .results.shards import Shard
 from .results.store import load_run
 from .running.load import load_scenario
@@ -184,7 +184,7 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
         for model in models:
             outcome = _run(model, target, listener or Listener(), out_dir=out_dir, check=policy,
                            default_versions=spec(model.engine).versions)
-            if outcome.status == "interrupted":
+            if outcome.status == RunStatus.INTERRUPTED:
                 raise KeyboardInterrupt
             runs.append(outcome.run)
             if outcome.error is not None:
@@ -208,7 +208,7 @@ def _run(model: Scenario, target: Target, listener: Listener, *, default_version
     """Build the target's provisioners and run the scenario on them; the listener hears its start and end."""
     provisioners = target.provisioners(model, listener=listener, default_versions=default_versions)
     listener.on_run_started(RunStarted(model.name))
-    status = "failed"
+    status = RunStatus.FAILED
     try:
         with sigterm_interrupts():
             outcome = Runner(model, provisioners, progress=listener, target=target.name, **runner_options).run()

@@ -9,7 +9,8 @@ import pytest
 
 from concurbench import stats
 from concurbench.check import CheckPolicy, Sequential, check_outcome, evaluate
-from concurbench.check.evaluate import LEFT_OUT
+from concurbench.check.evaluate import Skip, left_out
+from concurbench.results.model import Cause
 from concurbench.check.rounds import points_of
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import parse_claim
@@ -218,7 +219,7 @@ def test_claims_left_out_of_quick_runs_say_why():
 def test_claims_on_variants_not_run_are_not_evaluated_and_only_the_unchosen_ones_leave_the_exit_code_alone():
     runs = [run("a", r) for r in (1, 2)]
     texts = ["a: tps > b: tps", "a: tps > c: tps", "a: tps > 0"]
-    verdicts = judge(texts, runs, skipped={"b": LEFT_OUT, "c": "not run: the run was interrupted first"})
+    verdicts = judge(texts, runs, skipped={"b": left_out(), "c": Skip(Cause.NOT_RUN, "not run: the run was interrupted first")})
     assert [v.verdict for v in verdicts] == ["not evaluated", "not evaluated", "pass"]
     assert verdicts[0].reason == "not evaluated: left out with --variant (b)"
     assert "interrupted" in verdicts[1].reason
@@ -250,7 +251,7 @@ def test_earlier_verdicts_stand():
     runs = [run("fast", r, tps=3000) for r in (1, 2)] + [run("slow", r, tps=1000) for r in (1, 2)]
     (first,) = judge(["fast: tps > slow: tps"], runs)
     later = [run("fast", 3, tps=1000), run("slow", 3, tps=3000)]
-    (again,) = judge(["fast: tps > slow: tps"], runs + later, decided={(first.claim, first.server): first})
+    (again,) = judge(["fast: tps > slow: tps"], runs + later, decided={(first.claim_id, first.server): first})
     assert again is first
 
 

@@ -14,7 +14,8 @@ import pytest
 
 from concurbench.cli.main import main
 from concurbench.errors import ConfigError
-from concurbench.results.model import (FORMAT_VERSION, ClaimEstimate, ClaimVerdict, PoolResult, PublishedFigure, Run,
+from concurbench.scenario.claims import parse_claim
+from concurbench.results.model import (FORMAT_VERSION, Cause, ClaimEstimate, ClaimVerdict, PoolResult, PublishedFigure, Run,
                                        ScenarioInfo, ServerInfo, Source, VariantRun)
 from concurbench.results.store import load_run, write_run
 
@@ -144,9 +145,13 @@ def test_format_1_claims_not_evaluated_and_failed_with_an_error(tmp_path):
                          {"claim": "c: tps > 0", "passed": True, "left": 0.0, "right": 0}]
     (run_dir / "summary.json").write_text(json.dumps(summary))
     claims = load_run(run_dir).claims
-    assert claims == [ClaimVerdict("a: tps > 1", "not evaluated", "", "18.6", None, None, "not evaluated: a was not run"),
-                      ClaimVerdict("b: tpz > 1", "fail", "d", "18.6", None, None, "no value for metric 'tpz'"),
-                      ClaimVerdict("c: tps > 0", "pass", "", None, ClaimEstimate(0.0), ClaimEstimate(0))]
+    forms = [parse_claim(c).form for c in ("a: tps > 1", "b: tpz > 1", "c: tps > 0")]
+    assert claims == [ClaimVerdict("a: tps > 1", "not evaluated", "", "18.6", None, None, "not evaluated: a was not run",
+                                   cause=Cause.NOT_RUN, claim_id=0, form=forms[0]),
+                      ClaimVerdict("b: tpz > 1", "fail", "d", "18.6", None, None, "no value for metric 'tpz'",
+                                   claim_id=1, form=forms[1]),
+                      ClaimVerdict("c: tps > 0", "pass", "", None, ClaimEstimate(0.0), ClaimEstimate(0), claim_id=2,
+                                   form=forms[2])]
 
 
 def _copy(run: Path, tmp: Path) -> Path:

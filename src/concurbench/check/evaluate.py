@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from .. import stats
 from ..results.machine import MachineLoad
-from ..results.model import ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
+from ..results.model import Cause, ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
 from ..scenario.claims import Claim
 from ..stats import Verdict
 from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
@@ -25,6 +25,19 @@ ABOUT_OTHERS = "not evaluated: the claim is about"
 LEFT_OUT = "left out with --variant"  # why a variant the user did not choose has no run
 NOT_CHOSEN = f"not evaluated: {LEFT_OUT}"
 BUSY = "the machine was busy"  # how an open claim's reason names a busy machine (with_machine)
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Why a variant a claim reads has no run: its cause (NOT_CHOSEN, NOT_RUN) and the words for the reason."""
+
+    cause: Cause
+    why: str
+
+
+def left_out() -> Skip:
+    """A variant the user did not choose with --variant."""
+    return Skip(Cause.NOT_CHOSEN, LEFT_OUT)
 
 
 def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
@@ -94,26 +107,29 @@ ONE_LOOK = Look()
 
 
 class _Member:
-    """One claim on one server while the family is judged."""
+    """One claim (the scenario's claim number `claim_id`) on one server while the family is judged."""
 
-    def __init__(self, claim: Claim, server):
+    def __init__(self, claim: Claim, claim_id: int, server):
         self.claim = claim
+        self.claim_id = claim_id
         self.server = server
         self.left: SideData | float | None = None  # a number of the claim is a float
         self.right: SideData | float | None = None
         self.test: stats.Test | None = None
         self.reason = ""
+        self.cause = Cause.TESTED  # why it is not tested, when `reason` says so
         self.verdict: ClaimVerdict | None = None  # set when the member is settled without a test
 
 
-def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, str] | None = None,
+def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, Skip] | None = None,
              quick: bool = False, look: Look = ONE_LOOK,
              decided: dict[tuple, ClaimVerdict] | None = None) -> list[ClaimVerdict]:
     """Verdicts for every claim on every server of `runs` (all repeats, not folded).
 
-    `skipped` names variants that were not run (left out with --variant, unsupported, interrupted)
-    with the reason; `decided` holds verdicts of earlier looks that stand; `look` is this look, with
-    its share of the error rate (said in the reasons).
+    `claims` are the scenario's `expect` in order (a verdict's claim_id is its place there); `skipped` names
+    variants that were not run (left out with --variant, unsupported, interrupted) with why; `decided` holds
+    verdicts of earlier looks that stand, by (claim_id, server); `look` is this look, with its share of the
+    error rate (said in the reasons).
     """
     skipped = dict(skipped or {})
     decided = dict(decided or {})
@@ -124,13 +140,13 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
     members: list[_Member] = []
     for server in servers or [None]:
         mine = [r for r in runs if r.server == server]
-        for claim in claims:
-            member = _Member(claim, server)
+        for claim_id, claim in enumerate(claims):
+            member = _Member(claim, claim_id, server)
             members.append(member)
             if not claim.applies_to(server):
-                member.verdict = _settled(member, f"{ABOUT_OTHERS} {claim.about} only", left_out=True)
+                member.verdict = _settled(member, f"{ABOUT_OTHERS} {claim.about} only", Cause.OTHER_SERVER)
                 continue
-            previous = decided.get((claim.text, server))
+            previous = decided.get((claim_id, server))
             if previous is not None and previous.verdict in (Verdict.PASS, Verdict.FAIL):
                 member.verdict = previous
                 continue
@@ -148,39 +164,40 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
     return [m.verdict for m in members]
 
 
-def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, str], quick: bool) -> None:
+def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], quick: bool) -> None:
     claim = member.claim
-    left_out = sorted({r.variant for r in claim.refs() if r.variant in skipped})
+    missing = sorted({r.variant for r in claim.refs() if r.variant in skipped})
     if quick and claim.skip_quick:
-        member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}", left_out=True)
+        member.verdict = _settled(member, f"{LEFT_OUT_OF_QUICK}: {claim.skip_quick}", Cause.QUICK)
         return
-    if left_out and all(skipped[v] == LEFT_OUT for v in left_out):
-        member.verdict = _settled(member, f"{NOT_CHOSEN} ({', '.join(left_out)})", left_out=True)
+    if missing and all(skipped[v].cause is Cause.NOT_CHOSEN for v in missing):
+        member.verdict = _settled(member, f"{NOT_CHOSEN} ({', '.join(missing)})", Cause.NOT_CHOSEN)
         return
-    if left_out:
-        why = "; ".join(f"{v}: {skipped[v]}" for v in left_out)
-        member.verdict = _settled(member, f"not evaluated: {why}")
+    if missing:
+        why = "; ".join(f"{v}: {skipped[v].why}" for v in missing)
+        member.verdict = _settled(member, f"not evaluated: {why}", Cause.NOT_RUN)
         return
     try:
         member.left = _side(claim.left, runs)
         member.right = _side(claim.right, runs)
     except NotEvaluated as exc:
-        member.verdict = _settled(member, f"not evaluated: {exc}")
+        member.verdict = _settled(member, f"not evaluated: {exc}", Cause.NOT_RUN)
         return
     except NotFound as exc:
-        member.verdict = _settled(member, f"not evaluated: {exc}")
+        member.verdict = _settled(member, f"not evaluated: {exc}", Cause.NO_FIGURE)
         return
     sides = [s for s in (member.left, member.right) if isinstance(s, SideData)]
-    reasons = [s.reason for s in sides if s.reason]
-    if reasons:
-        member.reason = "; ".join(dict.fromkeys(reasons))
+    untested = [s for s in sides if s.reason]
+    if untested:
+        member.reason = "; ".join(dict.fromkeys(s.reason for s in untested))
+        member.cause = Cause.THIN if any(s.cause is Cause.THIN for s in untested) else untested[0].cause
         return
     if claim.op not in ("==", "!=") and len(sides) == 2 and all(s.zero for s in sides):
-        member.reason = f"{NEVER_SEEN} in every run: nothing was seen to compare"
+        member.reason, member.cause = f"{NEVER_SEEN} in every run: nothing was seen to compare", Cause.NEVER_SEEN
         return
     member.test = stats.test_runs(_runs(member.left, claim.left.factor), _runs(member.right, claim.right.factor))
     if member.test.p_greater is None:
-        member.reason = "no uncertainty could be estimated for a side"
+        member.reason, member.cause = "no uncertainty could be estimated for a side", Cause.NO_UNCERTAINTY
 
 
 def _side(side, runs: list[VariantRun]) -> SideData | float:
@@ -193,11 +210,11 @@ def _runs(side: SideData | float, factor: float) -> stats.Runs | float:
     return side if isinstance(side, float) else side.runs.scaled(factor)
 
 
-def _settled(member: _Member, reason: str, *, left_out: bool = False) -> ClaimVerdict:
-    """Not evaluated, and why; `left_out` when on purpose (a check does not count it as undecided)."""
+def _settled(member: _Member, reason: str, cause: Cause) -> ClaimVerdict:
+    """Not evaluated, and why (a cause of LEFT_OUT_CAUSES: on purpose, which a check does not count as undecided)."""
     claim = member.claim
     return ClaimVerdict(claim.text, Verdict.NOT_EVALUATED, claim.description, member.server, reason=reason,
-                        left_out=left_out)
+                        cause=cause, claim_id=member.claim_id, form=claim.form)
 
 
 def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | None, look: Look,
@@ -208,15 +225,17 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     test = member.test
     left = _shown(member.left, claim.left.factor)
     right = _shown(member.right, claim.right.factor)
-    needed = None
+    needed, cause = None, member.cause
     if member.reason:
         reason = member.reason
     elif test is not None and math.isinf(test.diff) and verdict is not Verdict.INCONCLUSIVE:
         word = "holds" if verdict is Verdict.PASS else "does not hold"
         reason = f"{word}: every run measured more than 0 on one side and exactly 0 on the other" + _runs_a_side(member)
+        cause = Cause.EXACT
     elif test is not None and test.se == 0 and verdict is not Verdict.INCONCLUSIVE:
         word = "holds" if verdict is Verdict.PASS else "does not hold"
         reason = f"{word} exactly: every run measured the same" + _runs_a_side(member)
+        cause = Cause.EXACT
     elif verdict is Verdict.INCONCLUSIVE:
         more, needed = _more(member, family)
         reason = "the difference is within the noise" + _how(member) + _odds(p, level, look, family) + more
@@ -227,7 +246,8 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     shown = level if level and p is not None and not member.reason and test.se and not math.isinf(test.diff) else None
     return ClaimVerdict(claim.text, verdict, claim.description, member.server, left, right, reason,
                         ratio=_interval(test, stats.ALPHA) if test and test.scale == "log" else None, p_value=p,
-                        level=shown, interval=None if shown is None else _interval(test, shown), runs_needed=needed)
+                        level=shown, interval=None if shown is None else _interval(test, shown), runs_needed=needed,
+                        cause=cause, claim_id=member.claim_id, form=claim.form)
 
 
 def _shown(side, factor: float) -> ClaimEstimate | None:

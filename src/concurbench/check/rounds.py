@@ -17,13 +17,13 @@ import time
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from ..results.model import ClaimVerdict, VariantRun
-from ..scenario.claims import Claim
+from ..results.model import Cause, ClaimVerdict, VariantRun
+from ..scenario.claims import Claim, ClaimForm
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from ..util import parse_duration
-from .evaluate import Look, evaluate
-from .sides import MIN_RUNS, NEVER_SEEN, THIN
+from .evaluate import Look, Skip, evaluate
+from .sides import MIN_RUNS
 
 DEFAULT_MAX_REPEATS = 5
 BUSY_MAX_REPEATS = 8  # on a busy machine, unless --max-repeats was given
@@ -51,7 +51,7 @@ class Sequential:
     scenario: Scenario
     policy: CheckPolicy
     first: int  # runs every variant gets before the first look (--repeat, at least MIN_RUNS)
-    skipped: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, Skip] = field(default_factory=dict)
     clock: object = time.monotonic
     decided: dict[tuple, ClaimVerdict] = field(default_factory=dict)
     durations: dict[tuple, float] = field(default_factory=dict)  # (server, variant, point) -> seconds of its last run
@@ -94,7 +94,7 @@ class Sequential:
                             look=self.look(self.looks_taken), decided=self.decided)
         for v in verdicts:
             if v.verdict in (Verdict.PASS, Verdict.FAIL):
-                self.decided.setdefault((v.claim, v.server), v)
+                self.decided.setdefault((v.claim_id, v.server), v)
         return verdicts
 
     def record(self, run: VariantRun, seconds: float) -> None:
@@ -102,15 +102,11 @@ class Sequential:
 
     def wanted(self, verdicts: list[ClaimVerdict], runs: list[VariantRun]) -> dict[tuple, set]:
         """(variant, point) pairs to run once more on each server named, for claims more runs could settle."""
-        claims = {c.text: c for c in self.scenario.expect}
         out: dict[tuple, set] = {}
         for v in verdicts:
-            if v.verdict is not Verdict.INCONCLUSIVE or v.reason.startswith((THIN, NEVER_SEEN)):
-                continue
-            claim = claims.get(v.claim)
-            if claim is None:
-                continue
-            for key in points_of(claim, [r for r in runs if r.server == v.server]):
+            if v.verdict is not Verdict.INCONCLUSIVE or v.cause in (Cause.THIN, Cause.NEVER_SEEN):
+                continue  # more runs would not change these
+            for key in points_of(v.form, [r for r in runs if r.server == v.server]):
                 if _count(runs, v.server, key) < self.max_repeats:
                     out.setdefault(key, set()).add(v.server)
         return out
@@ -123,7 +119,7 @@ class Sequential:
         return spent + cost <= self.policy.budget_s
 
 
-def points_of(claim: Claim, runs: list[VariantRun]) -> list[tuple]:
+def points_of(claim: Claim | ClaimForm, runs: list[VariantRun]) -> list[tuple]:
     """The (variant, point) pairs a claim reads, resolved against the points the variants ran at."""
     out = []
     for ref in claim.refs():

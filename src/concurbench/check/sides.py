@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import stats
-from ..results.model import ClaimEstimate, Unavailable, VariantRun
+from ..results.model import Cause, ClaimEstimate, Unavailable, VariantRun
 from ..scenario.claims import Ref
 from ..util import suggest
 
@@ -50,6 +50,7 @@ class SideData:
     values: list[float]
     window: bool  # a window figure (within-run estimates exist)
     reason: str = ""  # why it cannot be judged
+    cause: Cause | None = None  # the same, typed (THIN: more runs would not change it; FEW_RUNS: they would)
     within: list[stats.Estimate | None] = field(default_factory=list)
 
     @property
@@ -149,8 +150,9 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
                             f" (a window figure needs {MIN_EVENTS})")
     data = SideData(ref, repeats, values, window, within=within)
     if thin:
-        data.reason = f"{THIN}: " + "; ".join(thin)
+        data.reason, data.cause = f"{THIN}: " + "; ".join(thin), Cause.THIN
     elif len(values) < MIN_RUNS:
+        data.cause = Cause.FEW_RUNS
         data.reason = (f"{ref.variant} ran {len(values)} time{'s' if len(values) != 1 else ''}: a verdict needs "
                        f"{MIN_RUNS} runs of each side (--check repeats as needed, or --repeat {MIN_RUNS})")
     return data

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from ..errors import ConfigError
 from ..housekeeping import gc, remote
+from ..housekeeping.gc import Outcome
 from ..housekeeping.doctor import run_checks
 from ..provisioners.base import home_dir
 from ..provisioners.dsn import engine_of
@@ -62,7 +63,7 @@ def gc_command(dry_run: bool, force: bool, target: str, dsn: str | None, passwor
         out.print(f"{action.outcome}: {action.kind} {action.name}: {action.detail}{notes}", soft_wrap=True)
     if target == "dsn" and not yes:
         out.print("nothing was removed: add --yes to remove what is listed")
-    if any(a.outcome == "failed" for a in actions):
+    if any(a.outcome is Outcome.FAILED for a in actions):
         sys.exit(1)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
+from ..results.model import RunStatus
 from ..running.merge import merge_shards
 from ..report.render import terminal
 from .console import err, out
@@ -41,12 +42,12 @@ def merge(shard_dirs: tuple[Path, ...], out_dir: Path, partial: bool, check: boo
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", markup=True, highlight=False, soft_wrap=True)
     if run.variant_runs:
         terminal(outcome.report, out)
-    if run.status != "ok":
+    if run.status != RunStatus.OK:
         err.print(f"[red]error:[/red] a shard's run ended {run.status}: {escape(run.error or '')}",
                   highlight=False, soft_wrap=True)
-    code = check_exit_code(run.claims) if check and run.status == "ok" else None
+    code = check_exit_code(run.claims) if check and run.status == RunStatus.OK else None
     out.print(str(run.path), soft_wrap=True)
-    if run.status != "ok":
+    if run.status != RunStatus.OK:
         sys.exit(EXIT_RUN_FAILED)
     if code:
         sys.exit(code)

@@ -16,7 +16,7 @@ from ..report.html import NO_MATPLOTLIB, html_page
 from ..report.render import markdown, terminal
 from ..report.tables import build_report
 from ..results import frame
-from ..results.model import Run
+from ..results.model import Run, RunStatus
 from ..results.store import csv_text, load_run
 from ..stats import Verdict
 from .console import err, out
@@ -142,7 +142,7 @@ def _list_runs(runs: list[Path], directories: tuple[Path, ...], out) -> None:
         table.add_row(run.started[:19].replace("T", " "), run.scenario.name + (" (quick)" if run.scenario.quick else ""),
                       str(run.target), servers, str(len({r.variant for r in run.variant_runs})), run.status,
                       f"{passed}/{len(run.claims)}" if run.claims else "–", str(path))
-        if run.status in ("running", "killed"):  # say what finished: the directory keeps it
+        if run.status in (RunStatus.RUNNING, RunStatus.KILLED):  # say what finished: the directory keeps it
             finished = ", ".join(r.label for r in run.variant_runs) or "none"
             notes.append(f"{run.status}: {path}: {run.error}; finished: {finished}")
     out.print(table)

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..check.sides import is_window_metric, window_estimate
 from ..errors import ConfigError
 from ..report.repeats import key as repeat_key
-from ..results.model import Run, Unavailable, VariantRun
+from ..results.model import Run, RunStatus, Unavailable, VariantRun
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
 
@@ -88,7 +88,7 @@ def read_run(path: Path | str, labels: dict[str, str] | None = None) -> tuple[Ru
         raise ConfigError(f"{path}: not a run directory (it has no {MANIFEST}); give the directory `concurbench run` "
                           f"printed last")
     run = load_run(path)
-    if run.status == "running":
+    if run.status == RunStatus.RUNNING:
         raise ConfigError(f"{path}: the run is still going (or was killed before it ended); add it when it has "
                           f"ended, or `concurbench gc` a killed one")
     record = _run_record(path, run, labels or {})

@@ -22,6 +22,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -63,12 +64,23 @@ class ServerState:
         return ", ".join(parts)
 
 
+class Outcome(StrEnum):
+    """What gc did about one thing (the words it prints)."""
+
+    REMOVED = "removed"
+    WOULD_REMOVE = "would remove"  # --dry-run, or a dsn server's leftover without --yes
+    LEFT_ALONE = "left alone"
+    FAILED = "failed"
+    KILLED = "killed"  # a run: its process ended without finishing it
+    BY_HAND = "left for an administrator"  # what only an administrator on the server can remove
+
+
 @dataclass
 class Action:
     kind: str      # server, container, staging, run
     name: str
     detail: str
-    outcome: str   # removed, would remove, left alone, failed; killed (a run)
+    outcome: Outcome
     notes: list[str] = field(default_factory=list)
 
 
@@ -263,16 +275,16 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
         finally:
             client.close()
     except Exception as exc:  # noqa: BLE001 - an engine problem must not stop the local clean-up
-        return [Action("container", "-", f"listing containers failed: {exc}", "failed")]
+        return [Action("container", "-", f"listing containers failed: {exc}", Outcome.FAILED)]
     actions, doomed, names = [], set(), {}
     for name, labels, created in found:
         run_id = labels.get(LABEL_RUN, "?")
         detail = f"run {run_id}, {labels.get('concurbench.kind', 'container')}"
         why = _container_owner(labels, created, force)
         if why is not None:
-            actions.append(Action("container", name, detail, "left alone", [why]))
+            actions.append(Action("container", name, detail, Outcome.LEFT_ALONE, [why]))
         elif dry_run:
-            actions.append(Action("container", name, detail, "would remove"))
+            actions.append(Action("container", name, detail, Outcome.WOULD_REMOVE))
         else:
             doomed.add(run_id)
             names[name] = detail
@@ -280,9 +292,9 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
         try:
             removed = set(docker_engine.remove_leftover_containers(doomed))
         except Exception as exc:  # noqa: BLE001 - reported as a failed action, the rest goes on
-            return actions + [Action("container", n, d, "failed", [str(exc)]) for n, d in names.items()]
+            return actions + [Action("container", n, d, Outcome.FAILED, [str(exc)]) for n, d in names.items()]
         for name, detail in names.items():
-            actions.append(Action("container", name, detail, "removed" if name in removed else "failed"))
+            actions.append(Action("container", name, detail, Outcome.REMOVED if name in removed else Outcome.FAILED))
     return actions
 
 
@@ -294,30 +306,30 @@ def collect(*, dry_run: bool = False, force: bool = False, home: Path | None = N
     for server in find_servers(home):
         detail = server.describe()
         if server.owner_alive and not force:
-            actions.append(Action("server", server.run_id, detail, "left alone",
+            actions.append(Action("server", server.run_id, detail, Outcome.LEFT_ALONE,
                                   ["its run is still going; --force stops it anyway"]))
             continue
         if dry_run:
-            actions.append(Action("server", server.run_id, detail, "would remove"))
+            actions.append(Action("server", server.run_id, detail, Outcome.WOULD_REMOVE))
             continue
         try:
             notes = _stop_server(server)
-            actions.append(Action("server", server.run_id, detail, "removed", notes))
+            actions.append(Action("server", server.run_id, detail, Outcome.REMOVED, notes))
         except (ConcurbenchError, OSError) as exc:
-            actions.append(Action("server", server.run_id, detail, "failed", [str(exc)]))
+            actions.append(Action("server", server.run_id, detail, Outcome.FAILED, [str(exc)]))
     for path in _stale_staging(home):
         if dry_run:
-            actions.append(Action("staging", path.name, str(path), "would remove"))
+            actions.append(Action("staging", path.name, str(path), Outcome.WOULD_REMOVE))
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-        actions.append(Action("staging", path.name, str(path), "failed" if path.exists() else "removed"))
+        actions.append(Action("staging", path.name, str(path), Outcome.FAILED if path.exists() else Outcome.REMOVED))
     if containers:
         actions.extend(_containers(dry_run, force))
     for run in liveruns.killed(home):
-        actions.append(Action("run", str(run.run_dir), run.detail, "killed"))
+        actions.append(Action("run", str(run.run_dir), run.detail, Outcome.KILLED))
         if not dry_run:
             liveruns.unregister(run.note)
     return actions

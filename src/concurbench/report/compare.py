@@ -44,7 +44,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..results.model import Run, VariantRun
+from ..results.model import Run, RunStatus, VariantRun
 from ..results.store import load_run
 from ..scenario.claims import server_matches
 from ..stats import Estimate, estimate, holm, welch
@@ -385,7 +385,7 @@ def _check(b_dir: Path, b: Run, c_dir: Path, c: Run, force: bool) -> list[str]:
             if server.differences:  # ran --server-settings as-is: the settings are the server's, not the scenario's
                 warnings.append(f"the {side} ran on {server.version_short} with settings other than the scenario's "
                                 f"(--server-settings as-is): {server.differences_text(why=False)}")
-        if run.status != "ok":
+        if run.status != RunStatus.OK:
             warnings.append(f"the {side} run's status is {run.status}: its figures may be partial")
         bad = [_key_label((None, r.variant, r.point)) + f" {r.status}" for r in run.variant_runs if not r.complete]
         if bad:

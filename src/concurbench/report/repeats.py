@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 
-from ..results.model import PoolResult, VariantRun
+from ..results.model import PoolResult, RunStatus, VariantRun
 from ..stats import estimate
 
 CV_LIMIT = 0.10  # spread between repeats above which a metric is flagged
@@ -50,7 +50,7 @@ def fold(runs: list[VariantRun]) -> Folded:
                                  None, pool.unavailable)
     values = {f.name: getattr(first, f.name) for f in fields(VariantRun)}
     values.update(
-        status=next((r.status for r in runs if r.status != "ok"), "ok"),
+        status=next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK),
         elapsed_s=_mean([r.elapsed_s for r in runs]),
         worker_cpu_s=[c for r in runs for c in r.worker_cpu_s],
         worker_wall_s=[c for r in runs for c in r.worker_wall_s],

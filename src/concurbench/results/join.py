@@ -19,10 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ConfigError
-from .model import FORMAT_VERSION, MergedShard, Run, ServerInfo, VariantRun
+from .model import FORMAT_VERSION, MergedShard, Run, RunStatus, ServerInfo, VariantRun
 from .shards import Combination, Plan, Shard, describe
 
-STATUS_ORDER = ("ok", "incomplete", "interrupted", "failed", "killed")  # the merged status is the shards' worst
+STATUS_ORDER = (RunStatus.OK, RunStatus.INCOMPLETE, RunStatus.INTERRUPTED, RunStatus.FAILED, RunStatus.KILLED)  # the merged status is the shards' worst
 
 
 @dataclass
@@ -40,7 +40,7 @@ def join(runs: list[Run], *, partial: bool = False) -> Joined:
         if run.shard is None:
             raise ConfigError(f"{run.path}: not a shard (the run was made without --shard); merge joins the run "
                               f"directories of `concurbench run --shard I/N`")
-        if run.status == "running":
+        if run.status == RunStatus.RUNNING:
             raise ConfigError(f"{run.path}: shard {run.shard.label} is {run.error}; merge it once it has ended "
                               f"(a shard killed without ending is merged with what it finished, with a warning)")
     runs = sorted(runs, key=lambda r: r.shard.index)

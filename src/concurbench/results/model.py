@@ -11,10 +11,12 @@ pool; metric lookups then return an `Unavailable` (printed "unavailable: reason"
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..scenario.claims import ClaimForm, claim_form, claim_of
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from ..workload.events import Event
@@ -23,7 +25,40 @@ from .machine import MachineLoad
 from .shards import Plan
 
 FORMAT_VERSION = 2
-STATUSES = ("ok", "interrupted", "incomplete", "failed")  # of a variant run
+
+
+class RunStatus(StrEnum):
+    """How a run, a variant run or a warm-up pass ended (the words stored, as a StrEnum they stay the same)."""
+
+    OK = "ok"
+    INTERRUPTED = "interrupted"  # Ctrl-C, SIGTERM or SIGHUP: figures cover the part that ran
+    INCOMPLETE = "incomplete"  # a worker process sent no results
+    FAILED = "failed"
+    RUNNING = "running"  # a run's manifest while it goes
+    KILLED = "killed"  # a run that ended without finishing (its owner is gone), as the store reads it back
+
+
+class Cause(StrEnum):
+    """Why a claim's verdict is what it is, as a check acts on it (the reason says it in words)."""
+
+    TESTED = "tested"  # the test decided, or left it within the noise (more runs may decide it)
+    EXACT = "exact"  # every run measured the same, or 0 against more than 0: decided without an interval
+    THIN = "too few observations"  # a window saw too little: more runs would not change it
+    NEVER_SEEN = "both sides zero"  # nothing was seen to compare
+    NO_UNCERTAINTY = "no uncertainty"  # no spread could be estimated for a side
+    FEW_RUNS = "too few runs"  # a side ran fewer times than a verdict needs
+    NO_FIGURE = "no figure"  # a side's figure was not measured
+    QUICK = "left out of quick runs"
+    OTHER_SERVER = "about other servers"
+    NOT_CHOSEN = "left out with --variant"
+    NOT_RUN = "not run"  # its variants were skipped by the server or not reached
+    IN_A_SHARD = "in a shard"  # `merge` judges it on the data of every shard
+
+
+LEFT_OUT_CAUSES = (Cause.QUICK, Cause.OTHER_SERVER, Cause.NOT_CHOSEN)  # not evaluated on purpose
+
+
+STATUSES = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.INCOMPLETE, RunStatus.FAILED)  # of a variant run
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
 
 
@@ -97,14 +132,15 @@ class WarmupPass:
     failed: int
     elapsed_s: float
     after_restart: bool
-    status: str = "ok"
+    status: RunStatus = RunStatus.OK
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "WarmupPass":
         data = _mapping(data, where)
         _need(data, ("transactions", "failed", "elapsed_s"), where)
         return cls(int(data.get("transactions_per_client") or 0), int(data["transactions"]), int(data["failed"]),
-                   float(data["elapsed_s"]), bool(data.get("after_restart")), str(data.get("status") or "ok"))
+                   float(data["elapsed_s"]), bool(data.get("after_restart")),
+                   _status(data.get("status"), f"{where}.status"))
 
 
 @dataclass(frozen=True)
@@ -116,7 +152,7 @@ class VariantRun:
     point: int | None
     server: str | None = None  # the server's short version (`18.6`, `2022-CU18`)
     repeat: int = 1
-    status: str = "ok"  # one of STATUSES
+    status: RunStatus = RunStatus.OK  # one of STATUSES
     elapsed_s: float = 0.0  # the measurement window actually used
     started: float | None = None  # seconds since the epoch
     warmup_s: float | None = None
@@ -142,7 +178,7 @@ class VariantRun:
     @property
     def complete(self) -> bool:
         """Its figures cover the whole window and every worker process (not interrupted, incomplete or failed)."""
-        return self.status == "ok"
+        return self.status == RunStatus.OK
 
     @property
     def clients(self) -> dict[str, int]:
@@ -225,12 +261,12 @@ class VariantRun:
         pools = _mapping(data["pools"], f"{where}.pools")
         if not pools:
             raise FormatProblem(f"{where}.pools", "no pools")
-        status = data.get("status", "ok")
+        status = data.get("status", RunStatus.OK)
         if status not in STATUSES:
             raise FormatProblem(f"{where}.status", f"'{status}' is not one of {', '.join(STATUSES)}")
         return cls(
             variant=str(data["variant"]), group=str(data["group"]), point=data["point"], server=data.get("server"),
-            repeat=int(data.get("repeat") or 1), status=status, elapsed_s=data.get("elapsed_s") or 0.0,
+            repeat=int(data.get("repeat") or 1), status=RunStatus(status), elapsed_s=data.get("elapsed_s") or 0.0,
             started=data.get("started"), warmup_s=data.get("warmup_s"), fixed=data.get("fixed"),
             worker_cpu_s=list(data.get("worker_cpu_s") or []), worker_wall_s=list(data.get("worker_wall_s") or []),
             worker_wait_s=list(data.get("worker_wait_s") or []), messages=list(data.get("messages") or []),
@@ -245,6 +281,23 @@ class VariantRun:
             loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
             warmup_pass=WarmupPass.from_dict(data["warmup_pass"], f"{where}.warmup_pass")
             if data.get("warmup_pass") else None)
+
+
+def _form(value, where: str) -> ClaimForm | None:
+    if value is None:
+        return None
+    try:
+        return claim_of(_mapping(value, where))
+    except ValueError as exc:
+        raise FormatProblem(where, str(exc)) from None
+
+
+def _status(value, where: str) -> RunStatus:
+    """A stored status (ok when none is written), or a FormatProblem naming where."""
+    try:
+        return RunStatus(value or RunStatus.OK)
+    except ValueError:
+        raise FormatProblem(where, f"'{value}' is not one of {', '.join(RunStatus)}") from None
 
 
 def _events(value, where: str) -> list[Event]:
@@ -297,9 +350,11 @@ class ClaimEstimate:
 class ClaimVerdict:
     """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated.
 
-    `left_out` marks a claim not evaluated on purpose, which a check does not count as undecided: the
-    scenario left it out (of quick runs, or of servers it is not about) or the user did (its variants
-    were not chosen with --variant)."""
+    The claim travels with it: `claim` is its text as the scenario wrote it, `claim_id` its place in the
+    scenario's `expect` (0 first), `form` its parsed sides and operator. `cause` says why the verdict is what
+    it is (the reason says it in words); `left_out` marks a claim not evaluated on purpose, which a check does
+    not count as undecided: the scenario left it out (of quick runs, or of servers it is not about) or the
+    user did (its variants were not chosen with --variant)."""
 
     claim: str
     verdict: Verdict
@@ -312,11 +367,19 @@ class ClaimVerdict:
     p_value: float | None = None  # the test's two-sided p-value
     level: float | None = None  # the level it was tested at: its share of 5% (Holm over claims, spending over looks)
     interval: ClaimEstimate | None = None  # left / right (or left - right) at the level the verdict was tested at
-    left_out: bool = False  # not evaluated on purpose (see above)
     runs_needed: int | None = None  # inconclusive: runs a side that would decide it if the difference stays so
+    cause: Cause = Cause.TESTED
+    claim_id: int | None = None  # None: a verdict built outside a scenario's check (tests)
+    form: ClaimForm | None = None  # the claim parsed: form.left, form.op, form.right
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
+        object.__setattr__(self, "cause", Cause(self.cause))
+
+    @property
+    def left_out(self) -> bool:
+        """Not evaluated on purpose (see above)."""
+        return self.cause in LEFT_OUT_CAUSES
 
     @property
     def passed(self) -> bool | None:
@@ -329,7 +392,9 @@ class ClaimVerdict:
                 "left": self.left.as_dict() if self.left else None,
                 "right": self.right.as_dict() if self.right else None, "reason": self.reason,
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
-                "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed}
+                "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed,
+                "cause": self.cause.value, "claim_id": self.claim_id,
+                "form": None if self.form is None else claim_form(self.form)}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -339,14 +404,18 @@ class ClaimVerdict:
             verdict = Verdict(data["verdict"])
         except ValueError:
             raise FormatProblem(f"{where}.verdict", f"'{data['verdict']}' is not one of {', '.join(Verdict)}") from None
-        if not isinstance(data.get("left_out", False), bool):
-            raise FormatProblem(f"{where}.left_out", f"expected true or false, found {data['left_out']!r}")
+        _need(data, ("cause",), where)
+        try:
+            cause = Cause(data["cause"])
+        except ValueError:
+            raise FormatProblem(f"{where}.cause", f"'{data['cause']}' is not one of {', '.join(Cause)}") from None
         return cls(data["claim"], verdict, data.get("description") or "", data.get("server"),
                    ClaimEstimate.from_dict(data.get("left"), f"{where}.left"),
                    ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
                    data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
-                   data.get("left_out", False), data.get("runs_needed"))
+                   data.get("runs_needed"), cause, data.get("claim_id"),
+                   _form(data.get("form"), f"{where}.form"))
 
 
 class _Flat:
@@ -512,7 +581,7 @@ class MergedShard(_Flat):
     count: int
     path: str
     hostname: str = ""
-    status: str = "ok"
+    status: RunStatus = RunStatus.OK
     started: str = ""
     ended: str = ""
 
@@ -524,7 +593,7 @@ class Run:
     """A run directory: the manifest's facts, every variant run, published figures, claims' verdicts."""
 
     scenario: ScenarioInfo
-    status: str = "ok"
+    status: RunStatus = RunStatus.OK
     error: str | None = None
     servers: list[ServerInfo] = field(default_factory=list)
     target: str = ""
@@ -593,7 +662,7 @@ class Run:
         samples = samples or {}
         return cls(
             scenario=ScenarioInfo.from_dict(manifest["scenario"], "manifest.scenario"),
-            status=manifest.get("status") or "ok", error=manifest.get("error"),
+            status=_status(manifest.get("status"), "manifest.status"), error=manifest.get("error"),
             servers=[ServerInfo.from_dict(s, f"manifest.servers[{i}]") for i, s in
                      enumerate(manifest.get("servers") or [])],
             target=manifest.get("target") or "", host=dict(manifest.get("host") or {}),

@@ -42,7 +42,7 @@ import psutil
 from ..errors import ConfigError
 from . import journal
 from .migrate import migrate
-from .model import FORMAT_VERSION, FormatProblem, Run, SAMPLE_KEYS, VariantRun
+from .model import FORMAT_VERSION, FormatProblem, Run, RunStatus, SAMPLE_KEYS, VariantRun
 
 MANIFEST, SUMMARY, SUMMARY_CSV, SAMPLES = "manifest.json", "summary.json", "summary.csv", "samples"
 
@@ -133,7 +133,7 @@ def _why(exc: OSError, path: Path) -> str:
 def start_run(run: Run, planned: int | None = None) -> None:
     """Mark `run.path` as a run in progress: a manifest with status "running", the process running it,
     and how many variant runs are planned. An unwritable directory is a ConfigError naming it."""
-    manifest = {**run.manifest_dict(), "status": "running", "owner": journal.owner(), "planned_runs": planned}
+    manifest = {**run.manifest_dict(), "status": RunStatus.RUNNING, "owner": journal.owner(), "planned_runs": planned}
     try:
         _write_json(run.path / MANIFEST, manifest)
     except OSError as exc:
@@ -264,7 +264,7 @@ def load_run(path: Path | str) -> Run:
         data = _read_json(file)
         docs.append(data)
         versions.append(_version(data, file))
-        if name == MANIFEST and data.get("status") == "running":
+        if name == MANIFEST and data.get("status") == RunStatus.RUNNING:
             return _unfinished(path, data, versions[0])
     if versions[0] != versions[1]:
         raise ConfigError(f"{path}: {MANIFEST} is format version {versions[0]} but {SUMMARY} is {versions[1]}: "
@@ -299,9 +299,9 @@ def _unfinished(path: Path, manifest: dict, version: int) -> Run:
     who = f"pid {owner.get('pid')}" + (f" on {owner.get('host')}" if alive is None else "") \
         if isinstance(owner, dict) else "its process"
     if alive is False:
-        status, error = "killed", f"{who} ended without finishing the run; {finished}"
+        status, error = RunStatus.KILLED, f"{who} ended without finishing the run; {finished}"
     else:
-        status, error = "running", f"still running ({who}){' or killed on that host' if alive is None else ''}; " \
+        status, error = RunStatus.RUNNING, f"still running ({who}){' or killed on that host' if alive is None else ''}; " \
                                    f"{finished} so far"
     if problems:
         error += "; " + "; ".join(problems)

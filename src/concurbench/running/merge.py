@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..check import evaluate, with_differences
-from ..check.evaluate import LEFT_OUT
+from ..check.evaluate import Skip, left_out
 from ..errors import ConfigError
 from ..report.render import write_report
 from ..report.tables import Report, build_report
 from ..results.join import join
-from ..results.model import Run
+from ..results.model import Cause, Run
 from ..results.shards import Plan
 from ..results.store import load_run, write_run
 from .load import load_scenario
@@ -68,16 +68,16 @@ def _claims(run: Run, scenario_file: Path | None) -> list[Claim]:
     return list(scenario.expect)
 
 
-def _skipped(run: Run, plan: Plan) -> dict[str, str]:
+def _skipped(run: Run, plan: Plan) -> dict[str, Skip]:
     """Variants a claim may name that have no run in the merged data, and why."""
     planned = [name for name, _ in plan.variants]
     ran = {r.variant for r in run.variant_runs}
     out = {}
     for name in run.scenario.variants:
         if name in run.skipped:
-            out[name] = f"skipped by the server: {run.skipped[name]}"
+            out[name] = Skip(Cause.NOT_RUN, f"skipped by the server: {run.skipped[name]}")
         elif name not in planned:
-            out[name] = LEFT_OUT
+            out[name] = left_out()
         elif name not in ran:
-            out[name] = "not run: its shards are missing or ended first"
+            out[name] = Skip(Cause.NOT_RUN, "not run: its shards are missing or ended first")
     return out

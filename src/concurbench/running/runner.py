@@ -23,7 +23,7 @@ from . import liveruns
 from .. import stats
 from ..background.kinds import background_events, make_background
 from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
-from ..check.evaluate import LEFT_OUT
+from ..check.evaluate import Skip, left_out
 from ..check.rounds import points_of
 from ..check.sides import MIN_RUNS
 from ..engines.admin import AdminSession
@@ -38,7 +38,8 @@ from ..results.metrics import pool_metrics
 from ..report.render import RunReport
 from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
-    ServerInfo, ShardInfo, VariantRun, WarmupPass, Workers
+    Cause, RunStatus, ServerInfo, ShardInfo, VariantRun, \
+    WarmupPass, Workers
 from ..results.machine import MachineLoad
 from ..results.shards import Plan, Shard, refuse_with_check
 from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
@@ -56,7 +57,7 @@ from ..workload.session import application_name
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
     """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
-    partial = [r for r in results if r.status == "incomplete"]
+    partial = [r for r in results if r.status == RunStatus.INCOMPLETE]
     if not partial:
         return None
     names = ", ".join(dict.fromkeys(
@@ -181,7 +182,7 @@ class Runner:
         self._machine = MachineLoad(cpus, round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None)
         self._pause()  # what others use of the machine before anything of the run's starts
         results: list[VariantRun] = []
-        status, error = "ok", None
+        status, error = RunStatus.OK, None
         servers = self._servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
@@ -208,13 +209,13 @@ class Runner:
                         for server in batch:
                             self._release(server)
             error = incomplete_error(results)
-            status = "incomplete" if error else status
+            status = RunStatus.INCOMPLETE if error else status
         except KeyboardInterrupt:
-            status, error = "interrupted", Interrupted("interrupted: the run was stopped; results measured so far were kept")
+            status, error = RunStatus.INTERRUPTED, Interrupted("interrupted: the run was stopped; results measured so far were kept")
         except ConcurbenchError as exc:
-            status, error = "failed", exc
+            status, error = RunStatus.FAILED, exc
         except Exception as exc:  # noqa: BLE001 - an unexpected error still ends with a cleanup and a saved run
-            status, error = "failed", RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
+            status, error = RunStatus.FAILED, RunError(f"unexpected {type(exc).__name__}: {exc}", exc)
         finally:
             with deferred_interrupts():
                 for server in servers:
@@ -235,7 +236,7 @@ class Runner:
         if self._run_dir is None:  # a server started outside run() (tests of the runner's steps)
             return
         try:
-            start_run(self._result(self._run_dir, self._started, "running", None, [], []), planned=len(self.schedule))
+            start_run(self._result(self._run_dir, self._started, RunStatus.RUNNING, None, [], []), planned=len(self.schedule))
         except ConfigError:
             if first:
                 with contextlib.suppress(OSError):
@@ -287,18 +288,19 @@ class Runner:
             return seq.judge(results)
         return evaluate(list(self.scenario.expect), results, skipped=skipped, quick=self.scenario.quick)
 
-    def _skipped(self, results: list[VariantRun], status: str) -> dict[str, str]:
+    def _skipped(self, results: list[VariantRun], status: str) -> dict[str, Skip]:
         """Variants a claim may name that have no run, and why (claims on them are not evaluated)."""
         chosen = {v.name for v in self._variants_or_all()}
         ran = {r.variant for r in results}
         out = {}
         for v in self.scenario.variants:
             if v.name in self.unsupported:
-                out[v.name] = f"skipped by the server: {self.unsupported[v.name]}"
+                out[v.name] = Skip(Cause.NOT_RUN, f"skipped by the server: {self.unsupported[v.name]}")
             elif v.name not in chosen:
-                out[v.name] = LEFT_OUT
+                out[v.name] = left_out()
             elif v.name not in ran:
-                out[v.name] = f"not run: the run {'was interrupted' if status == 'interrupted' else 'ended'} first"
+                ended = "was interrupted" if status == RunStatus.INTERRUPTED else "ended"
+                out[v.name] = Skip(Cause.NOT_RUN, f"not run: the run {ended} first")
         return out
 
     def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
@@ -444,9 +446,9 @@ class Runner:
             self._kept(result)
             if self.sequential is not None:
                 self.sequential.record(result, time.monotonic() - began)
-            if result.status == "interrupted":
+            if result.status == RunStatus.INTERRUPTED:
                 raise KeyboardInterrupt
-            if result.status == "failed":  # the load could not go on, or its teardown failed: the last message says
+            if result.status == RunStatus.FAILED:  # the load could not go on, or its teardown failed: the last message says
                 raise RunError(f"{result.label}: {result.messages[-1]}")
 
     def _release(self, server: "_Server") -> None:
@@ -504,7 +506,7 @@ class Runner:
         self.progress.on_warm_pass(WarmPass(variant.name, variant.warmup_transactions, fresh))
         warm = warm_up(server.connection.conninfo, pools, variant.warmup_transactions, engine=self.scenario.engine,
                        seed=self.scenario.seed, processes=self.processes, after_restart=fresh, load=LoadGenerator)
-        if warm.status == "interrupted":
+        if warm.status == RunStatus.INTERRUPTED:
             raise KeyboardInterrupt
         return warm
 
@@ -586,9 +588,9 @@ class Runner:
             settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] \
                 if variant.settings else None
         except KeyboardInterrupt:
-            return "interrupted", ["interrupted after the measurement (probes or teardown)"], None
+            return RunStatus.INTERRUPTED, ["interrupted after the measurement (probes or teardown)"], None
         except ConcurbenchError as exc:
-            return "failed", [exc.message], None
+            return RunStatus.FAILED, [exc.message], None
         return status, [], settings
 
 def chosen_variants(scenario: Scenario, only: list[str] | None) -> list[Variant]:
@@ -607,15 +609,16 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
     """A shard's claims, on every server it ran: not evaluated, and where they will be."""
     servers = list(dict.fromkeys(r.server for r in results)) or [None]
     reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
-    return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason)
-            for server in servers for c in scenario.expect]
+    return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason,
+                         cause=Cause.IN_A_SHARD, claim_id=i, form=c.form)
+            for server in servers for i, c in enumerate(scenario.expect)]
 
 
 def _status(outcome) -> str:
     """interrupted (Ctrl-C in the window), failed (the load was stopped: the server refused connections),
     incomplete (a worker process sent no results), or ok."""
     if outcome.interrupted:
-        return "interrupted"
+        return RunStatus.INTERRUPTED
     if outcome.stopped:
-        return "failed"
-    return "ok" if outcome.complete else "incomplete"
+        return RunStatus.FAILED
+    return RunStatus.OK if outcome.complete else RunStatus.INCOMPLETE

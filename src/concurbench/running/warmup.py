@@ -19,7 +19,7 @@ import time
 from dataclasses import replace
 from typing import Callable
 
-from ..results.model import WarmupPass
+from ..results.model import RunStatus, WarmupPass
 from ..scenario.model import Pool
 from ..workload.pool import LoadGenerator
 
@@ -43,5 +43,5 @@ def warm_up(conninfo: str, pools: list[Pool], count: int, *, engine: str, seed: 
                    engine=engine).run()
     return WarmupPass(count, sum(s.transactions for s in outcome.pools.values()),
                       sum(s.failed for s in outcome.pools.values()), round(time.monotonic() - began, 3), after_restart,
-                      "interrupted" if outcome.interrupted else ("ok" if outcome.complete and not outcome.stopped
-                                                                 else "incomplete"))
+                      RunStatus.INTERRUPTED if outcome.interrupted else (
+                          RunStatus.OK if outcome.complete and not outcome.stopped else RunStatus.INCOMPLETE))

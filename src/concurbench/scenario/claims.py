@@ -43,6 +43,19 @@ class Side:
 
 
 @dataclass(frozen=True)
+class ClaimForm:
+    """What a claim says, parsed: its sides and the operator between them (a side is a scaled reference or a
+    number, the bound)."""
+
+    left: Side
+    op: str
+    right: Side
+
+    def refs(self) -> list[Ref]:
+        return [s.ref for s in (self.left, self.right) if s.ref is not None]
+
+
+@dataclass(frozen=True)
 class Claim:
     text: str
     left: Side
@@ -65,8 +78,12 @@ class Claim:
         """Which servers the claim is about, for the reason it was not evaluated on another."""
         return " and ".join(filter(None, [", ".join(self.servers), self.versions and f"versions {self.versions}"]))
 
+    @property
+    def form(self) -> ClaimForm:
+        return ClaimForm(self.left, self.op, self.right)
+
     def refs(self) -> list[Ref]:
-        return [s.ref for s in (self.left, self.right) if s.ref is not None]
+        return self.form.refs()
 
 
 def server_matches(version, wanted: str) -> bool:
@@ -103,3 +120,26 @@ def _ref(text: str) -> Ref:
     if not m:
         raise ValueError(f"'{text.strip()}' is not a reference like 'variant[@point][/pool]: metric'")
     return Ref(m.group("variant"), m.group("point"), m.group("pool"), m.group("metric"))
+
+
+def claim_form(claim: ClaimForm) -> dict:
+    """A claim's form as a run stores it beside its text: its sides and operator."""
+    def side(s: Side) -> dict:
+        ref = None if s.ref is None else {"variant": s.ref.variant, "point": s.ref.point, "pool": s.ref.pool,
+                                          "metric": s.ref.metric}
+        return {"factor": s.factor, "ref": ref}
+    return {"left": side(claim.left), "op": claim.op, "right": side(claim.right)}
+
+
+def claim_of(form: dict) -> ClaimForm:
+    """The ClaimForm a stored form gives (claim_form's inverse); ValueError when the form is not one."""
+    def side(d) -> Side:
+        ref = d["ref"]
+        return Side(float(d["factor"]), None if ref is None else Ref(str(ref["variant"]), ref.get("point"),
+                                                                     ref.get("pool"), str(ref["metric"])))
+    try:
+        if form["op"] not in ("<", "<=", ">", ">=", "==", "!="):
+            raise ValueError(f"unknown operator {form['op']!r}")
+        return ClaimForm(side(form["left"]), form["op"], side(form["right"]))
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"not a claim's sides and operator ({type(exc).__name__}: {exc})") from None
