@@ -108,7 +108,7 @@ def test_start_after_and_stop_after_bound_the_pool_and_are_kept_as_events(server
     counts = stats.series.count
     assert counts[:3].sum() == 0 and counts[3:6].sum() > 10
     assert counts[7:].sum() == 0  # a transaction in flight at 0.6 s may end in the next bucket, none later
-    assert result.events == [
+    assert [e.as_dict() for e in result.events] == [
         {"t_s": 0.3, "source": "pool:p", "kind": "start", "detail": "clients 2"},
         {"t_s": 0.6, "source": "pool:p", "kind": "stop", "detail": "stopped"}]
 
