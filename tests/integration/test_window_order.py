@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from concurbench.running import runner as runner_module
+from concurbench.running import variant_runs
 from concurbench.background.mssql import XEventSession
 from concurbench.running.runner import Runner
 from concurbench.samplers.postgres import WaitEvents
@@ -89,7 +89,7 @@ def test_samplers_read_last_then_the_observer_stops(server, running_server, tmp_
         return rows
 
     monkeypatch.setattr(WaitEvents, "read", recorded_read)
-    monkeypatch.setattr(runner_module, "make_background",
+    monkeypatch.setattr(variant_runs, "make_background",
                         lambda spec, conninfo, engine, **_: XEventSession(spec, conninfo, connect=xe_server.connect))
     path = tmp_path / "window-order.yaml"
     path.write_text(SCENARIO)

@@ -21,7 +21,8 @@ from concurbench.running import guards
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines.mssql_differences import NOT_ALLOWED, RESTART
 from concurbench.errors import ConfigError, ProvisionError
-from concurbench.running.runner import Runner, _Server
+from concurbench.running.runner import Runner
+from concurbench.running.servers import ServerSession
 from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,7 +144,7 @@ def test_standin_runner_records_what_a_dsn_server_ran_without(tmp_path, monkeypa
     provisioner.as_is = True
     runner = Runner(load_scenario(ROOT / "scenarios/mssql/tempdb-gam-contention.yaml", quick=True), provisioner,
                     out_dir=tmp_path, target="dsn")
-    state = _Server(provisioner)
+    state = runner.session(provisioner)
     runner._start(state)
     assert state.info.differences == [{"setting": "tempdb_files", "wanted": "1", "found": "4", "why": RESTART}]
     assert runner._recorded[0].differences == state.info.differences

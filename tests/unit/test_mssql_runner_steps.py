@@ -16,7 +16,8 @@ from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import EngineError, ProvisionError
 from concurbench.running.progress_events import Recorder, RunWarning
-from concurbench.running.runner import Runner, _Server
+from concurbench.running.runner import Runner
+from concurbench.running.servers import ServerSession
 from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def start(server: StandInSqlServer, tmp_path, name: str = "docker", allow: bool 
     scenario = load_scenario(TEMPDB_SCENARIO, quick=True)
     provisioner = StandInProvisioner(server, name=name, allow=allow)
     runner = Runner(scenario, provisioner, out_dir=tmp_path, target=name, **({"progress": progress} if progress else {}))
-    state = _Server(provisioner)
+    state = runner.session(provisioner)
     runner._start(state)
     return runner, state, provisioner
 
@@ -91,7 +92,7 @@ def test_memory_optimized_metadata_is_turned_on_with_one_restart(standin, tmp_pa
         seen.append((variant.name, server.memory_optimized, server.restarts))
         return SimpleNamespace(variant=variant.name, status="ok")
 
-    monkeypatch.setattr(runner, "_run_variant", arm)
+    monkeypatch.setattr(runner._measure, "measure", arm)
     results: list = []
     for variant in runner.scenario.variants:
         runner._variant_on(state, variant, 1, results)
@@ -111,14 +112,14 @@ def test_a_server_concurbench_does_not_own_keeps_its_tempdb_files(standin, tmp_p
     assert not [sql for _, sql in server.log if sql.startswith(("ALTER", "DBCC SHRINKFILE", "EXEC"))]
 
 
-def with_a_second_tempdb_file(server: StandInSqlServer, tmp_path) -> _Server:
+def with_a_second_tempdb_file(server: StandInSqlServer, tmp_path) -> ServerSession:
     """The dsn target (changes allowed) on `server` after the runner added a second tempdb file."""
     provisioner = StandInProvisioner(server, name="dsn", allow=True)
     runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="dsn")
-    state = _Server(provisioner)
+    state = runner.session(provisioner)
     state.conn = server.connect(provisioner.start().conninfo)
     state.config = runner.eng.configurator(provisioner.policy(), provisioner.start().conninfo)
-    runner._configure(state, {"tempdb_files": "2"}, {})
+    state.configure({"tempdb_files": "2"}, {})
     return state
 
 

@@ -516,8 +516,8 @@ def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_resta
     load, and the variant run records the pass and whether a restart came before it."""
     import mssql_standin
 
-    from concurbench.running import runner as runner_module
-    from concurbench.running.runner import Runner, _Server
+    from concurbench.running import variant_runs
+    from concurbench.running.runner import Runner
     from concurbench.results.model import VariantRun
     from concurbench.workload.pool import PoolRunResult
     from concurbench.workload.stats import PoolStats
@@ -540,11 +540,11 @@ def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_resta
             return PoolRunResult({p.name: PoolStats(p.name, sessions=p.clients, transactions=p.clients * p.transactions)
                                   for p in self.pools}, elapsed_s=0.5, workers=1, reported=1)
 
-    monkeypatch.setattr(runner_module, "LoadGenerator", StandInLoad)  # the timed load's and the pass's
-    monkeypatch.setattr(runner_module, "build_samplers", lambda specs: [])  # the samplers are tested apart
+    monkeypatch.setattr(variant_runs, "LoadGenerator", StandInLoad)  # the timed load's and the pass's
+    monkeypatch.setattr(variant_runs, "build_samplers", lambda specs: [])  # the samplers are tested apart
     provisioner = mssql_standin.StandInProvisioner(server, name="docker")
     runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="docker")
-    state = _Server(provisioner)
+    state = runner.session(provisioner)
     runner._start(state)
     results: list = []
     for variant in runner.scenario.variants:

@@ -6,53 +6,43 @@ written; servers, background sessions and worker processes are always ended. It 
 result (results/model.py) once, has the store write it and then renders report.md from it; until
 then the run directory holds a manifest saying "running" and a journal of the finished variant
 runs, so a run killed outright still says what it was and what finished. Before any of that, the
-resource guards (guards.py) check what each variant run would open.
+resource guards (guards.py) check what each variant run would open. Each server's life is a ServerSession
+(servers.py), each variant run's steps are VariantRuns' (variant_runs.py); the runner decides what runs
+where and when, keeps what finished, judges the claims and saves the run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import liveruns
 from .. import stats
-from ..background.kinds import background_events, make_background
 from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
 from ..check.evaluate import Skip, left_out
 from ..check.rounds import points_of
 from ..check.sides import MIN_RUNS
-from ..engines.admin import AdminSession
-from ..engines.base import Configurator
-from ..engines.registry import get_engine, spec
+from ..engines.registry import get_engine
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
-from .guards import check_connected, check_scenario
-from .plan import PlannedRun, in_round, plan_runs, round_runs, without
-from .progress_events import CheckLook, Listener, Planned, Provisioning, RepeatStarted, Restarting, RunWarning, \
-    ServerUp, SetupStep, Stopping, Tick, VariantDone, VariantStarted, WarmPass
-from ..results.metrics import pool_metrics
+from ..provisioners.base import Provisioner
 from ..report.render import RunReport
 from ..report.tables import Report
-from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
-    Cause, RunStatus, ServerInfo, ShardInfo, VariantRun, \
-    WarmupPass, Workers
 from ..results.machine import MachineLoad
+from ..results.model import FORMAT_VERSION, Cause, ClaimVerdict, PublishedFigure, Run, RunStatus, ScenarioInfo, \
+    ServerInfo, ShardInfo, VariantRun
 from ..results.shards import Plan, Shard, refuse_with_check
 from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
-from ..provisioners.base import Connection, Provisioner
-from ..samplers.base import SamplerDriver
-from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from ..util import suggest
-from .warmup import warm_up
 from ..workload.cpu_wait import cpus_in_use
-from ..workload.events import merged
-from ..workload.pool import LoadGenerator, resolve_clients, start_workers_early
-from ..workload.session import application_name
+from .guards import check_scenario
+from .plan import PlannedRun, in_round, plan_runs, round_runs, without
+from .progress_events import CheckLook, Listener, Planned, RepeatStarted, RunWarning
+from .servers import ServerSession, deferred_interrupts
+from .variant_runs import VariantRuns
 
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
@@ -95,46 +85,6 @@ class RunOutcome:
         return self.run.claims_failed
 
 
-@dataclass
-class _Server:
-    """One server of the run and what the runner keeps about it between variants."""
-
-    provisioner: Provisioner
-    position: int = 0  # its place in the run's list of servers (--server-version order)
-    started: bool = False
-    released: bool = False
-    connection: Connection | None = None
-    conn: AdminSession | None = None
-    config: Configurator | None = None  # SQL Server's options, applied over a connection and put back
-    info: ServerInfo | None = None  # what the server is, once configured (the run records it)
-    current: dict = field(default_factory=dict)  # the settings it runs with now
-    fresh: bool = False  # started or restarted since its last variant run (a warm-up pass records it)
-    scenario: Scenario | None = None  # the scenario's steps for this server's version (Scenario.on_server)
-
-    @property
-    def version(self) -> str:
-        return self.info.version_short if self.info is not None else "?"
-
-
-@contextlib.contextmanager
-def deferred_interrupts():
-    """Hold Ctrl-C, SIGTERM and SIGHUP while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    for sig in previous:
-        signal.signal(sig, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if received:
-            raise KeyboardInterrupt
-
-
 class Runner:
     """Runs a scenario on one server, or on several in turn (a version matrix), into one run directory."""
 
@@ -170,7 +120,8 @@ class Runner:
         self._run_dir: Path | None = None
         self._started = ""
         self._unkept: str | None = None  # why finished variant runs could not be journalled
-        self._servers: list[_Server] = []
+        self._servers: list[ServerSession] = []
+        self._measure = VariantRuns(scenario, self.eng, self.progress, processes)
         self._machine = MachineLoad(os.cpu_count() or 1)  # how busy the machine is: at the start, at each pause
 
     def run(self) -> RunOutcome:
@@ -183,7 +134,7 @@ class Runner:
         self._pause()  # what others use of the machine before anything of the run's starts
         results: list[VariantRun] = []
         status, error = RunStatus.OK, None
-        servers = self._servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
+        servers = self._servers = [self.session(p, i) for i, p in enumerate(self.provisioners)]
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
@@ -207,7 +158,7 @@ class Runner:
                 finally:
                     with deferred_interrupts():
                         for server in batch:
-                            self._release(server)
+                            server.release()
             error = incomplete_error(results)
             status = RunStatus.INCOMPLETE if error else status
         except KeyboardInterrupt:
@@ -219,7 +170,7 @@ class Runner:
         finally:
             with deferred_interrupts():
                 for server in servers:
-                    self._release(server)
+                    server.release()
                 self._machine = self._machine.with_waits(results)
                 verdicts = with_machine(with_differences(self._final_verdicts(results, status), self._recorded),
                                         self._machine) if self.scenario.expect else []
@@ -242,11 +193,6 @@ class Runner:
                 with contextlib.suppress(OSError):
                     self._run_dir.rmdir()
                 raise
-
-    def _admin(self, server: "_Server") -> AdminSession:
-        """The harness's own connection to a server; its reconnections are warnings as they happen."""
-        return AdminSession(self.eng, server.connection.conninfo,
-                            on_note=lambda text: self.progress.on_warning(RunWarning(text)))
 
     def _announce(self) -> None:
         """Tell the progress display the variant runs to come (again whenever the schedule changes): a shard's
@@ -303,7 +249,20 @@ class Runner:
                 out[v.name] = Skip(Cause.NOT_RUN, f"not run: the run {ended} first")
         return out
 
-    def _run_batch(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
+    def session(self, provisioner: Provisioner, position: int = 0) -> ServerSession:
+        """A server of the run, not started yet."""
+        return ServerSession(provisioner, position, scenario=self.scenario, engine=self.eng, target=self.target,
+                             progress=self.progress)
+
+    def _start(self, server: ServerSession) -> None:
+        """Start one server and set it up; the run records what it is as soon as it is known."""
+        server.start(self._variants(), self._described)
+
+    def _described(self, info: ServerInfo) -> None:
+        self._recorded.append(info)
+        self._mark_running()
+
+    def _run_batch(self, servers: list[ServerSession], variants: list[Variant], results: list[VariantRun]) -> None:
         for server in servers:
             self._start(server)
         # repeats interleave (A B B A, not A A B B) so that drift hits every variant alike (plan.in_round)
@@ -314,44 +273,9 @@ class Runner:
         if self.sequential is not None:
             self._decide(servers, variants, results)
         for server in servers:
-            for step in server.scenario.teardown:
-                self.eng.run_script(server.conn, step.sql, step.origin, what="teardown SQL")
+            server.teardown()
 
-    def _start(self, server: "_Server") -> None:
-        """Start one server, configure it, record what it is, and run the scenario's setup on it."""
-        self.progress.on_provisioning(Provisioning(self.target))
-        server.started = True
-        start_workers_early()  # the workers' fork server starts beside the server
-        server.connection = server.provisioner.start()
-        server.fresh = True
-        server.conn = self._admin(server)
-        # before anything is changed or created on the server: the run's connections against what it gives
-        check_connected(self.scenario, self._variants(), lambda sql, what: self.eng.query_rows(server.conn, sql, what),
-                        server.connection.safe)
-        policy = server.provisioner.policy()
-        server.config = self.eng.configurator(policy, server.connection.conninfo)
-        server.current = dict(self.scenario.settings)
-        self._configure(server, server.current, dict(self.scenario.database))
-        server.provisioner.apply_settings()  # a dsn server's, planned by start(); nothing for a server of its own
-        described = self.eng.server_info(server.conn, [k for k, _ in self.scenario.settings])
-        if not policy.owned:  # what the scenario wanted that this server has not
-            described["differences"] = self.eng.setting_differences(
-                server.conn, dict(self.scenario.settings), dict(self.scenario.database),
-                allowed=policy.allow_server_changes)
-        described.update(target=self.target, connection=server.connection.safe)
-        # what the provisioner knows of the server (a container's image and CPU limit), never a password
-        described.update({k: v for k, v in server.connection.extra.items() if k not in described})
-        server.info = ServerInfo.from_dict(described)
-        self._recorded.append(server.info)
-        self._mark_running()
-        self.progress.on_server(ServerUp(server.version, server.connection.safe,
-                                         spec(self.scenario.engine).display))
-        server.scenario = self.scenario.on_server(server.version)
-        for step in server.scenario.setup:
-            self.progress.on_setup(SetupStep(step.origin))
-            self.eng.run_script(server.conn, step.sql, step.origin)
-
-    def _decide(self, servers: list["_Server"], variants: list[Variant], results: list[VariantRun]) -> None:
+    def _decide(self, servers: list[ServerSession], variants: list[Variant], results: list[VariantRun]) -> None:
         """--check: more interleaved rounds of the variant points open claims read, until decided or out of limits."""
         seq = self.sequential
         repeat = self.repeat
@@ -404,7 +328,7 @@ class Runner:
             self.progress.on_warning(RunWarning(f"--check: the machine is busy ({self._machine.short()}): up to "
                                                 f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
 
-    def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
+    def _variant_on(self, server: ServerSession, variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:
         """Every sweep point of one variant on one server (restarted or reconfigured first when it must be)."""
         if self.share is not None:  # --shard: only this shard's points of this variant, repeat and server
@@ -414,19 +338,7 @@ class Runner:
         if (variant.name, server.version) in self._skipped_on:
             return
         variant = server.scenario.variant(variant.name)
-        wanted = {**dict(self.scenario.settings), **dict(variant.settings)}
-        if wanted != server.current:
-            # with a configurator (SQL Server) only start-up arguments restart here; the rest is applied
-            # below, which restarts once when an option needs it
-            if server.config is None or server.config.needs_restart(server.current, wanted):
-                self.progress.on_restart(Restarting(dict(variant.settings)))
-                server.conn.close()
-                server.connection = server.provisioner.restart(wanted)
-                server.conn = self._admin(server)
-                server.fresh = True
-            server.current = wanted
-        if server.config is not None:
-            self._configure(server, server.current, {**dict(self.scenario.database), **dict(variant.database)})
+        server.ready_for(variant)
         for point in in_round(variant.sweep, repeat):
             if points is not None and point not in points:
                 continue
@@ -434,7 +346,7 @@ class Runner:
                                                   server.version if len(self.provisioners) > 1 else None))
             began = time.monotonic()
             try:
-                result = self._run_variant(server, variant, point, repeat)
+                result = self._measure.measure(server, variant, point, repeat)
             except Unsupported as exc:
                 self.unsupported.setdefault(variant.name, exc.message)
                 self._skipped_on.add((variant.name, server.version))
@@ -451,44 +363,6 @@ class Runner:
             if result.status == RunStatus.FAILED:  # the load could not go on, or its teardown failed: the last message says
                 raise RunError(f"{result.label}: {result.messages[-1]}")
 
-    def _release(self, server: "_Server") -> None:
-        """Put back what the run changed on the server, close the connection, stop the server: always."""
-        if server.released:
-            return
-        server.released = True
-        if server.conn is not None and server.config is not None:
-            try:
-                for problem in server.config.restore(server.conn):
-                    self.progress.on_warning(RunWarning(problem))
-            except Exception as exc:  # noqa: BLE001 - the server must still be let go
-                self.progress.on_warning(RunWarning(f"restoring the configuration: {exc}"))
-        if server.conn is not None:
-            with contextlib.suppress(Exception):
-                server.conn.close()
-        if server.started:
-            self.progress.on_stopping(Stopping(self.target))
-            try:
-                server.provisioner.stop()
-            except ConcurbenchError as exc:  # what was measured is saved all the same; the message says what is left
-                self.progress.on_warning(RunWarning(exc.message))
-
-    def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
-        """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
-        if server.config is not None and server.config.apply(server.conn, settings, database):
-            self.progress.on_restart(Restarting(dict(settings)))
-            server.conn.close()
-            server.connection = server.provisioner.restart(settings)
-            server.conn = self._admin(server)
-            server.fresh = True
-            # what only a fresh server allows (removing tempdb files); what it could not do is a warning
-            for problem in server.config.after_restart(server.conn):
-                self.progress.on_warning(RunWarning(problem))
-
-    def _probe(self, conn, variant: Variant, when: str, into: dict) -> None:
-        for probe in variant.probes:
-            if when in probe.when:
-                into.setdefault(probe.name, {})[when] = self.eng.query_rows(conn, probe.sql, f"probe {probe.name}")
-
     def _variants_or_all(self) -> list[Variant]:
         try:
             return self._variants()
@@ -497,101 +371,6 @@ class Runner:
 
     def _variants(self) -> list[Variant]:
         return chosen_variants(self.scenario, self.only)
-
-    def _warm_up(self, server: "_Server", variant: Variant, pools) -> WarmupPass | None:
-        """The variant's warm-up pass (warmup.py), when it has one; the server is no longer fresh after it."""
-        fresh, server.fresh = server.fresh, False
-        if not variant.warmup_transactions:
-            return None
-        self.progress.on_warm_pass(WarmPass(variant.name, variant.warmup_transactions, fresh))
-        warm = warm_up(server.connection.conninfo, pools, variant.warmup_transactions, engine=self.scenario.engine,
-                       seed=self.scenario.seed, processes=self.processes, after_restart=fresh, load=LoadGenerator)
-        if warm.status == RunStatus.INTERRUPTED:
-            raise KeyboardInterrupt
-        return warm
-
-    def _run_variant(self, server: "_Server", variant: Variant, point: int | None, repeat: int) -> VariantRun:
-        conn = server.conn
-        pools = resolve_clients(variant.pools, point)
-        self.progress.on_variant(VariantStarted(variant.name, point, {p.name: p.clients for p in pools},
-                                                variant.duration, variant.warmup, variant.fixed_count))
-        for step in variant.setup:
-            self.eng.run_script(conn, step.sql, step.origin)
-        warm = self._warm_up(server, variant, pools)
-        probes: dict = {}
-        self._probe(conn, variant, "before", probes)
-        started = time.time()
-        outcome, driver, background_sessions = self._window(server, variant, point, pools)
-        elapsed = outcome.elapsed_s
-        summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
-        status, after, settings = self._after_window(conn, variant, probes, _status(outcome))
-        messages = [*outcome.messages, *conn.take_notes(),
-                    *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
-                    *after]
-        result = VariantRun(
-            variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
-            status=status, workers=Workers(outcome.workers, outcome.reported),
-            elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
-            fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s],
-            worker_wait_s=[None if w is None else round(w, 3) for w in outcome.worker_wait_s], loop=outcome.loop,
-            messages=messages,
-            pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
-                                      outcome.pools[p.name].to_dict()) for p in pools},
-            samplers=summaries, sampler_errors=list(driver.errors), background=background,
-            probes=probes, settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
-            unavailable=driver.unavailable, events=merged(outcome.events, background_events(background_sessions)),
-            warmup_pass=warm)
-        self.progress.on_variant_done(VariantDone(result))
-        return result
-
-    def _window(self, server: "_Server", variant: Variant, point: int | None, pools: list):
-        """The measurement window: samplers and background sessions around the load; they are closed
-        whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
-        conninfo, version_num = server.connection.conninfo, server.info.version_num
-        remove_files = server.provisioner.file_remover()  # a container's, where observers write
-        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files,
-                                               lifetime_s=variant.warmup + variant.duration)
-                               for b in variant.background]
-        self.eng.flush_statistics(server.conn, version_num)  # what this session did so far is not counted
-        driver = SamplerDriver(build_samplers(variant.samplers),
-                               lambda: self.eng.connect(conninfo, application_name="concurbench:sampler"), version_num,
-                               sessions=[application_name(p.name) for p in pools], warmup=variant.warmup)
-        try:
-            driver.open()
-            for bg in background_sessions:
-                bg.start()
-            # The window closes in this order: background parts a sampler may wait on (a throttled log
-            # drain), then the samplers' last reading, then observers whose stopping and counting is
-            # work of its own (reading .xel files) that must stay outside the samplers' span.
-            first = [h for h in background_sessions if not h.ends_after_samplers]
-            load = LoadGenerator(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
-                                 seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
-                                 listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
-                                 progress=lambda load: self.progress.on_tick(Tick.of(variant.name, point, load)))
-            outcome = load.run()
-        finally:
-            with deferred_interrupts():
-                for bg in background_sessions:
-                    bg.close()
-                driver.close()
-        return outcome, driver, background_sessions
-
-    def _after_window(self, conn, variant: Variant, probes: dict, status: str) -> tuple[str, list[str], dict | None]:
-        """The probes after the load, the teardown and the settings as the server reports them. What the window
-        measured is kept whatever happens here (a Ctrl-C, a failing teardown): that only changes the status."""
-        try:
-            self._probe(conn, variant, "after", probes)
-            for step in variant.teardown:
-                self.eng.run_script(conn, step.sql, step.origin, what="teardown SQL")
-            self._probe(conn, variant, "final", probes)
-            settings = self.eng.server_info(conn, list(dict(variant.settings)))["settings"] \
-                if variant.settings else None
-        except KeyboardInterrupt:
-            return RunStatus.INTERRUPTED, ["interrupted after the measurement (probes or teardown)"], None
-        except ConcurbenchError as exc:
-            return RunStatus.FAILED, [exc.message], None
-        return status, [], settings
 
 def chosen_variants(scenario: Scenario, only: list[str] | None) -> list[Variant]:
     """The variants `--variant` names (all when none); ConfigError naming one the scenario lacks."""
@@ -612,13 +391,3 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
     return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason,
                          cause=Cause.IN_A_SHARD, claim_id=i, form=c.form)
             for server in servers for i, c in enumerate(scenario.expect)]
-
-
-def _status(outcome) -> str:
-    """interrupted (Ctrl-C in the window), failed (the load was stopped: the server refused connections),
-    incomplete (a worker process sent no results), or ok."""
-    if outcome.interrupted:
-        return RunStatus.INTERRUPTED
-    if outcome.stopped:
-        return RunStatus.FAILED
-    return RunStatus.OK if outcome.complete else RunStatus.INCOMPLETE
