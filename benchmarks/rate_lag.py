@@ -9,7 +9,8 @@ rate of `--rates`, in interleaved rounds whose order of sides turns every round:
   start, as pgbench times it with -R) and schedule lag;
 - concurbench/LOOP: a pool with `rate: RATE` over CLIENTS sessions sending the same statement
   (simple protocol, `aid` uniform over the same rows), in LoadGenerator's worker processes, one per
-  CPU as a run makes them, after the same warm-up; its latency (from the due time) and lag
+  CPU as a run makes them (but spawned, not forked by a fork server, so that they are the side's
+  children and their wakeups are counted), after the same warm-up; its latency (from the due time) and lag
   histograms, its achieved rate, and the worker processes' CPU per transaction (their load loops,
   warm-up included, per transaction at the measured rate);
 - for both: voluntary context switches a transaction (each one a wait that blocked, so a wakeup)
@@ -184,10 +185,16 @@ def run_ours(tree: Path, conninfo: str, rate: float, loop: str, wait: str, seed:
 
 def drive(spec: dict) -> None:
     """A concurbench side (--drive): one window of the rate pool; its figures as a JSON line."""
+    import multiprocessing as mp
+
     from concurbench.scenario.distributions import parse_distribution
     from concurbench.scenario.model import Pool, Statement
+    from concurbench.workload import pool as pools
     from concurbench.workload.pool import LoadGenerator
 
+    # spawned workers, not forks of a fork server: they are this process's children, whose context switches
+    # RUSAGE_CHILDREN counts and whose threads RunQueue reads (a fork server's children are neither)
+    pools.workers_context = lambda: mp.get_context("spawn")
     pool = Pool("select_only", spec["clients"], (Statement("select", STATEMENT),),
                 params=(("aid", parse_distribution(f"uniform(1, {100000 * spec['scale']})")),),
                 rate=spec["rate"], protocol="simple")
