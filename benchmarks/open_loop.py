@@ -35,13 +35,17 @@ One embedded PostgreSQL serves four measurements, each with every event loop in 
         [--loops python,compiled] [--parts rate,stall,cpu,instructions]
 
 The figures are one run of each: on a shared or busy machine read them as that, not as a quiet
-machine's (docs/load-generator.md, "Open-loop load").
+machine's (docs/load-generator.md, "Open-loop load"). The worker processes are spawned, not forked by
+the fork server, so that they are this process's children and their wakeups are counted; a pool's
+warning that it fell behind its rate fails a window, except in the busy pair (which offers 1e6/s on
+purpose) and the stall (where a low Poisson count can leave it short of the offered number).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing as mp
 import os
 import resource
 import shutil
@@ -59,6 +63,8 @@ from concurbench.results.store import cpu_model
 from concurbench.scenario.distributions import parse_distribution
 from concurbench.scenario.model import Background, Pool, Statement
 from concurbench.workload import fastloop
+from concurbench.workload import pool as pools
+from concurbench.workload.lag import behind
 from concurbench.workload.pool import LoadGenerator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,6 +72,7 @@ from driver_overhead import goal_verdict, look_alpha, ratio_interval, ratio_summ
 from instructions_per_transaction import drive_pool, per_transaction  # noqa: E402 - the same count
 
 CPU_GOAL = (0.0, 1.10)  # the rate loop's own CPU per transaction within 10% of the closed loop's
+BUSY_RATE = 1e6  # the busy pair's rate: far above what the server gives (the pool falls behind it on purpose)
 
 ROWS = 1000
 LOOKUP = Statement("lookup", "SELECT n FROM ol_rows WHERE id = :id")
@@ -81,8 +88,10 @@ def setup(conninfo: str) -> None:
 
 
 def run(conninfo: str, pool: Pool, *, seconds: float, warmup: float, loop: str, background=(),
-        processes: int | None = None):
-    """One window of one pool (with background sessions beside it); returns (result, the pool's stats)."""
+        processes: int | None = None, may_fall_behind: bool = False):
+    """One window of one pool (with background sessions beside it); returns (result, the pool's stats).
+    `may_fall_behind`: the pool's warning that it fell behind its rate is no failure (a window that offers far
+    more than the server gives, or whose stall may leave a low Poisson count short of the offered number)."""
     sessions = [make_background(spec, conninfo, pg) for spec in background]
     try:
         for bg in sessions:
@@ -93,7 +102,8 @@ def run(conninfo: str, pool: Pool, *, seconds: float, warmup: float, loop: str, 
         for bg in sessions:
             bg.close()
     stats = result.pools[pool.name]
-    if result.messages or stats.failed:
+    expected = [behind(pool, stats, result.elapsed_s)] if may_fall_behind else []
+    if [message for message in result.messages if message not in expected] or stats.failed:
         raise RuntimeError(f"run not clean: {result.messages} failed={stats.failed} {dict(stats.error_messages)}")
     return result, stats
 
@@ -144,7 +154,7 @@ def part_stall(conninfo: str, args, loop: str) -> list[str]:
     for name, pool in (("rate", Pool("hot", args.clients, (HOT_UPDATE,), rate=args.stall_rate)),
                        ("closed", Pool("hot", args.clients, (HOT_UPDATE,), think=think))):
         result, stats = run(conninfo, pool, seconds=args.stall_window, warmup=args.warmup, loop=loop,
-                            background=[holder])
+                            background=[holder], may_fall_behind=True)
         p99[name] = stats.txn.percentile_ms(99.0)
         slow[name] = slower_than(stats, half)
         lines.append(f"stall [{result.loop}] {name:6} ({'rate %g/s' % args.stall_rate if name == 'rate' else 'think %.0f ms' % (think * 1000)}): "
@@ -170,7 +180,7 @@ def measured(conninfo: str, pool: Pool, args, loop: str) -> tuple[float, float, 
     """One window of `pool`: (tps, CPU us per transaction, wakeups per transaction, mean latency ms)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers are this process's children
     result, stats = run(conninfo, pool, seconds=args.seconds, warmup=args.warmup, loop=loop,
-                        processes=args.cpu_processes)
+                        processes=args.cpu_processes, may_fall_behind=pool.rate == BUSY_RATE)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (stats.transactions / result.elapsed_s, cpu_us_per_txn(result, stats),
             switches_per_txn(before, after, result, stats), stats.txn.mean_ms())
@@ -211,7 +221,7 @@ def part_cpu(conninfo: str, args, loop: str) -> list[str]:
             break
         for name in (left if r % 2 == 0 else left[::-1]):
             if name == "busy":
-                sides = lookups(args.clients, rate=1e6), lookups(args.clients)
+                sides = lookups(args.clients, rate=BUSY_RATE), lookups(args.clients)
                 what = f"rate 1e6/s over {args.clients} / closed loop, {args.clients} clients"
             elif name == "alike":
                 think = 1 / args.cpu_rate  # the loops' timers wait whole milliseconds: about the rate's throughput
@@ -327,6 +337,9 @@ def main() -> int:
     print(f"{cpu_model() or 'CPU model unknown'}, {os.cpu_count()} CPUs, "
           f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the start; "
           f"loops: {'; '.join(f'{n}: {fastloop.describe(n)}' for n in loops)}", flush=True)
+    # spawned workers, not forks of a fork server: they are this process's children, whose context switches
+    # RUSAGE_CHILDREN counts (a fork server's children are not)
+    pools.workers_context = lambda: mp.get_context("spawn")
     server = EmbeddedPostgres({"max_connections": str(2 * args.clients + 20)})
     connection = server.start()
     try:

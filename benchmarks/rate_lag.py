@@ -9,7 +9,8 @@ rate of `--rates`, in interleaved rounds whose order of sides turns every round:
   start, as pgbench times it with -R) and schedule lag;
 - concurbench/LOOP: a pool with `rate: RATE` over CLIENTS sessions sending the same statement
   (simple protocol, `aid` uniform over the same rows), in LoadGenerator's worker processes, one per
-  CPU as a run makes them, after the same warm-up; its latency (from the due time) and lag
+  CPU as a run makes them (but spawned, not forked by a fork server, so that they are the side's
+  children and their wakeups are counted), after the same warm-up; its latency (from the due time) and lag
   histograms, its achieved rate, and the worker processes' CPU per transaction (their load loops,
   warm-up included, per transaction at the measured rate);
 - for both: voluntary context switches a transaction (each one a wait that blocked, so a wakeup)
@@ -22,6 +23,9 @@ rate of `--rates`, in interleaved rounds whose order of sides turns every round:
 
 Each concurbench side runs in a subprocess of this script with PYTHONPATH set to its tree, and with
 a different arrival seed every round (pgbench seeds from the clock), so rounds are independent.
+`--first-round N` numbers the rounds from N (their seeds and order of sides follow), so that a run of
+one round at a time (each under a lock of a shared machine, say) continues the last; the summary of
+their CSV files put together (one header) is the summary of all their rounds (`--from-csv`).
 
 Goals, each judged from its interval over the rounds (95%, Student t; ratios on their logarithms,
 as driver_overhead.py judges its goals): for concurbench/compiled against pgbench at every rate,
@@ -32,7 +36,7 @@ instructions a transaction of one session at 1,000/s in each tree's loops (--loo
 valgrind, which the machine's state does not move). The other loops are reported beside them.
 
     python benchmarks/rate_lag.py [--rates 100,1000,10000] [--clients 8] [--seconds 8] [--warmup 1]
-        [--rounds 6] [--loops compiled,python] [--baseline CHECKOUT] [--waits WAIT,...]
+        [--rounds 6] [--first-round 1] [--loops compiled,python] [--baseline CHECKOUT] [--waits WAIT,...]
         [--scale 10] [--instructions N] [--csv FILE]
     python benchmarks/rate_lag.py --from-csv FILE      # the summary of an earlier run, measuring nothing
 """
@@ -181,10 +185,16 @@ def run_ours(tree: Path, conninfo: str, rate: float, loop: str, wait: str, seed:
 
 def drive(spec: dict) -> None:
     """A concurbench side (--drive): one window of the rate pool; its figures as a JSON line."""
+    import multiprocessing as mp
+
     from concurbench.scenario.distributions import parse_distribution
     from concurbench.scenario.model import Pool, Statement
+    from concurbench.workload import pool as pools
     from concurbench.workload.pool import LoadGenerator
 
+    # spawned workers, not forks of a fork server: they are this process's children, whose context switches
+    # RUSAGE_CHILDREN counts and whose threads RunQueue reads (a fork server's children are neither)
+    pools.workers_context = lambda: mp.get_context("spawn")
     pool = Pool("select_only", spec["clients"], (Statement("select", STATEMENT),),
                 params=(("aid", parse_distribution(f"uniform(1, {100000 * spec['scale']})")),),
                 rate=spec["rate"], protocol="simple")
@@ -325,7 +335,8 @@ def summarize(rows: list[dict]) -> list[str]:
                 goal = CPU_GOAL if rate == CPU_RATE and side == "concurbench/compiled" else None
                 lines.append(f"    CPU per transaction / baseline's: {ratio_verdict(cpu, goal)}"
                              + (f" (goal: at most {CPU_GOAL[1]}x)" if goal else ""))
-                for f, name in (("wakeups", "wakeups"), ("lag_mean", "lag mean"), ("lat_p50", "latency p50")):
+                for f, name in (("wakeups", "wakeups"), ("lag_mean", "lag mean"), ("lag_p99", "lag p99"),
+                                ("lat_p50", "latency p50"), ("lat_p99", "latency p99"), ("achieved", "achieved rate")):
                     lines.append(f"    {name} / baseline's: "
                                  f"{ratio_verdict([mine[r][f] / baseline[r][f] for r in both], None)}")
     return lines
@@ -345,6 +356,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="the measured window of every side")
     parser.add_argument("--warmup", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--first-round", type=int, default=1, help="the first round's number (its seed and order)")
     parser.add_argument("--loops", default="compiled,python", help="concurbench's event loops to measure")
     parser.add_argument("--baseline", help="another checkout (its extension built) measured in the same rounds")
     parser.add_argument("--waits", default="", help="also run this tree's compiled loop with these waits (e.g. "
@@ -397,7 +409,7 @@ def main() -> int:
         sides += [(f"concurbench/compiled-{wait}", here, "compiled", wait) for wait in waits]
         print(f"{'round':>5} {'rate':>7} {'side':>22} {'achieved/s':>11} {'lat p50':>8} {'lat p99':>8} "
               f"{'lag mean':>8} {'lag p99':>8} {'CPU us/txn':>10} {'wakeups':>7} {'CPU wait us':>11}", flush=True)
-        for round_no in range(1, args.rounds + 1):
+        for round_no in range(args.first_round, args.first_round + args.rounds):
             load = os.getloadavg()
             print(f"-- round {round_no}: load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}", flush=True)
             for rate in rates:

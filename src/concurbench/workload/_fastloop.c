@@ -98,7 +98,7 @@ typedef struct {
     uint32_t layout, n_segs;
     int32_t fixed, zero;
     int64_t limit, measure_from; /* latency limit (0: none); the measurement window's start */
-    uint64_t seed;               /* of the generator of Poisson gaps below */
+    uint64_t seed;               /* of the stream of uniforms (uniform() below), as Pace's in Python */
 } PaceHead;
 typedef struct {
     int64_t from, to;
@@ -469,7 +469,11 @@ static Sess *heap_pop(Loop *L) {
 }
 
 /* -- the schedule of a timed pool (schedule.py's Pace, step for step) ------------------ */
-static double uniform(Pace *p) { /* splitmix64: [0, 1) */
+/* The next uniform in [0, 1) of the pool's stream: splitmix64, the top 53 bits times 2^-53. schedule.uniforms
+   computes the same ones BATCH at a time (the n-th is a function of seed + n * golden alone), and a Poisson gap
+   is -log1p(-u) / per_ns in both loops, with this C library's log1p (math.log1p in Python), so for the same
+   seed both send the same arrivals (tests/unit/test_pace.py). */
+static double uniform(Pace *p) {
     uint64_t z = (p->rng += 0x9E3779B97F4A7C15ULL);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
@@ -497,7 +501,7 @@ static int64_t pace_arrival(Pace *p) {
         const PaceSeg *g = &p->segs[p->k];
         if (t < g->from) t = g->from;
         if (g->per_ns > 0) {
-            double gap = p->fixed ? 1.0 / g->per_ns : -log(1.0 - uniform(p)) / g->per_ns;
+            double gap = p->fixed ? 1.0 / g->per_ns : -log1p(-uniform(p)) / g->per_ns;
             if ((double)t + gap < (double)g->to) {
                 p->trigger = t = t + (int64_t)gap;
                 return t;
@@ -1562,7 +1566,7 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     PyObject *m = PyModule_Create(&module);
     /* fastloop.py refuses a build of other sources: raise this when a function's arguments or the schedule
        change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 6) < 0) { Py_DECREF(m); return NULL; }
+    if (m && PyModule_AddIntConstant(m, "INTERFACE", 7) < 0) { Py_DECREF(m); return NULL; }
     if (m && PyModule_AddIntConstant(m, "PACE_LAYOUT", PACE_LAYOUT) < 0) { Py_DECREF(m); return NULL; }
     return m;
 }

@@ -40,7 +40,7 @@ except ImportError as exc:  # not built (no compiler at install), or built for a
     _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 6  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
+INTERFACE = 7  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
 PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 # how the compiled loop waits for a due time, best first (its WAIT_NAMES): a timeout in nanoseconds, a timer

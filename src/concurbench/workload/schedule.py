@@ -18,10 +18,18 @@ arrival drawn ahead, in the segment that holds `now` and the session) is a pop()
 `take`. The compiled loop does not read a Pace's attributes: it reads the schedule `Pace.export`
 gives, a versioned struct (LAYOUT, HEAD and SEGMENT below), and takes arrivals by the same rule, one
 at a time in C (`_fastloop.arrivals` is that schedule alone, for tests).
+
+Both loops draw from one generator by one algorithm, so for the same seed they send the same arrivals:
+the Pace's stream is splitmix64 from the seed it draws once (and exports), whose n-th uniform is a
+function of seed + n * GOLDEN alone, so Python computes BATCH of them at once and C one at a time;
+a uniform is the top 53 bits times 2**-53, a Poisson gap `-log1p(-u) / per_ns` with the C library's
+log1p (math.log1p here: numpy's log1p may be a SIMD one, e.g. Intel's SVML on AVX-512, which differs
+from it in the last bit), and each gap drawn uses one uniform, the one that crosses a segment's end too.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import struct
 
@@ -36,11 +44,32 @@ BATCH = 256  # arrivals drawn at once (numpy), so a transaction's share is a lis
 # What Pace.export gives the compiled loop (_fastloop.c reads it as its PaceHead and PaceSeg structs, and
 # refuses another LAYOUT): native byte order, standard sizes, no padding. The head: layout, number of
 # segments, fixed arrivals (0/1), zero, latency limit (ns, 0: none), measurement start (ns), the seed of the
-# compiled loop's own generator of gaps. Then per segment: from, to (ns), arrivals per ns in this worker
-# (0: none), active clients. Change LAYOUT (and INTERFACE in fastloop.py and _fastloop.c) with the layout.
+# stream of uniforms both loops draw from. Then per segment: from, to (ns), arrivals per ns in this worker
+# (0: none), active clients. Change LAYOUT (and INTERFACE in fastloop.py and _fastloop.c) with the layout,
+# INTERFACE alone with the C's way of drawing.
 LAYOUT = 1
 HEAD = struct.Struct("=IIiiqqQ")  # 40 bytes
 SEGMENT = struct.Struct("=qqdq")  # 32 bytes
+
+# splitmix64, as _fastloop.c's uniform(): the n-th output (from 1) of a stream is mix(seed + n * GOLDEN), in
+# uint64 arithmetic that wraps around (numpy's does, silently, on arrays)
+GOLDEN = 0x9E3779B97F4A7C15
+_MASK = (1 << 64) - 1
+_AHEAD = np.arange(1, BATCH + 1, dtype=np.uint64) * np.uint64(GOLDEN)  # n * GOLDEN for a batch's n
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S11, _S27, _S30, _S31 = (np.uint64(n) for n in (11, 27, 30, 31))
+
+
+def uniforms(state: int) -> np.ndarray:
+    """The next BATCH uniforms in [0, 1) of the stream at `state` (its seed + GOLDEN * the uniforms drawn)."""
+    z = _AHEAD + np.uint64(state)
+    z ^= z >> _S30
+    z *= _MIX1
+    z ^= z >> _S27
+    z *= _MIX2
+    z ^= z >> _S31
+    z >>= _S11
+    return z.astype(np.float64) * 2.0 ** -53  # below 2**53: exact, as in C
 
 
 def segments(pool: Pool) -> list[tuple[int, float | None, int]]:
@@ -92,7 +121,9 @@ class Pace:
         self.limit = int(pool.latency_limit * 1e9) if pool.latency_limit else 0
         self.measure_from = measure_from
         self.stats = stats  # counts the skipped transactions (PoolStats), when given
-        self.rng = random.Random(f"{seed}:{pool.name}:pace:{min(local) if local else 0}")
+        # the stream of uniforms both loops draw from (export() hands its seed to the compiled loop)
+        self.seed = random.Random(f"{seed}:{pool.name}:pace:{min(local) if local else 0}").getrandbits(64)
+        self._state = self.seed  # the seed + GOLDEN * the uniforms drawn, modulo 2**64
         self.segs = []  # (from, to, local rate per ns or 0, active clients)
         segs = segments(pool)
         for k, (start, rate, clients) in enumerate(segs):
@@ -106,15 +137,13 @@ class Pace:
         self.queue: list[int] = []  # arrivals drawn ahead, all in segment k, the next one last (pop())
         self.lo = self.hi = self.active = 0  # segment k's [from, to) and active clients, while the queue holds any
         self._crossed = False  # the draw after the queue's last arrival crossed segment k's end
-        self._draws = np.random.default_rng(self.rng.getrandbits(64))
 
     def export(self) -> bytes:
-        """The schedule for the compiled loop, before any arrival was taken (LAYOUT, HEAD, SEGMENT). Each call
-        draws a new seed for the loop's own generator of gaps, so a worker exports its Pace once."""
-        if self.queue or self.k or self.trigger != self.segs[0][0]:
+        """The schedule for the compiled loop, before any arrival was taken (LAYOUT, HEAD, SEGMENT): from it the
+        loop takes the arrivals `take` would give."""
+        if self.queue or self.k or self.trigger != self.segs[0][0] or self._state != self.seed:
             raise RuntimeError("a Pace is exported only before its first arrival is taken")
-        head = HEAD.pack(LAYOUT, len(self.segs), int(self.fixed), 0, self.limit, self.measure_from,
-                         self.rng.getrandbits(64))
+        head = HEAD.pack(LAYOUT, len(self.segs), int(self.fixed), 0, self.limit, self.measure_from, self.seed)
         return head + b"".join(SEGMENT.pack(*seg) for seg in self.segs)
 
     def gate(self, index: int, now: int) -> int:
@@ -153,15 +182,18 @@ class Pace:
     def _batch(self, t: int, end: int, per_ns: float) -> tuple[list[int], bool]:
         """The next BATCH arrivals after `t` that fall before `end`, the next one last, and whether the draw
         after them crossed `end` (the segment has no more). A gap is drawn as a float and the arrival moves
-        by its whole nanoseconds; the gap that would reach `end` ends the segment's arrivals."""
+        by its whole nanoseconds; the gap that would reach `end` ends the segment's arrivals. The C's
+        pace_arrival draws one gap at a time with the same uniforms, operations and roundings."""
         if self.fixed:
             gaps = np.full(BATCH, 1.0 / per_ns)
-        else:
-            gaps = -np.log1p(-self._draws.random(BATCH)) / per_ns  # exponential: Poisson arrivals
+        else:  # exponential gaps (Poisson arrivals), with the C library's log1p
+            gaps = -np.fromiter(map(math.log1p, (-uniforms(self._state)).tolist()), np.float64, BATCH) / per_ns
         steps = gaps.astype(np.int64)
         dues = t + np.cumsum(steps)
         inside = (dues - steps) + gaps < end
         cut = BATCH if inside.all() else int(inside.argmin())
+        if not self.fixed:  # the uniforms used: the gaps inside, and the one that crossed the end
+            self._state = (self._state + GOLDEN * min(cut + 1, BATCH)) & _MASK
         return dues[cut - 1::-1].tolist() if cut else [], cut < BATCH
 
     def take(self, index: int, now: int, window_end: int) -> tuple[int, int]:
