@@ -5,6 +5,7 @@ scenario changes, grouping metrics that moved together, the gate's window and di
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import sqlite3
 
 import numpy as np
@@ -14,7 +15,7 @@ from concurbench.errors import ConfigError
 from concurbench.history import gate, render, schema
 from concurbench.history.analysis import analyse, better_way, way
 from concurbench.history.records import PointRecord, RunRecord
-from concurbench.history.store import open_store
+from concurbench.history.store import SeriesKey, open_store
 
 
 def record(i: int, *, server: str = "18.6", status: str = "ok", sha: str = "sha-a", params=None, digest=None):
@@ -152,15 +153,18 @@ def test_the_gate_takes_the_newest_runs_and_the_directions_given(tmp_path):
 @pytest.mark.parametrize("metric, change, expected", [
     ("tps", -0.1, "worse"), ("latency.p99_ms", 0.1, "worse"), ("lag.mean_ms", -0.1, "better"),
     ("errors.deadlock", None, "worse"), ("wal.bytes_per_txn", 0.2, "worse"), ("waits.CPU", 0.3, "neutral"),
+    ("failed_per_txn", 0.5, "worse"),
     ("advisory@max: tps > for_update@max: tps", -0.2, "worse"),
     ("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms", -0.2, "better")])
 def test_which_way_is_worse(metric, change, expected):
-    assert way(metric, change) == expected
+    variant = "claims" if ":" in metric else "v"
+    assert way(better_way(SeriesKey("demo", variant, "p", 4, 4, "18.6", metric)), change) == expected
 
 
 def test_a_direction_given_wins():
-    assert better_way("waits.CPU", {"waits.*": "lower"}) == "lower"
-    assert way("tps", -0.5, {"t*": "neutral"}) == "neutral"
+    key = SeriesKey("demo", "v", "", 4, 4, "18.6", "waits.CPU")
+    assert better_way(key, {"waits.*": "lower"}) == "lower"
+    assert way(better_way(replace(key, metric="tps"), {"t*": "neutral"}), -0.5) == "neutral"
 
 
 def test_the_store_url_password_is_never_shown():

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from fnmatch import fnmatchcase
 
-from ..report.compare import HIGHER, LOWER, NEUTRAL, direction
+from ..figures import Better, Figure
+from ..results.catalogue import CATALOGUE, claim_figure
 from ..stats.tdist import t_quantile
 from .detect import Change, Level, Method, detect
+from .records import CLAIMS
 from .store import HistoryStore, SeriesKey, StoredRun
 
 ORDERS = ("time", "version")
@@ -204,28 +206,26 @@ def _detect(s: Series, method: Method) -> list[Change]:
     return detect([p.mean for p in pts], [p.error for p in pts], method)
 
 
-def better_way(metric: str, directions: dict[str, str] | None = None) -> str:
-    """Which way a metric is better: the first of `directions` (glob -> higher, lower or neutral) that
-    matches, else compare's rule (throughput up; latency, lag, errors down), with per-transaction figures
-    (`*_per_txn`) better lower and a claim's figure better on the side its operator wants."""
+def figure_of(key: SeriesKey) -> Figure:
+    """What a series' metric means, from the metric catalogue (a claim's figure from its operator)."""
+    return claim_figure(key.metric) if key.variant == CLAIMS else CATALOGUE.figure(key.metric)
+
+
+def better_way(key: SeriesKey, directions: dict[str, str] | None = None) -> Better:
+    """Which way a series' metric is better: the first of `directions` (glob -> higher, lower or neutral)
+    that matches, else the catalogue's."""
     for glob, better in (directions or {}).items():
-        if fnmatchcase(metric, glob):
-            return better
-    if metric.endswith("_per_txn"):
-        return LOWER
-    claim = re.search(r" (<=?|>=?) ", metric)
-    if claim:
-        return LOWER if claim.group(1).startswith("<") else HIGHER
-    return direction(metric)
+        if fnmatchcase(key.metric, glob):
+            return Better(better)
+    return figure_of(key).better
 
 
-def way(metric: str, change: float | None, directions: dict[str, str] | None = None) -> str:
-    """worse, better or neutral: how a move of `change` (relative) reads for the metric."""
-    better = better_way(metric, directions)
-    if better == NEUTRAL or change == 0:
+def way(better: Better, change: float | None) -> str:
+    """worse, better or neutral: how a move of `change` (relative) reads for a metric better `better`."""
+    if better is Better.NEUTRAL or change == 0:
         return "neutral"
     rose = change is None or change > 0  # None: from exactly 0, so the level rose
-    return "worse" if rose == (better == LOWER) else "better"
+    return "worse" if rose == (better is Better.LOWER) else "better"
 
 
 def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGroup]:
@@ -242,12 +242,12 @@ def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGrou
             near = [i for i in items if abs(_index_in_points(*i) - at) <= 1]
             items = [i for i in items if i not in near]
             # the lead: confirmed first, then a metric with a better direction (tps before a count), then p
-            near.sort(key=lambda i: (not i[1].confirmed, better_way(i[0].key.metric, directions) == NEUTRAL, i[1].p))
+            near.sort(key=lambda i: (not i[1].confirmed, better_way(i[0].key, directions) is Better.NEUTRAL, i[1].p))
             lead_s, lead_c = near[0]
             pts = lead_s.included
             before, after = pts[lead_c.index - 1], pts[lead_c.index]
             moved = [Moved(s.key.metric, c.change, c.p, c.before, c.after,
-                           way(s.key.metric, c.change, directions)) for s, c in near]
+                           way(better_way(s.key, directions), c.change)) for s, c in near]
             changed = any(p.scenario_changed for p in _between(lead_s, before, after))
             groups.append(ChangeGroup(lead_s.key, lead_c.status, before, after, moved, changed))
     groups.sort(key=lambda g: (g.key.scenario, g.key.variant, g.key.pool, g.key.point, g.after_run.run.record.started))

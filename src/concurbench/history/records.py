@@ -6,7 +6,7 @@ value. With one repeat the error is the window's own where one exists (`tps`, `l
 statement means and wait shares, as a report shows them), otherwise there is none.
 
 Metrics kept: every number a measured pool reports (`tps`, `latency.*`, `statements.*`, `errors.*`,
-`lag.*`, ...) under its pool; every number of the variant run itself (WAL, sampler summaries, wait
+`lag.*`, the shares of its transactions that failed, retried, ran late or were skipped, ...) under its pool; every number of the variant run itself (WAL, sampler summaries, wait
 shares, probes, `elapsed_s`) under pool "" (once, however many pools it has); and each claim's
 measured ratio (left over right) or left side under variant "claims", one series per claim.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 from ..check.sides import is_window_metric, window_estimate
 from ..errors import ConfigError
 from ..report.repeats import key as repeat_key
+from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.model import Run, Unavailable, VariantRun
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
@@ -126,9 +127,9 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
         status = next((r.status for r in runs if r.status != "ok"), "ok")
         measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
         for pool in measured:
-            own = set(_flat_names(first.pools[pool].metrics))
+            own = set(_flat_names(first.pools[pool].metrics)) | set(PER_TXN_FIGURES)
             clients = int(first.pools[pool].clients)
-            rows = [r.flat_metrics(pool) for r in runs if pool in r.pools]
+            rows = [{**r.flat_metrics(pool), **per_txn(r.pools[pool].metrics)} for r in runs if pool in r.pools]
             for metric in _numbers(rows):
                 if metric in own:
                     where = (pool, clients)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..figures import Better, Figure, Kind
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from . import frame as frames
@@ -23,6 +24,13 @@ from .shards import Plan
 FORMAT_VERSION = 2
 STATUSES = ("ok", "interrupted", "incomplete", "failed")  # of a variant run
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
+# the figures flat_metrics gives a variant run as a whole (besides its pools' and its samplers')
+RUN_FIGURES = (
+    Figure("elapsed_s", "s", Better.LOWER, Kind.DIAGNOSTIC,
+           "the measurement window used (the result of a variant that runs a fixed count of transactions)"),
+    Figure("probes.*.rows", "rows", Better.NEUTRAL, Kind.COUNT, "rows a probe returned"),
+    Figure("probes.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC, "a number a probe's first row gave"),
+)
 
 
 class FormatProblem(ValueError):
