@@ -17,6 +17,7 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ..check.sides import is_window_metric, window_estimate
 from ..errors import ConfigError
@@ -29,6 +30,26 @@ from ..stats import Verdict, estimate
 CLAIMS = "claims"  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
+
+
+class SeriesKey(NamedTuple):
+    """What names a series, in the store and in an analysis. `server` is the server version a stored series
+    ran on; an analysis's series runs on a line (analysis.py): a track (`16`, or a `track` label), one
+    server version, or every version ("*"), and keeps it here."""
+
+    scenario: str
+    variant: str
+    pool: str  # "" for a figure of the variant run as a whole
+    clients: int
+    point: int  # the sweep point (NO_POINT without a sweep)
+    server: str
+    metric: str
+
+    @property
+    def location(self) -> tuple:
+        """Where the metric was measured: the key without the metric (the metrics of one location move
+        together)."""
+        return self[:-1]
 
 
 @dataclass(frozen=True)
@@ -61,13 +82,7 @@ class PointRecord:
     """One run's figure for one series."""
 
     run_id: str
-    scenario: str
-    variant: str
-    pool: str  # "" for a figure of the variant run as a whole
-    clients: int
-    point: int  # the sweep point (NO_POINT without a sweep)
-    server: str
-    metric: str
+    key: SeriesKey
     status: str  # "ok", or how the variant run ended (its figures are kept, and left out of detection)
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom (None: not known)
@@ -151,7 +166,7 @@ def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int,
     se, df = est.se, est.df
     if len(values) == 1 and single is not None:  # the window's own error
         se, df = single.se, single.df
-    return PointRecord(record.run_id, record.scenario, variant, pool, clients, point, server, metric, status,
+    return PointRecord(record.run_id, SeriesKey(record.scenario, variant, pool, clients, point, server, metric), status,
                        float(est.mean), _finite(se), _finite(df), None, None, len(values),
                        tuple(float(v) for v in values))
 
@@ -165,8 +180,8 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         if shown is None or not _number(shown.value):
             continue
         status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else "ok"  # the point's status
-        out.append(PointRecord(record.run_id, record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server,
-                               c.claim, status, float(shown.value), None, None, _finite(shown.low),
+        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, c.claim)
+        out.append(PointRecord(record.run_id, key, status, float(shown.value), None, None, _finite(shown.low),
                                _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
     return out
 
