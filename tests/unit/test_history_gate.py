@@ -38,11 +38,11 @@ class Nights:
         self.path, self.rng, self.night = path, np.random.default_rng(seed), 0
 
     def add(self, levels: dict[tuple[str, str], float], server: str = "16.9", spread: float = 0.02,
-            commit: str | None = None) -> str:
+            commit: str | None = None, spreads: dict[str, float] | None = None) -> str:
         rec = run_record(self.night, server, commit)
         points = [PointRecord(rec.run_id, SeriesKey("demo", variant, "workers", 4, 4, server, metric), "ok",
-                              float(level * (1 + spread * self.rng.standard_normal())), None, None, None, None, 1,
-                              (level,)) for (variant, metric), level in levels.items()]
+                              float(level * (1 + (spreads or {}).get(metric, spread) * self.rng.standard_normal())),
+                              None, None, None, None, 1, (level,)) for (variant, metric), level in levels.items()]
         with open_store(self.path, create=True) as s:
             s.add(rec, points)
         self.night += 1
@@ -100,6 +100,29 @@ def test_red_from_the_step_until_acknowledged_then_green_and_one_cause(tmp_path)
                                       str(nights.path)])
     assert done.exit_code == 0, done.output
     assert not nights.check(nights.add(slow)).regression
+
+
+def test_a_metric_found_later_at_a_cause_already_acknowledged_is_acknowledged_with_it(tmp_path):
+    """tps and latency show a step at once; the noisier p99 only nights later: the same cause, not a new one."""
+    nights = Nights(tmp_path / "h.db", seed=8)
+    levels = {**FLAT, ("a", "latency.p99_ms"): 20.0}
+    spreads = {"latency.p99_ms": 0.12}
+    for _ in range(15):
+        nights.add(levels, spreads=spreads)
+    slow = {**slower(FLAT, "a", 0.3), ("a", "latency.p99_ms"): 20.0 * 1.3}
+    acked, later = False, []
+    for _ in range(10):
+        result = nights.check(nights.add(slow, spreads=spreads))
+        if result.regression:
+            assert not acked, "red again after the cause was acknowledged"
+            done = CliRunner().invoke(_history(), ["ack", *[f.name for f in result.red], "--reason", "known",
+                                                   "--store", str(nights.path)])
+            assert done.exit_code == 0, done.output
+            acked = True
+        elif acked:
+            later += result.made
+    assert acked and later, "the p99 was expected to become a finding after the first red night"
+    assert all(f.state is FindingState.ACKNOWLEDGED and f.reason.startswith("with F") for f in later)
 
 
 def test_a_finding_left_alone_is_resolved_when_the_metric_comes_back(tmp_path):

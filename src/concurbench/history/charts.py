@@ -87,7 +87,8 @@ def write_charts(a: Analysis, out_dir: Path, formats=("png", "svg")) -> list[Pat
 
 def html_page(a: Analysis, report: Report) -> str:
     """The report's tables and every chart, inline SVG, as one self-contained page."""
-    out = page_head(report) + ["</ul>"] + table_html(report.tables[0]) + table_html(report.tables[1])
+    findings, changes = report.tables[0], report.tables[1]
+    out = page_head(report) + ["</ul>"] + (table_html(findings) if findings.rows else []) + table_html(changes)
     series = charted(a)
     out.append("<h2>Series with a change point</h2>")
     if not series:

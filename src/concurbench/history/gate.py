@@ -11,7 +11,7 @@ night has. Correlated series moved by one cause are corrected together, and the 
 many series a real regression moves through together.
 
 A finding is made `new` (or `acknowledged`, when an expectation covers its first run's commit or
-release), and stays so until someone acknowledges it or a later change point brings the metric back
+release, or when it belongs to a cause already acknowledged), and stays so until someone acknowledges it or a later change point brings the metric back
 within its old level's band (`resolved`). The check is red while a finding is new on a series that had
 a run in the check: a red does not turn green by itself, and a series no job runs any more does not
 keep the gate red. The red findings are grouped by the run where they start: one cause each.
@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from ..figures import Better
+from ..figures import Better, Kind
+from ..results.catalogue import CATALOGUE
 from .analysis import Analysis, Moved, Point, Series, analyse, figure_of, way
 from .detect import Change, Method
 from .findings import OPEN, Expectation, Finding, FindingState, same_change
@@ -102,7 +103,10 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
                  and not any(same_change(c.index, index.get(f.first_run, -9)) for f in mine)]
         p = min((c.p for c in found), default=1.0) * max(1, len(found))
         families.setdefault(gated.family, (gated.alpha, []))[1].append((min(p, 1.0), found))
-    made = [_finding(c, expectations, now) for alpha, tested in families.values() for c in _hochberg(alpha, tested)]
+    rank = _line_ranks(a)
+    acknowledged = [f for f in findings if f.state is FindingState.ACKNOWLEDGED]
+    made = [_finding(c, expectations, acknowledged, rank, now) for alpha, tested in families.values()
+            for c in _hochberg(alpha, tested)]
     gone = {f.id for f in resolved}
     still = [f for f in findings if f.id not in gone]
     red = [f for f in still + made if f.state is FindingState.NEW and f.key in checked_keys]
@@ -118,37 +122,63 @@ def saved(result: GateResult, made: list[Finding]) -> GateResult:
 
 
 def with_causes(result: GateResult, checked: list[str] | None) -> GateResult:
-    """The result with its red findings grouped by cause: the findings of one scenario whose first runs are
-    one run apart at most (the detector may place one step a run early in one metric and right in another)
-    are one cause, told at the run most of them start at."""
+    """The result with its red findings grouped by cause: the findings of one scenario and line whose first
+    runs are one run apart at most (the detector may place one step a run early in one metric and right in
+    another) are one cause, told at the run most of them start at."""
     a = result.analysis
     series = {s.key: s for s in a.series}
-    rank = {r.id: i for i, r in enumerate(a.runs)}
+    ranks = _line_ranks(a)
     groups: list[list[Finding]] = []
-    for f in sorted(result.red, key=lambda f: (f.key.scenario, rank.get(f.first_run, -1))):
+    for f in sorted(result.red, key=lambda f: (f.key.scenario, f.key.server, _rank(ranks, f))):
         last = groups[-1][-1] if groups else None
-        if last is not None and last.key.scenario == f.key.scenario and \
-                abs(rank.get(f.first_run, -9) - rank.get(last.first_run, -99)) <= 1:
+        if last is not None and _near(ranks, last, f):
             groups[-1].append(f)
         else:
             groups.append([f])
     causes = []
     for items in groups:
         starts = [f.first_run for f in items]
-        first = max(set(starts), key=lambda r: (starts.count(r), rank.get(r, -1)))
+        line = ranks.get((items[0].key.scenario, items[0].key.server), {})
+        first = max(set(starts), key=lambda r: (starts.count(r), line.get(r, -1)))
         items.sort(key=lambda f: (f.key.location, f.key.metric))
         mine = {f.id: series[f.key] for f in items if f.key in series}
         point = next((p for f in items if f.key in series for p in series[f.key].points if p.run.id == first), None)
         if point is None:
             continue
         named = {(f.key.location, f.key.metric) for f in items}
-        also = [m for g in a.groups if abs(rank.get(g.after_run.run.id, -9) - rank.get(first, -99)) <= 1
-                and g.key.scenario == items[0].key.scenario for m in g.moved
+        also = [m for g in a.groups if g.key.scenario == items[0].key.scenario and g.key.server == items[0].key.server
+                and abs(line.get(g.after_run.run.id, -9) - line.get(first, -99)) <= 1 for m in g.moved
                 if (g.key.location, m.metric) not in named and m.way != "better"]
         now = {f.id: _now(f, mine[f.id]) for f in items if f.id in mine}
-        causes.append(Cause(point, items, sorted(also, key=lambda m: m.p)[:8], mine, now))
+        causes.append(Cause(point, items, sorted(also, key=lambda m: (_count(m.metric), m.p))[:8], mine, now))
     causes.sort(key=lambda c: c.run.run.record.started)
     return replace(result, checked=checked, causes=causes)
+
+
+def _line_ranks(a: Analysis) -> dict[tuple[str, str], dict[int, int]]:
+    """For each scenario and line: its runs' places in the order they started (one run apart = adjacent)."""
+    runs: dict[tuple[str, str], dict[int, str]] = {}
+    for s in a.series:
+        mine = runs.setdefault((s.key.scenario, s.key.server), {})
+        for p in s.points:
+            mine[p.run.id] = p.run.record.started
+    return {key: {run: i for i, run in enumerate(sorted(mine, key=lambda r: (mine[r], r)))}
+            for key, mine in runs.items()}
+
+
+def _rank(ranks: dict, f: Finding) -> int:
+    return ranks.get((f.key.scenario, f.key.server), {}).get(f.first_run, -1)
+
+
+def _near(ranks: dict, a: Finding, b: Finding) -> bool:
+    """Two findings of one cause: the same scenario and line, their first runs at most one run apart."""
+    return (a.key.scenario, a.key.server) == (b.key.scenario, b.key.server) and \
+        _rank(ranks, a) >= 0 and _rank(ranks, b) >= 0 and abs(_rank(ranks, a) - _rank(ranks, b)) <= 1
+
+
+def _count(metric: str) -> bool:
+    """Counts (transactions, statements executed) mostly restate a throughput's move: listed after the rest."""
+    return CATALOGUE.figure(metric).kind is Kind.COUNT
 
 
 def _now(f: Finding, s: Series) -> float | None:
@@ -176,16 +206,25 @@ def _hochberg(alpha: float, tested: list[tuple[float, list[Candidate]]]) -> list
     return [c for p, found in tested if p <= limit for c in found]
 
 
-def _finding(c: Candidate, expectations: list[Expectation], now: str) -> Finding:
+def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[Finding], rank: dict,
+             now: str) -> Finding:
+    """A finding of a candidate: acknowledged when an expectation covers its first run's commit or release,
+    or when it belongs to a cause someone acknowledged already (a finding of the same scenario and line
+    starting at most one run apart: a metric whose move became clear only later is no new cause); new
+    otherwise."""
     pts = c.series.included
     after, before = pts[c.change.index], pts[c.change.index - 1]
     record = after.run.record
     commit = record.commit or record.labels.get("commit", "")
     expected = next((e for e in expectations if e.covers(commit, after.server)), None)
-    state = FindingState.ACKNOWLEDGED if expected else FindingState.NEW
+    reason = f"expected: {expected.reason}" if expected else None
+    if reason is None:
+        probe = Finding(None, c.series.key, after.run.id, before.run.id, None, 1.0, c.change.before, 0.0)
+        known = next((f for f in acknowledged if _near(rank, f, probe)), None)
+        reason = f"with {known.name}: {known.reason}" if known else None
+    state = FindingState.ACKNOWLEDGED if reason else FindingState.NEW
     return Finding(None, c.series.key, after.run.id, before.run.id, c.change.change, c.p, c.change.before,
-                   c.change.after.mean, state, now, f"expected: {expected.reason}" if expected else None,
-                   now if expected else None)
+                   c.change.after.mean, state, now, reason, now if reason else None)
 
 
 def _back(f: Finding, s: Series, index: dict[int, int], gated: Gated) -> bool:
