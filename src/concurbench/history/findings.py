@@ -4,7 +4,7 @@
                   `check` is red while one is new on a series that had a run in the check
     ACKNOWLEDGED  someone said why (`history ack F12 --reason TEXT`), or the change was announced
                   beforehand for its commit or server release (`history ack --commit SHA|--release V`)
-    RESOLVED      a later change point brought the metric back within its old level's band
+    RESOLVED      a later change point brought the metric back within the band its old level's runs lay in
 
 A finding's id is shown as `F<number>`. A change the detector places one run earlier or later as more
 runs arrive is the same finding (`same_change`).

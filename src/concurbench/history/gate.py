@@ -11,19 +11,22 @@ night has. Correlated series moved by one cause are corrected together, and the 
 many series a real regression moves through together.
 
 A finding is made `new` (or `acknowledged`, when an expectation covers its first run's commit or
-release, or when it belongs to a cause already acknowledged), and stays so until someone acknowledges it or a later change point brings the metric back
-within its old level's band (`resolved`). The check is red while a finding is new on a series that had
-a run in the check: a red does not turn green by itself, and a series no job runs any more does not
-keep the gate red. The red findings are grouped by the run where they start: one cause each.
+release, or when it belongs to a cause already acknowledged), and stays so until someone acknowledges
+it or a later change point brings the metric back within the band its old level's runs lay in
+(`resolved`). The check is red while a finding is new on a series that had a run in the check: a red
+does not turn green by itself, and a series no job runs any more does not keep the gate red. The red
+findings are grouped by the run where they start: one cause each.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from ..figures import Better, Kind
 from ..results.catalogue import CATALOGUE
+from ..stats.tdist import t_quantile
 from .analysis import Analysis, Moved, Point, Series, analyse, figure_of, way
 from .detect import Change, Method
 from .findings import OPEN, Expectation, Finding, FindingState, same_change
@@ -228,20 +231,27 @@ def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[F
 
 
 def _back(f: Finding, s: Series, index: dict[int, int], gated: Gated) -> bool:
-    """A later change point brought the metric back within the old level's band (or better)."""
+    """A later change point brought the metric back within the old level's band (or better): the band its
+    runs lay in (twice their standard deviation either side of its mean, from its 95% interval and its
+    number of runs), never narrower than the minimum change."""
     at = index.get(f.first_run)
     if at is None:
         return False
-    old = f.before
-    half = (old.high - old.low) / 2 if old.low is not None and old.high is not None else 0.0
-    band = max(gated.min_change * abs(old.mean), half)
+    band = max(gated.min_change * abs(f.before.mean), _run_band(f.before))
     for c in s.changes:
         if c.index > at + 1:
             level = c.after.mean
-            if (gated.better is Better.LOWER and level <= old.mean + band) or \
-                    (gated.better is Better.HIGHER and level >= old.mean - band):
+            if (gated.better is Better.LOWER and level <= f.before.mean + band) or \
+                    (gated.better is Better.HIGHER and level >= f.before.mean - band):
                 return True
     return False
+
+
+def _run_band(level) -> float:
+    """Twice the standard deviation of a level's runs, from the half width of its mean's 95% interval."""
+    if level.low is None or level.high is None or level.n < 2:
+        return 0.0
+    return 2 * (level.high - level.low) / 2 * math.sqrt(level.n) / t_quantile(0.975, level.n - 1)
 
 
 def _resolve(f: Finding, s: Series, index: dict[int, int], gated: Gated, now: str) -> Finding:

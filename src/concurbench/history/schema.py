@@ -95,6 +95,7 @@ CREATE TABLE history_findings (
     before_mean {real} NOT NULL,
     before_low {real},
     before_high {real},
+    before_n INTEGER NOT NULL,
     after_mean {real} NOT NULL,
     state TEXT NOT NULL,
     found TEXT NOT NULL,

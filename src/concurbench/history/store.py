@@ -37,7 +37,8 @@ _RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters",
                 "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
                 "format_version", "labels", "added")
 _FINDING_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "line", "metric", "first_run", "before_run",
-                    "change", "p", "before_mean", "before_low", "before_high", "after_mean", "state", "found", "reason",
+                    "change", "p", "before_mean", "before_low", "before_high", "before_n", "after_mean", "state", "found",
+                    "reason",
                     "acted", "resolved_run")
 
 
@@ -404,15 +405,16 @@ class _PostgresStore(HistoryStore):
 def _finding_row(f: Finding) -> tuple:
     k = f.key
     return (k.scenario, k.variant, k.pool, k.clients, k.point, k.server, k.metric, f.first_run, f.before_run, f.change,
-            f.p, f.before.mean, f.before.low, f.before.high, f.after_mean, f.state.value, f.found, f.reason, f.acted,
-            f.resolved_run)
+            f.p, f.before.mean, f.before.low, f.before.high, f.before.n, f.after_mean, f.state.value, f.found, f.reason,
+            f.acted, f.resolved_run)
 
 
 def _finding(row: tuple) -> Finding:
     d = dict(zip(_FINDING_COLUMNS, row[1:]))
     key = SeriesKey(d["scenario"], d["variant"], d["pool"], int(d["clients"]), int(d["point"]), d["line"], d["metric"])
     return Finding(int(row[0]), key, int(d["first_run"]), int(d["before_run"]), d["change"], float(d["p"]),
-                   Level(float(d["before_mean"]), d["before_low"], d["before_high"], 0), float(d["after_mean"]),
+                   Level(float(d["before_mean"]), d["before_low"], d["before_high"], int(d["before_n"])),
+                   float(d["after_mean"]),
                    FindingState(d["state"]), d["found"], d["reason"], d["acted"],
                    None if d["resolved_run"] is None else int(d["resolved_run"]))
 
