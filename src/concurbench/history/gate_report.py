@@ -1,9 +1,8 @@
 """A check's result as people and CI read it: one line per cause in the terminal and the Markdown step
 summary, one test case per cause in the JUnit report; the detail of each finding is in `history show`.
-
-    from run 20261201T024100Z-row-lock (16.10 after 16.9, commit 4f2a9c1e07, branch=main) [F3-F5]:
-      skip_locked/workers · 4 clients tps -40.2%, latency.mean_ms +66.0%; for_update/workers · 4 clients
-      latency.p99_ms +83.1%. Also moved there: waits.IO:WALSync +20.1%, wal.bytes_per_txn +3.2%
+A line names the run where the cause starts (its server version, and the version before when the
+release changed there; its commit and labels), the findings by location with their moves, and what
+else moved there (docs/history.md shows one from its nightly replay).
 """
 
 from __future__ import annotations
