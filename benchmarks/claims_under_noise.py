@@ -53,7 +53,7 @@ def stop_hog(hog: subprocess.Popen | None) -> None:
         hog.wait(timeout=30)
 
 
-def run_once(scenario: Path, out: Path, extra: list[str]) -> tuple[int, float, list[dict]]:
+def run_once(scenario: Path, out: Path, extra: list[str]) -> tuple[int, float, list[dict], str]:
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.iterdir())
     t0 = time.monotonic()
@@ -62,11 +62,18 @@ def run_once(scenario: Path, out: Path, extra: list[str]) -> tuple[int, float, l
     seconds = time.monotonic() - t0
     made = sorted(set(out.iterdir()) - before)
     claims: list[dict] = []
+    facts = ""
     if made and (made[-1] / "summary.json").is_file():
-        claims = json.loads((made[-1] / "summary.json").read_text()).get("claims") or []
+        summary = json.loads((made[-1] / "summary.json").read_text())
+        claims = summary.get("claims") or []
+        rounds = max((r.get("repeat") or 1 for r in summary.get("results") or []), default=0)
+        machine = json.loads((made[-1] / "manifest.json").read_text()).get("machine") or {}
+        others = sorted(machine.get("others_cpus") or [])
+        facts = f"; {rounds} rounds" + (f"; others' CPUs at the pauses {others[len(others) // 2]:.2f} (median)"
+                                        if others else "")
     if not made:
         print(proc.stderr[-2000:], file=sys.stderr)
-    return proc.returncode, seconds, claims
+    return proc.returncode, seconds, claims, facts
 
 
 def main() -> None:
@@ -90,13 +97,13 @@ def main() -> None:
             rows: dict[tuple, list[str]] = {}
             codes, times = [], []
             for i in range(args.runs):
-                code, seconds, claims = run_once(scenario, out / scenario.stem, extra)
+                code, seconds, claims, facts = run_once(scenario, out / scenario.stem, extra)
                 codes.append(code)
                 times.append(seconds)
                 for c in claims:
                     key = (c["claim"], c.get("server"))
                     rows.setdefault(key, [" "] * args.runs)[i] = LETTER.get(c["verdict"], "?")
-                print(f"  {scenario.stem} run {i + 1}: exit {code} in {seconds:.0f} s", flush=True)
+                print(f"  {scenario.stem} run {i + 1}: exit {code} in {seconds:.0f} s{facts}", flush=True)
             fails = sum(v.count("F") for v in rows.values())
             undecided = sum(v.count("I") for v in rows.values())
             left_out = sum(v.count("-") for v in rows.values())

@@ -1,8 +1,8 @@
 """The library API: run a scenario, probe a target, check claims on every server version.
 
 This is the one place where a command is put together: the `Target` says where the servers come
-from, the same for every command; provisioners are built from it here; SIGTERM is turned into an
-interrupt (the run stops, keeps what it measured and lets its servers go) while a command runs, and
+from, the same for every command; provisioners are built from it here; SIGTERM and SIGHUP are turned
+into an interrupt (the run stops, keeps what it measured and lets its servers go) while a command runs, and
 put back afterwards. The `run`, `probe` and `claims` commands of the command line call these
 functions and print what they return; a script or a notebook calls them the same way:
 
@@ -58,7 +58,8 @@ class Target:
     else the engine's image of that version). The dsn target's `dsn` (a URL or connection string; its
     password is never shown) and `password_env` (the environment variable holding the password),
     `allow_server_changes` (let the scenario change server-wide settings, restored at the end) and
-    `server_settings` (`apply`, or `as-is`: leave the server's settings and record the differences).
+    `server_settings` (`apply`, or `as-is`: leave the server's settings and record the differences),
+    `keep_database` (keep the database of its own a dsn run created; it is dropped at the end otherwise).
     `keep`: leave the server running at the end."""
 
     name: str = "embedded"
@@ -69,6 +70,7 @@ class Target:
     host_network: bool = False
     allow_server_changes: bool = False
     server_settings: str = APPLY
+    keep_database: bool = False
     keep: bool = False
 
     def versions_for(self, scenario: Scenario, default: Iterable[str | None] = (None,)) -> list[str | None]:
@@ -87,7 +89,7 @@ class Target:
         return TargetOptions(target=self.name, server_version=version, dsn=self.dsn, password_env=self.password_env,
                              image=self.image, images=scenario.images, host_network=self.host_network, keep=self.keep,
                              allow_server_changes=self.allow_server_changes, server_settings=self.server_settings,
-                             listener=listener)
+                             keep_database=self.keep_database, listener=listener)
 
     def provisioners(self, scenario: Scenario, *, listener: Listener | None = None, settings: bool = True,
                      default_versions: Iterable[str | None] = (None,)) -> list:
@@ -217,18 +219,24 @@ def _run(model: Scenario, target: Target, listener: Listener, *, default_version
     return Outcome(outcome.run, outcome.error, outcome.report, provisioners=provisioners)
 
 
+HANGUPS = (signal.SIGTERM, signal.SIGHUP)
+
+
 @contextlib.contextmanager
 def sigterm_interrupts() -> Iterator[None]:
-    """While the block runs, SIGTERM raises KeyboardInterrupt (as Ctrl-C does); the handler before it is put
-    back afterwards. Only the main thread can take signals: elsewhere nothing changes."""
+    """While the block runs, SIGTERM and SIGHUP (a closed terminal, a lost ssh session) raise KeyboardInterrupt, as
+    Ctrl-C does, so the run cleans up; the handlers before them are put back afterwards. A SIGHUP ignored when the
+    command started (nohup) stays ignored. Only the main thread can take signals: elsewhere nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in HANGUPS
+                if not (sig != signal.SIGTERM and signal.getsignal(sig) == signal.SIG_IGN)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _interrupt(signum, frame):

@@ -75,3 +75,15 @@ def loop(request):
     if request.param == "compiled":
         need_compiled()
     return request.param
+
+
+@pytest.fixture(scope="package")
+def users_server():
+    """Debian's PostgreSQL run as a user's server, shared by the dsn tests (users_server.py)."""
+    from users_server import start_users_server
+
+    server = start_users_server()
+    try:
+        yield server
+    finally:
+        server.pg.stop()

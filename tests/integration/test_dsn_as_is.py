@@ -13,51 +13,23 @@ under the heavy-work lock (`flock /work/heavy.lock python3 -m pytest tests/integ
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
 import pytest
-
-from concurbench.provisioners.local import LocalPostgres
+from psycopg.conninfo import make_conninfo
+from users_server import PASSWORD, concurbench, debian_server, dsn_args, run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 README_SCENARIO = ROOT / "scenarios" / "postgres" / "row-lock-vs-advisory.yaml"
-PASSWORD = "As-Is-Secret-2718"
 pytestmark = pytest.mark.integration
 
 
-def debian_server() -> Path:
-    """The newest Debian PostgreSQL server installed (/usr/lib/postgresql/N), or a skip (a failure in CI)."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/postgres"), key=lambda p: int(p.parts[-3]))
-    if not found:
-        reason = "Debian's PostgreSQL server is not installed (apt-get install postgresql; .ci/run does it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true and {reason}", pytrace=False)
-        pytest.skip(reason)
-    return found[-1].parent.parent
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A cluster of Debian's server with max_connections 150, and a role `bench` that is not a superuser: it
-    logs in with a password over TCP (scram-sha-256) and may create in schema public, as a DBA would set up."""
-    pg = LocalPostgres(debian_server(), {"max_connections": "150"}, name="debian")
-    admin = pg.start().conninfo
-    try:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute("SET password_encryption = 'scram-sha-256'")
-            conn.execute(f"CREATE ROLE bench LOGIN PASSWORD '{PASSWORD}'")
-            conn.execute("GRANT CREATE ON SCHEMA public TO bench")
-            hba = pg.data / "pg_hba.conf"
-            hba.write_text("host all bench 127.0.0.1/32 scram-sha-256\n" + hba.read_text())
-            conn.execute("SELECT pg_reload_conf()")
-        yield pg, admin, f"postgresql://bench@127.0.0.1:{pg.port}/{pg.database}"
-    finally:
-        pg.stop()
+@pytest.fixture()
+def cluster(users_server):
+    """The user's server (users_server.py) as these tests take it: (server, superuser conninfo, bench's dsn)."""
+    return users_server.pg, users_server.admin, users_server.dsn
 
 
 def settings(admin: str) -> dict:
@@ -66,15 +38,6 @@ def settings(admin: str) -> dict:
         return {"settings": conn.execute("SELECT name, setting FROM pg_settings ORDER BY 1").fetchall(),
                 "auto.conf": conn.execute("SELECT name, setting FROM pg_file_settings "
                                           "WHERE sourcefile LIKE '%%auto.conf' ORDER BY 1").fetchall()}
-
-
-def concurbench(*args, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "concurbench.cli.main", *map(str, args)], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "BENCH_PW": PASSWORD}, timeout=timeout)
-
-
-def dsn_args(dsn: str, tmp_path: Path, *more) -> list:
-    return ["--target", "dsn", "--dsn", dsn, "--password-env", "BENCH_PW", "--out", tmp_path, *more]
 
 
 def small(tmp_path: Path, server: str, clients: int = 4) -> Path:
@@ -86,13 +49,11 @@ def small(tmp_path: Path, server: str, clients: int = 4) -> Path:
     return path
 
 
-def run_dir(result: subprocess.CompletedProcess) -> Path:
-    return Path(result.stdout.strip().splitlines()[-1])
-
-
-def test_the_readme_scenario_runs_as_is_and_names_the_two_differences(cluster, tmp_path):
+def test_the_readme_scenario_runs_as_is_and_names_the_two_differences(cluster, users_server, tmp_path):
+    """It runs in a database of concurbench's own, created for the run and dropped at its end: the user's database
+    `app`, whose table `accounts` has the name the scenario's setup drops, is byte for byte what it was."""
     _, admin, dsn = cluster
-    before = settings(admin)
+    before, dump, databases = settings(admin), users_server.dump(), users_server.databases()
     refused = concurbench("run", README_SCENARIO, "--quick", *dsn_args(dsn, tmp_path / "refused"))
     assert refused.returncode == 2 and "--server-settings as-is" in refused.stderr  # the way on is named
     for as_is, code in (([], 1), (["--server-settings", "as-is"], 0)):  # the probe says the same
@@ -111,6 +72,8 @@ def test_the_readme_scenario_runs_as_is_and_names_the_two_differences(cluster, t
     manifest = json.loads((directory / "manifest.json").read_text())
     [server] = manifest["servers"]
     assert server["version_num"] // 10000 == int(debian_server().name)
+    assert server["connection"].endswith("/concurbench")
+    assert server["database"] == {"name": "concurbench", "ownership": "create", "dropped_at_end": True}
     assert server["differences"] == [
         {"setting": "max_connections", "wanted": "300", "found": "150", "why": "changes only with a server restart"},
         {"setting": "shared_buffers", "wanted": "256MB", "found": "128MB", "why": "changes only with a server restart"}]
@@ -131,9 +94,10 @@ def test_the_readme_scenario_runs_as_is_and_names_the_two_differences(cluster, t
         assert PASSWORD not in path.read_text(errors="replace"), path
     assert PASSWORD not in result.stdout + result.stderr
     assert settings(admin) == before
+    assert users_server.dump() == dump and users_server.databases() == databases
 
 
-def test_a_server_with_too_few_connections_is_refused_before_any_load(cluster, tmp_path):
+def test_a_server_with_too_few_connections_is_refused_before_any_load(cluster, users_server, tmp_path):
     """max_connections 50: 47 slots for a role that is not a superuser, and the run's 90 clients open 92 at once."""
     pg, admin, dsn = cluster
     pg.restart({"max_connections": "50"})
@@ -146,9 +110,7 @@ def test_a_server_with_too_few_connections_is_refused_before_any_load(cluster, t
         assert "gives this run 47: max_connections is 50, 3 are reserved for superusers" in result.stderr
         assert "Nothing was run or changed on the server" in result.stderr and "Traceback" not in result.stderr
         assert json.loads((run_dir(result) / "summary.json").read_text())["results"] == []  # no variant began
-        with psycopg.connect(admin, autocommit=True) as conn:  # the setup never ran
-            assert conn.execute("SELECT to_regclass('public.accounts'), to_regproc('lock_share_range')").fetchone() \
-                == (None, None)
+        assert "concurbench" not in users_server.databases()  # the run's own database went with it
         assert settings(admin) == before
         probe = concurbench("probe", README_SCENARIO, "--quick", *dsn_args(dsn, tmp_path, "--server-settings", "as-is"))
         assert probe.returncode == 1
@@ -217,8 +179,10 @@ def test_a_setting_the_role_may_not_read_is_recorded_as_unknown(cluster, tmp_pat
 
 def test_as_is_still_sets_and_restores_what_a_reload_changes_when_allowed(cluster, tmp_path):
     """A DBA grants the role ALTER SYSTEM on synchronous_commit: with --allow-server-changes the run sets it for the
-    run (it changes with a reload) and puts it back; to put it back exactly the role must read pg_file_settings."""
+    run (it changes with a reload) and puts it back; to put it back exactly the role must read pg_file_settings. The
+    grants on catalogs are made in template1, which the run's new database copies."""
     _, admin, dsn = cluster
+    admin = make_conninfo(admin, dbname="template1")  # grants on catalogs are a database's: the run's is a new one
     path = small(tmp_path, "{shared_preload_libraries: pg_stat_statements, synchronous_commit: 'off'}")
     grants = ["ALTER SYSTEM ON PARAMETER synchronous_commit", "SELECT ON pg_file_settings",
               "EXECUTE ON FUNCTION pg_show_all_file_settings()", "EXECUTE ON FUNCTION pg_reload_conf()"]

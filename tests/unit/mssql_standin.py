@@ -15,6 +15,12 @@ Microsoft's documentation says SQL Server would:
   change take effect; startup itself may put pages in them (`busy_after_restart`), which EMPTYFILE
   moves out only on a later attempt (one attempt fewer each time: `TempdbFile.busy`);
 - procedures are created in the current database;
+- the run database's options are read in one batch that names the ADR column only inside sp_executesql,
+  where COL_LENGTH found it (a 2017 server, `adr_column` False, answers NULL for it);
+- a login without VIEW SERVER STATE sees only its own session in sys.dm_exec_sessions; `sessions` are the
+  others, each in a database;
+- database-level extended properties (sys.extended_properties, class 0) are added and dropped by
+  sp_addextendedproperty and sp_dropextendedproperty in the current database;
 - sp_configure sets an option's `value`, and RECONFIGURE makes it the value in use only for an option
   that is dynamic (sys.configurations.is_dynamic; `user connections` is not); @@MAX_CONNECTIONS is
   `user connections` (32,767 when 0); sys.dm_exec_sessions shows a login without VIEW SERVER STATE
@@ -73,6 +79,10 @@ class StandInSqlServer:
     other_sessions: int = 0  # user sessions of other logins
     max_workers: int = 512  # sys.dm_os_sys_info.max_workers_count (what max worker threads 0 gives 4 CPUs)
     view_server_state: bool = True
+    adr_column: bool = True  # sys.databases.is_accelerated_database_recovery_on (2019 and later)
+    read_database_error: Exception | None = None  # what reading the database's options raises (once)
+    sessions: list["StandInSession"] = field(default_factory=list)  # other sessions
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)  # database -> extended properties
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
 
     @classmethod
@@ -93,6 +103,18 @@ class StandInSqlServer:
 
     def ran_in(self, database: str) -> list[str]:
         return [sql for db, sql in self.log if db == database]
+
+
+@dataclass
+class StandInSession:
+    """Another session on the stand-in server, as sys.dm_exec_sessions shows it."""
+
+    session_id: int
+    database: str
+    program: str = "SSMS - Query"
+    login: str = "app_user"
+    host: str = "desk7"
+    pid: int = 4242
 
 
 class StandInCursor:
@@ -187,7 +209,8 @@ class StandInConnection:
             return StandInCursor(("name", "physical_name"),
                                  [(f.name, f"/var/opt/mssql/data/{f.name}.ndf") for f in server.tempdb_files])
         if sql.startswith("SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?"):
-            return StandInCursor(("v",), [(server.configurations.get(params[0], [0])[0],)])
+            found = server.configurations.get(params[0])  # no row for an option the server lacks
+            return StandInCursor(("v",), [(found[0],)] if found else [])
         if sql == "SELECT name FROM sys.configurations WHERE is_dynamic = 0":
             return StandInCursor(("name",), [(n,) for n, (_, _, dyn) in server.configurations.items() if not dyn])
         m = re.fullmatch(r"EXEC sp_configure N'([^']+)', (-?\d+)", sql)
@@ -211,12 +234,24 @@ class StandInConnection:
             return StandInCursor(("max_workers_count",), [(server.max_workers,)])
         if sql == "SELECT DB_NAME() AS database_name":
             return StandInCursor(("database_name",), [(self.database,)])
-        if sql.startswith("SELECT is_read_committed_snapshot_on, snapshot_isolation_state"):
+        if sql.startswith("SELECT is_read_committed_snapshot_on, snapshot_isolation_state"):  # before issue 38
             db = server.databases.get(params[0])
             return StandInCursor(("a", "b", "c", "d"), [(db["read_committed_snapshot"], db["snapshot_isolation"],
                                                          db["delayed_durability"], db["recovery"])] if db else [])
-        if sql.startswith("SELECT is_accelerated_database_recovery_on FROM sys.databases"):
+        if sql.startswith("SELECT is_accelerated_database_recovery_on FROM sys.databases"):  # before issue 38
+            if server.read_database_error is not None or not server.adr_column:
+                error, server.read_database_error = server.read_database_error, None
+                raise error or StandInSqlError(207, "Invalid column name 'is_accelerated_database_recovery_on'.")
             return StandInCursor(("adr",), [(server.databases[params[0]]["adr"],)])
+        if sql.startswith("IF COL_LENGTH('sys.databases', 'is_accelerated_database_recovery_on') IS NULL"):
+            if server.read_database_error is not None:
+                error, server.read_database_error = server.read_database_error, None
+                raise error
+            db = server.databases.get(params[0])
+            adr = db["adr"] if db and server.adr_column else None
+            return StandInCursor(("a", "b", "c", "d", "adr"), [(db["read_committed_snapshot"], db["snapshot_isolation"],
+                                                                db["delayed_durability"], db["recovery"], adr)]
+                                 if db else [])
         m = re.fullmatch(r"ALTER DATABASE \[(\w+)\] SET (.+?)(?: WITH ROLLBACK IMMEDIATE)?", sql)
         if m:
             db, option = server.databases[m.group(1)], m.group(2)
@@ -264,7 +299,36 @@ class StandInConnection:
         for marker, columns, row in FACTS:
             if marker in sql:
                 return StandInCursor(columns, [row])
+        found = self._sessions_and_properties(sql, params)
+        if found is not None:
+            return found
         raise AssertionError(f"stand-in for SQL Server does not know: {sql}")
+
+    def _sessions_and_properties(self, sql: str, params: tuple):
+        server = self.server
+        if sql.startswith("SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1"):
+            return StandInCursor(("sees_all",), [(int(server.view_server_state),)])
+        if sql.startswith("SELECT session_id, login_name, host_name, program_name FROM sys.dm_exec_sessions "
+                          "WHERE database_id = DB_ID(?)"):
+            seen = server.sessions if server.view_server_state else []
+            return StandInCursor(("session_id", "login_name", "host_name", "program_name"),
+                                 [(x.session_id, x.login, x.host, x.program) for x in seen if x.database == params[0]])
+        mine = server.properties.setdefault(self.database, {})
+        m = re.fullmatch(r"IF EXISTS \(SELECT 1 FROM sys\.extended_properties WHERE class = 0 AND name = N'([^']+)'\) "
+                         r"BEGIN EXEC sys\.sp_dropextendedproperty @name = N'\1' END", sql)
+        if m:
+            mine.pop(m.group(1), None)
+            return StandInCursor()
+        m = re.fullmatch(r"EXEC sys\.sp_(add|update)extendedproperty @name = N'([^']+)', @value = N'((?:[^']|'')*)'", sql)
+        if m:
+            if (m.group(1) == "add") == (m.group(2) in mine):
+                raise StandInSqlError(15233 if m.group(1) == "add" else 15217,
+                                      f"Property '{m.group(2)}' {'already exists' if m.group(1) == 'add' else 'does not exist'}.")
+            mine[m.group(2)] = m.group(3).replace("''", "'")
+            return StandInCursor()
+        if sql.startswith("SELECT CAST(value AS nvarchar(4000)) AS marker FROM sys.extended_properties"):
+            return StandInCursor(("marker",), [(mine[params[0]],)] if params[0] in mine else [])
+        return None
 
     def _tempdb_file(self, name: str, database: str) -> TempdbFile:
         found = [f for f in self.server.tempdb_files if f.name == name] if database == "tempdb" else []
@@ -310,10 +374,12 @@ def _split(sql: str) -> list[str]:
 class StandInProvisioner:
     """A provisioner over the stand-in server: `docker` (owned: restarts) or `dsn` (not owned)."""
 
-    def __init__(self, server: StandInSqlServer, name: str = "docker", allow: bool = False):
+    def __init__(self, server: StandInSqlServer, name: str = "docker", allow: bool = False,
+                 owns_database: bool = True):
         self.server = server
         self.name = name
         self.allow = allow
+        self.owns_database = owns_database  # dsn: the run's database is concurbench's (it made or marked it)
         self.restart_settings: list[dict] = []
 
     def start(self) -> Connection:

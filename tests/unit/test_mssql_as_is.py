@@ -36,15 +36,17 @@ def changes(server: StandInSqlServer) -> list[str]:
     return [sql for _, sql in server.log if sql.startswith(CHANGES)]
 
 
-def configured(allowed: bool, as_is: bool = True):
+def configured(allowed: bool, as_is: bool = True, database_owned: bool = True):
     server = StandInSqlServer.with_tempdb_files(4, holding_pages=False)
     conn = server.connect(CONNINFO)
-    config = sqlserver.Configurator("concurbench", owned=False, allowed=allowed, as_is=as_is, sleep=lambda s: None)
+    config = sqlserver.Configurator("concurbench", owned=False, allowed=allowed, as_is=as_is,
+                                    database_owned=database_owned, sleep=lambda s: None)
     return server, conn, config
 
 
 def test_standin_as_is_without_changes_allowed_changes_nothing_and_records_every_difference():
-    server, conn, config = configured(allowed=False)
+    """In a database that is not concurbench's (database options left too)."""
+    server, conn, config = configured(allowed=False, database_owned=False)
     assert config.apply(conn, SETTINGS, DATABASE) is False  # never a restart
     assert changes(server) == []
     assert sorted(c.what for c in config.left) == [
@@ -64,15 +66,21 @@ def test_standin_as_is_without_changes_allowed_changes_nothing_and_records_every
 def test_standin_as_is_with_changes_allowed_makes_what_needs_no_restart_and_puts_it_back():
     server, conn, config = configured(allowed=True)
     assert config.apply(conn, SETTINGS, DATABASE) is False
-    assert changes(server) == ["DBCC TRACEON(7006, -1)", "EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
-                               "EXEC sp_configure N'max degree of parallelism', 1", "RECONFIGURE",
-                               "ALTER DATABASE [concurbench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE"]
+    made = [sql for sql in changes(server) if "sp_addextendedproperty" not in sql]
+    assert made == ["DBCC TRACEON(7006, -1)", "EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
+                    "EXEC sp_configure N'max degree of parallelism', 1", "RECONFIGURE",
+                    "ALTER DATABASE [concurbench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE"]
+    # each server-wide change is recorded first: gc finds and undoes a killed run's by it
+    assert sorted(server.properties["concurbench"]) == ["concurbench_configure:max degree of parallelism",
+                                                        "concurbench_configure:show advanced options",
+                                                        "concurbench_trace_flag_7006"]
     assert server.trace_flags == {7006} and server.configurations["max degree of parallelism"][0] == 1
     assert [d["setting"] for d in sqlserver.setting_differences(conn, SETTINGS, DATABASE, allowed=True)] == \
         ["trace_flags", "user connections", "memory_optimized_tempdb_metadata", "tempdb_files"]
     assert server.restarts == 0 and server.pending_memory_optimized is None and len(server.tempdb_files) == 4
     assert config.restore(conn) == []
     assert server.trace_flags == set() and server.databases["concurbench"]["read_committed_snapshot"] == 0
+    assert server.properties["concurbench"] == {}  # the flag's record goes with the flag
     assert {k: v[0] for k, v in server.configurations.items()}["max degree of parallelism"] == 0
     assert server.configurations["show advanced options"][0] == 0
 

@@ -97,14 +97,14 @@ def test_a_failed_change_undoes_the_ones_before_it():
 
 def test_server_plan_trace_flags_startup_or_global():
     current = {"trace_flags": [3604], "memory_optimized_tempdb_metadata": False, "tempdb_files": 1,
-               "max degree of parallelism": 0}
+               "max degree of parallelism": 0, "show advanced options": 1}
     wanted = {"trace_flags": "7006,3604", "max degree of parallelism": "1", "memory_limit": "4g"}
     owned = mc.plan_server(current, wanted, owned=True)
-    assert [c.apply for c in owned.changes] == [mc._configure("max degree of parallelism", 1)]
+    assert [c.apply for c in owned.changes] == [mc._set_option("max degree of parallelism", 1)]
     unowned = mc.plan_server(current, wanted, owned=False)
     assert unowned.changes[0].apply == ["DBCC TRACEON(7006, -1)"]
     assert unowned.changes[0].undo == ["DBCC TRACEOFF(7006, -1)"]  # 3604 was on before: left alone
-    assert unowned.changes[1].undo == mc._configure("max degree of parallelism", 0)
+    assert unowned.changes[1].undo == mc._set_option("max degree of parallelism", 0)
 
 
 def test_memory_optimized_tempdb_metadata_needs_a_restart():
@@ -149,7 +149,7 @@ def test_tempdb_statements_keep_the_connection_in_its_database():
 def test_removing_tempdb_files_of_an_unowned_server_is_refused_even_when_changes_are_allowed():
     """Stand-in for SQL Server (a server concurbench does not own, 4 tempdb data files): nothing is run
     but the reads; the old code emptied and removed the files with nothing to put them back."""
-    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL", 1)],
                "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": [],
                "IsTempdbMetadataMemoryOptimized": [(0,)], "COUNT(*) FROM tempdb.sys.database_files": [(4,)],
                "SELECT name, physical_name FROM tempdb.sys.database_files": [
@@ -177,28 +177,31 @@ def test_unowned_servers_need_permission_and_no_restart():
 
 
 def test_configurator_on_an_unowned_server_restores_what_it_changed():
-    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL", 1)],
                "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": [],
                "IsTempdbMetadataMemoryOptimized": [(0,)], "tempdb.sys.database_files WHERE type = 0\"": [(1,)]}
+    answers["'VIEW SERVER STATE'"] = [(1,)]  # the login sees every session: none is in the database
     conn = StandInSqlServer(answers)
-    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config = sqlserver.Configurator("bench", owned=False, allowed=True, database_owned=True)
     assert config.apply(conn, {"trace_flags": "7006"}, {"read_committed_snapshot": True}) is False
     assert "DBCC TRACEON(7006, -1)" in conn.executed
     assert "ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE" in conn.executed
     conn.executed.clear()
     assert config.restore(conn) == []
-    assert conn.executed == ["ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE",
-                             "DBCC TRACEOFF(7006, -1)"]
-    refused = sqlserver.Configurator("bench", owned=False, allowed=False)
-    with pytest.raises(ProvisionError):
-        refused.apply(StandInSqlServer(answers), {}, {"read_committed_snapshot": True})
+    changes = [sql for sql in conn.executed if sql.startswith(("ALTER", "DBCC"))]
+    assert changes == ["ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE",
+                       "DBCC TRACEOFF(7006, -1)"]
+    assert "sp_dropextendedproperty @name = N'concurbench_trace_flag_7006'" in conn.executed[-1]
+    refused = sqlserver.Configurator("bench", owned=False, allowed=False, database_owned=True)
+    with pytest.raises(ProvisionError, match="--allow-server-changes"):
+        refused.apply(StandInSqlServer(answers), {"trace_flags": "7006"}, {})
 
 
 def test_generated_statements_parse_as_tsql():
     statements = [mc.database_statement("db", option, value) for option, value in (
         ("read_committed_snapshot", True), ("allow_snapshot_isolation", False), ("delayed_durability", "forced"),
         ("recovery", "simple"), ("accelerated_database_recovery", True))]
-    statements += mc._configure("max degree of parallelism", 1)
+    statements += mc._set_option("max degree of parallelism", 1)
     for sql in statements:
         # sqlglot keeps ALTER DATABASE ... SET and sp_configure calls as commands; a parse error still raises
         assert sqlglot.parse(sql, read="tsql", error_level=sqlglot.ErrorLevel.RAISE)
@@ -215,7 +218,7 @@ def test_connection_string_helpers():
 
 
 def test_configurator_turns_off_the_flags_of_the_previous_variant():
-    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+    answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL", 1)],
                "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": []}
     conn = StandInSqlServer(answers)
     config = sqlserver.Configurator("bench", owned=False, allowed=True)
@@ -235,7 +238,7 @@ class ConfigurationsStandIn(StandInSqlServer):
     ADVANCED_OPTIONS = {"max degree of parallelism", "cost threshold for parallelism"}
 
     def __init__(self, values: dict):
-        super().__init__({"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL")],
+        super().__init__({"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL", 1)],
                           "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": []})
         self.values = dict(values)
 

@@ -17,9 +17,8 @@ from test_tsql_parses import check_tsql
 
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines.odbc import CONNECTION, classify
-from concurbench.errors import ConfigError, EngineError, ProvisionError
+from concurbench.errors import ConfigError, EngineError
 from concurbench.provisioners import containers, docker as target, docker_mssql
-from concurbench.provisioners.dsn_mssql import ExistingSqlServer
 from concurbench.running.load import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,55 +174,7 @@ def test_files_are_removed_only_by_patterns_an_observer_writes():
 
 
 # -- the dsn target's database ---------------------------------------------------------------------------
-class LoginSqlServer:
-    """Stand-in for SQL Server reached by the dsn target: a connection without Database lands in the
-    login's default database, which DB_NAME() reports."""
-
-    def __init__(self, default_database: str):
-        self.default_database = default_database
-        self.connections: list = []
-
-    def connect(self, conninfo, *, autocommit=True, application_name="concurbench", connect_timeout=10):
-        server = self
-
-        class Conn:
-            closed = False
-
-            def execute(self, sql, *params):
-                assert sql == "SELECT DB_NAME() AS database_name"
-                return StandInCursor([(sqlserver.database_of(conninfo) or server.default_database,)])
-
-            def close(self):
-                self.closed = True
-
-        conn = Conn()
-        self.connections.append(conn)
-        return conn
-
-
-def test_a_dsn_without_database_runs_in_the_logins_default_database(monkeypatch):
-    """Stand-in for SQL Server. The old code fell back to master for the database options while the
-    setup ran wherever the login landed."""
-    standin = LoginSqlServer("bench")
-    monkeypatch.setattr(sqlserver, "connect", standin.connect)
-    target_ = ExistingSqlServer("Driver={FreeTDS};Server=db.lab,1433;UID=bench;PWD=pw", drivers=["FreeTDS"])
-    connection = target_.start()
-    assert sqlserver.database_of(connection.conninfo) == "bench"
-    assert "Database=bench" in connection.safe and "pw" not in connection.safe
-    assert sqlserver.configurator(target_, connection.conninfo).database == "bench"
-    assert all(c.closed for c in standin.connections)
-
-
-@pytest.mark.parametrize("dsn", ["Driver={FreeTDS};Server=db.lab;UID=sa;PWD=pw",
-                                 "Driver={FreeTDS};Server=db.lab;Database=master;UID=sa;PWD=pw"])
-def test_a_dsn_that_would_run_in_master_is_refused_with_what_to_do(monkeypatch, dsn):
-    """Stand-in for SQL Server whose login lands in master: READ_COMMITTED_SNAPSHOT cannot be set there
-    and the setup would create its tables there."""
-    monkeypatch.setattr(sqlserver, "connect", LoginSqlServer("master").connect)
-    with pytest.raises(ProvisionError) as refused:
-        ExistingSqlServer(dsn, drivers=["FreeTDS"]).start()
-    assert "system database" in refused.value.message and "CREATE DATABASE" in refused.value.message
-    assert "pw" not in refused.value.message
+# Which database a dsn run uses, and what it does to it: test_dsn_mssql_owned.py (issue 38).
 
 
 def test_the_configurator_never_falls_back_to_master():

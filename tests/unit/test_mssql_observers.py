@@ -15,6 +15,7 @@ import pytest
 
 from concurbench.errors import ConfigError, EngineError
 from concurbench.background.mssql import (SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS, SqlTrace, XEventSession)
+from concurbench.background.kinds import make_background
 from concurbench.background.xevents import ring_counts
 
 sqlglot = pytest.importorskip("sqlglot")
@@ -159,7 +160,9 @@ class StandInSqlServer:
             if self.trace_create_rc:
                 return StandInCursor([(self.trace_create_rc, None)])
             trace_id, self.next_trace = self.next_trace, self.next_trace + 1
-            self.traces[trace_id] = {"path": m.group(1).replace("''", "'") + ".trc", "status": 0, "events": []}
+            stop = re.search(r"@stoptime DATETIME = DATEADD\(SECOND, (\d+), GETDATE\(\)\);.*, @stoptime, \d+;", sql)
+            self.traces[trace_id] = {"path": m.group(1).replace("''", "'") + ".trc", "status": 0, "events": [],
+                                     "stops_after_s": int(stop.group(1)) if stop else None}
             return StandInCursor([(0, trace_id)])
         m = re.search(r"sp_trace_setevent (\d+), (\d+), (\d+), @on", sql)
         if m:
@@ -369,7 +372,7 @@ def test_xevents_ddl_matches_the_documented_grammar():
             r" ADD TARGET package0\.(ring_buffer|event_file \(SET filename = N'(?:[^']|'')*',"
             r" max_file_size = \d+, max_rollover_files = \d+\))"
             r" WITH \((MAX_MEMORY = \d+ KB, )?EVENT_RETENTION_MODE = (NO_EVENT_LOSS|ALLOW_SINGLE_EVENT_LOSS),"
-            r" STARTUP_STATE = OFF\)", create)
+            r"( MAX_DISPATCH_LATENCY = \d+ SECONDS,)? STARTUP_STATE = OFF(, MAX_DURATION = \d+ SECONDS)?\)", create)
         for state in ("START", "STOP"):
             assert re.fullmatch(r"ALTER EVENT SESSION \[\w+\] ON SERVER STATE = (START|STOP)", obs.state_sql(state))
         assert re.fullmatch(r"DROP EVENT SESSION \[\w+\] ON SERVER", obs.drop_sql())
@@ -383,7 +386,7 @@ def test_xevents_two_events_are_separated_by_a_comma():
     assert obs.create_sql() == (
         "CREATE EVENT SESSION [concurbench_plans] ON SERVER ADD EVENT sqlserver.lock_acquired, "
         "ADD EVENT sqlos.wait_info ADD TARGET package0.ring_buffer "
-        "WITH (EVENT_RETENTION_MODE = ALLOW_SINGLE_EVENT_LOSS, STARTUP_STATE = OFF)")
+        "WITH (EVENT_RETENTION_MODE = ALLOW_SINGLE_EVENT_LOSS, MAX_DISPATCH_LATENCY = 1 SECONDS, STARTUP_STATE = OFF)")
 
 
 def test_xevents_queries_parse_as_tsql():
@@ -425,7 +428,8 @@ def test_trace_create_uses_rollover_max_size_and_strict_types():
     obs.start()
     create = server.statements("sp_trace_create")[0]
     assert "@maxfilesize BIGINT = 20" in create and "N'/var/opt/mssql/log/mytrace-" in create
-    assert re.search(r"sp_trace_create @traceid OUTPUT, 2, N'[^']+', @maxfilesize, NULL, 4;", create)
+    assert re.search(r"sp_trace_create @traceid OUTPUT, 2, N'[^']+', @maxfilesize, @stoptime, 4;", create)
+    assert "@stoptime DATETIME = DATEADD(SECOND, " in create
     assert ".trc'" not in create  # the server appends .trc
     assert all("@on BIT = 1" in s for s in server.statements("sp_trace_setevent"))
     obs.close()
@@ -586,7 +590,7 @@ def test_sql_trace_keeps_five_files_by_default_and_removes_them_on_a_server_conc
     obs = SqlTrace(ObserverSpec("plans", "sql_trace", {}), "conninfo", connect=server.connect,
                    clock=lambda: 1_700_000_000.25, remove_files=remover)
     obs.start()
-    assert re.search(r"@maxfilesize, NULL, 5; SELECT", server.statements("sp_trace_create")[0])
+    assert re.search(r"@maxfilesize, @stoptime, 5; SELECT", server.statements("sp_trace_create")[0])
     obs.measurement_ended(1)
     obs.close()
     assert server.traces == {}
@@ -628,3 +632,42 @@ def test_new_observer_statements_parse_strictly_as_tsql():
     for where, sql in (("RING_HEAD", XEventSession.RING_HEAD), ("FILE_COUNT", XEventSession.FILE_COUNT),
                        ("sp_trace_create", obs.create_sql())):
         check_tsql(sql.replace("?", "N'x'"), where)
+
+
+# -- the dead-man switch (issue 38) ------------------------------------------------------------------------
+VERSION_2025 = "Microsoft SQL Server 2025 (RTM) - 17.0.1000.7 (X64) \n\tDeveloper Edition (64-bit) on Linux"
+
+
+def test_standin_a_killed_harness_trace_stops_by_itself_at_the_windows_end_plus_a_margin():
+    """Stand-in for SQL Server keeping each trace's stop time. The old trace had none (@stoptime NULL): a harness
+    killed during the arm left showplan capture running until the server restarted."""
+    server = StandInSqlServer()
+    obs = SqlTrace(ObserverSpec("plans", "sql_trace", {}), "conninfo", connect=server.connect,
+                   clock=lambda: 1_700_000_000.25, lifetime_s=70)
+    obs.start()
+    (created,) = server.traces.values()
+    assert created["stops_after_s"] == 370 and obs.describe()["stops_after_s"] == 370  # 70 s and a 300 s margin
+    obs.close()
+
+
+@pytest.mark.parametrize("version, target, options", [
+    (VERSION_2025, "ring_buffer", "MAX_DISPATCH_LATENCY = 1 SECONDS, STARTUP_STATE = OFF, MAX_DURATION = 370 SECONDS"),
+    (VERSION_2025, "event_file", "STARTUP_STATE = OFF, MAX_DURATION = 370 SECONDS"),
+    (LINUX_VERSION, "ring_buffer", "MAX_DISPATCH_LATENCY = 1 SECONDS, STARTUP_STATE = OFF)"),
+])
+def test_standin_xe_sessions_stop_by_themselves_where_the_server_can_and_the_ring_buffer_dispatches_at_once(
+        version, target, options):
+    """Stand-in for SQL Server 2025 (MAX_DURATION) and 2022 (none: gc drops what a killed run left). The old
+    sessions had no limit, and the ring buffer kept events up to 30 s (the default dispatch latency) past the
+    count read before STOP."""
+    server = StandInSqlServer(version=version)
+    obs = XEventSession(ObserverSpec("plans", "xevents", {"target": target}), "conninfo", connect=server.connect,
+                        lifetime_s=70)
+    obs.start()
+    assert options in server.statements("CREATE EVENT SESSION")[0]
+    obs.close()
+
+
+def test_make_background_gives_an_observer_the_windows_planned_length():
+    observer = make_background(ObserverSpec("plans", "sql_trace", {}), "conninfo", None, lifetime_s=65.0)
+    assert observer.lifetime_s == 65.0 and observer.stops_after_s == 65 + 300

@@ -121,8 +121,8 @@ class StandInSession:
         if sql.startswith(("SELECT CAST(SERVERPROPERTY('IsTempdbMetadataMemoryOptimized')",
                            "SELECT COUNT(*) FROM tempdb.sys.database_files")):
             return StandInCursor(("v",), [(1,)])
-        if sql.startswith("SELECT is_read_committed_snapshot_on"):
-            return StandInCursor(("a", "b", "c", "d"), [(0, 0, "DISABLED", "FULL")])
+        if sql.startswith("IF COL_LENGTH('sys.databases', 'is_accelerated_database_recovery_on')"):
+            return StandInCursor(("a", "b", "c", "d", "adr"), [(0, 0, "DISABLED", "FULL", 0)])
         if sql.startswith("SELECT SUSER_SNAME(), IS_SRVROLEMEMBER"):
             return StandInCursor(("login", "sysadmin"), [("sa", 1)])
         if sql.startswith(("SELECT session_id FROM sys.dm_exec_sessions", "SELECT name FROM sys.server_event_sessions")):
@@ -323,6 +323,25 @@ def test_the_container_is_pinned_to_cpus_never_given_a_quota(monkeypatch):
     assert [r["cpuset_cpus"] for r in narrow.runs] == ["4-7", "2-3"] and connection.extra["cpus_pinned"] == 2
 
 
+@pytest.mark.parametrize("host, cpuset, recorded", [
+    (16, "8-15", "cpuset 8-15"),  # half the host's: already 8
+    (12, "4-11", "cpuset 4-11"),  # half would be 6: at least 8
+    (8, "0-7", "cpuset 0-7"),
+    (4, "0-3", "cpuset 0-3 (the scenario asks for at least 8 CPUs (min_cpus) and this Docker host offers 4: the "
+               "server shares them with the clients)"),
+])
+def test_min_cpus_pins_at_least_that_many_where_the_host_has_them_and_says_when_it_has_fewer(monkeypatch, host,
+                                                                                             cpuset, recorded):
+    """Stand-in Docker engines of 16, 12, 8 and 4 CPUs for tempdb-gam-contention (`min_cpus: 8`, issue 38): the old
+    default pinned half the host's CPUs, which on most hosts was too few schedulers for its 100 callers to queue on
+    tempdb's pages as the article's 8-core laptop did, and said nothing."""
+    engine = StandInDockerEngine(cpus=host)
+    connection = start_standin_container(monkeypatch, engine, {"min_cpus": "8"})
+    assert engine.runs[-1]["cpuset_cpus"] == cpuset and connection.extra["cpu_limit"] == recorded
+    scenario = load_scenario(ROOT / "scenarios" / "mssql" / "tempdb-gam-contention.yaml")
+    assert dict(scenario.settings)["min_cpus"] == "8"
+
+
 def test_a_scheduler_count_that_differs_from_the_pinned_cpus_is_said_in_the_report():
     """The server's facts (sys.dm_os_sys_info: scheduler_count) beside the CPUs the container was pinned to: the
     report says when SQL Server made more schedulers than it has CPUs, which the old report could not tell."""
@@ -352,12 +371,13 @@ def test_cpus_takes_a_whole_number_or_nothing(tmp_path, cpus, ok):
 
 
 # -- 6. memory_limit has a floor ------------------------------------------------------------------------------
-@pytest.mark.parametrize("memory, ok", [("2g", False), ("2400m", False), ("2500m", True), ("2.5g", True),
-                                        ("4g", True), ("lots", False)])
+@pytest.mark.parametrize("memory, ok", [("2g", False), ("2400m", False), ("2500m", False), ("2.5g", False),
+                                        ("3g", True), ("3072m", True), ("4g", True), ("lots", False)])
 def test_validate_refuses_a_memory_limit_sql_server_cannot_start_in(tmp_path, memory, ok):
     """Below 2,500 MB the container's 80% (MSSQL_MEMORY_LIMIT_MB) is under the 2,000 MB SQL Server needs, and the
-    container just exits. The old validation took any size; now `validate` refuses it with the file, the line
-    and the minimum."""
+    container just exits; at 2,500 MB it gets exactly that start-up minimum and nothing to run a scenario with
+    (issue 38: the floor is 3g). The old validation took any size; now `validate` refuses it with the file, the
+    line and the minimum."""
     path = tmp_path / "memory.yaml"
     path.write_text(f"name: memory\nengine: mssql\nserver:\n  versions: ['2022']\n  memory_limit: {memory}\n"
                     f"duration: 1s\nvariants:\n  a:\n    pools:\n      p: {{clients: 1, transaction: SELECT 1}}\n")
@@ -368,7 +388,7 @@ def test_validate_refuses_a_memory_limit_sql_server_cannot_start_in(tmp_path, me
         load_scenario(path)
     assert re.search(r"memory.yaml:5\b.*server.memory_limit", refused.value.message), refused.value.message
     if memory != "lots":
-        assert "2500m" in refused.value.message and "2,000 MB" in refused.value.message
+        assert "at least 3g" in refused.value.message and "2,000 MB" in refused.value.message
 
 
 # -- 4. tempdb_latches never makes the other samplers wait --------------------------------------------------

@@ -13,6 +13,7 @@ from mssql_standin import StandInCursor
 from concurbench.engines import sqlserver
 from concurbench.probe import probe
 from concurbench.provisioners.base import Connection
+from concurbench.provisioners.owned import DatabasePlan, Ownership, parse_marker, refusal
 from concurbench.running.load import load_scenario
 
 SCENARIO = """\
@@ -41,6 +42,7 @@ class StandInSqlServer:
 
     def __init__(self, database="bench", missing=("ALTER ANY EVENT SESSION",)):
         self.database = database
+        self.marker = "concurbench database: kept, marked by a DBA"  # the database is concurbench's
         self.missing = missing  # permissions HAS_PERMS_BY_NAME denies
         self.log: list[str] = []
         self.closed = 0
@@ -51,8 +53,8 @@ class StandInSqlServer:
             (r"SELECT DB_NAME\(\)", [(self.database,)]),
             (r"DBCC TRACESTATUS", []),
             (r"SELECT CAST\(SERVERPROPERTY\('IsTempdbMetadataMemoryOptimized'\)", [(0,)]),
-            (r"SELECT is_read_committed_snapshot_on", [(0, 0, "DISABLED", "FULL")]),
-            (r"SELECT is_accelerated_database_recovery_on", [(0,)]),
+            (r"IF COL_LENGTH\('sys.databases', 'is_accelerated_database_recovery_on'\)", [(0, 0, "DISABLED", "FULL", 0)]),
+            (r"SELECT CAST\(value AS nvarchar\(4000\)\) AS marker", [(self.marker,)] if self.marker else []),
             (r"SELECT SUSER_SNAME\(\), IS_SRVROLEMEMBER", [("bench_login", 0)]),
             (r"SELECT session_id FROM sys.dm_exec_sessions|SELECT name FROM sys.server_event_sessions", []),
             (r"BEGIN TRANSACTION|IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION|CREATE TABLE dbo.items", None),
@@ -87,10 +89,27 @@ class StandInObserver:
 
 
 class StandInProvisioner:
-    name = "dsn"
+    """A dsn provisioner over the stand-in server: its database is concurbench's when it carries the marker, the
+    server's own when it is master, and otherwise empty and not the login's to mark (used as it is)."""
 
-    def __init__(self):
+    name = "dsn"
+    keep_database = False
+    safe = "mssql://u@h/bench"
+
+    def __init__(self, server: StandInSqlServer):
+        self.server = server
         self.stopped = 0
+
+    def inspect(self) -> DatabasePlan:
+        name = self.server.database
+        if name.lower() == "master":
+            return DatabasePlan(name, Ownership.SYSTEM, named=True)
+        if self.server.marker:
+            return DatabasePlan(name, Ownership.OWN, named=True, marker=parse_marker(self.server.marker))
+        return DatabasePlan(name, Ownership.EMPTY, named=True, may_mark=False)
+
+    def refusal(self, plan: DatabasePlan) -> str:
+        return refusal(plan, self.safe, "u", "mssql")
 
     def start(self):
         return Connection("Driver={ODBC Driver 18 for SQL Server};Server=h;Database=bench;UID=u;PWD=secret-1",
@@ -114,7 +133,7 @@ def standin(tmp_path):
         run_script=sqlserver.run_script, query_rows=sqlserver.query_rows)
 
     def run(**options):
-        provisioner = StandInProvisioner()
+        provisioner = StandInProvisioner(server)
         report = probe(scenario, provisioner, target="dsn", engine=engine,
                        backgrounds=lambda spec, conninfo, eng: observers.append(StandInObserver(spec)) or observers[-1],
                        **options)
@@ -151,21 +170,85 @@ def test_standin_setup_runs_inside_a_rolled_back_transaction(standin):
     assert checks["nothing left behind"].status == "ok"
 
 
-def test_standin_changes_without_the_flag_and_the_master_database_fail(standin):
-    standin.server.database = "master"
+def test_standin_changes_without_the_flag_fail_and_the_master_database_is_refused_before_anything(standin):
     _, checks, _ = standin.run()
-    assert checks["database"].status == "failed" and "Database=" in checks["database"].fix
     assert checks["scenario: settings"].status == "failed"
     assert "--allow-server-changes" in checks["scenario: settings"].server_says
+    standin.server.database, standin.server.marker, standin.server.log[:] = "master", None, []
+    _, checks, provisioner = standin.run()
+    assert list(checks) == ["connect", "database"] and checks["database"].status == "failed"
+    assert "database master on mssql://u@h/bench is one of the server's own" in checks["database"].server_says
+    assert standin.server.log == [] and provisioner.stopped == 0  # not connected, nothing started
 
 
 def test_standin_as_is_shows_what_the_run_leaves_as_the_server_has_it(standin):
-    """--server-settings as-is without --allow-server-changes: the trace flag and the database option are left and
-    recorded by the run, so the settings check does not fail; nothing is changed by the probe either way."""
+    """--server-settings as-is without --allow-server-changes: the trace flag is left and recorded by the run, so the
+    settings check does not fail; the database option is made, in concurbench's own database (it needs no flag), and
+    left in a database that is not concurbench's; nothing is changed by the probe either way."""
     _, checks, _ = standin.run(as_is=True)
     assert "scenario: settings" not in checks
-    for name in ("setting trace flag 7006 on", "setting bench.read_committed_snapshot: False -> True"):
-        assert checks[name].status == "ok"
-        assert checks[name].server_says == ("left as the server has it (--allow-server-changes was not given): the run "
-                                            "records the difference (--server-settings as-is)")
+    flag, rcsi = checks["setting trace flag 7006 on"], checks["setting bench.read_committed_snapshot: False -> True"]
+    assert flag.status == "ok" and flag.server_says == (
+        "left as the server has it (--allow-server-changes was not given): the run records the difference "
+        "(--server-settings as-is)")
+    assert rcsi.status == "ok" and rcsi.server_says.startswith("not applied; the run runs: ALTER DATABASE [bench]")
+    standin.server.marker = None  # a database that is not concurbench's
+    _, checks, _ = standin.run(as_is=True)
+    assert checks["setting bench.read_committed_snapshot: False -> True"].server_says == (
+        "left as the server has it (database bench is not concurbench's): the run records the difference "
+        "(--server-settings as-is)")
     assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)
+
+
+# -- a database that is not concurbench's (issue 38) ---------------------------------------------------------
+class StandInUserDatabase:
+    """Stand-in for a user's SQL Server database holding objects of its own: OBJECT_ID, TYPE_ID and SCHEMA_ID
+    answer for what exists (as SQL Server resolves a name, brackets and all), nothing else may run."""
+
+    def __init__(self, objects: dict[str, str]):
+        self.objects = {name.lower(): kind for name, kind in objects.items()}
+        self.log: list[tuple[str, tuple]] = []
+
+    def execute(self, sql: str, *params):
+        self.log.append((sql, params))
+        name = re.sub(r"[\[\]\"]", "", params[0]).lower() if params else ""
+        if sql.startswith("SELECT LOWER(type_desc) AS kind FROM sys.objects WHERE object_id = OBJECT_ID(?)"):
+            kind = self.objects.get(name if "." in name else f"dbo.{name}")
+            return StandInCursor(("kind",), [(kind,)] if kind else [])
+        if sql.startswith(("SELECT N'type' AS kind", "SELECT N'schema' AS kind", "SELECT N'index' AS kind")):
+            return StandInCursor(("kind",), [])
+        raise AssertionError(f"the stand-in did not expect: {sql}")
+
+
+@pytest.mark.parametrize("file, expected", [
+    ("row-lock-vs-applock.yaml", ["dbo.accounts (user_table): dropped by setup (sql/mssql/row-lock-setup.sql), "
+                                  "dropped by teardown 2 (inline)"]),
+    ("observer-overhead.yaml", ["dbo.payments (user_table): dropped by setup (sql/mssql/observer-setup.sql), "
+                                "dropped by teardown 1 (inline)",
+                                "dbo.numbers (view): replaced by setup (sql/mssql/observer-setup.sql), "
+                                "dropped by teardown 3 (inline)"]),
+])
+def test_standin_the_probe_names_every_user_object_the_scenarios_sql_would_drop_or_replace(file, expected):
+    """A user's database with tables and a view named as the scenarios' own. The old probe ran the setup inside a
+    rolled-back transaction and said "ok": the run then dropped them."""
+    from concurbench.probe.mssql import SqlServerSide
+    from pathlib import Path
+
+    scenario = load_scenario(Path(__file__).resolve().parents[2] / "scenarios" / "mssql" / file, quick=True)
+    conn = StandInUserDatabase({"dbo.accounts": "user_table", "dbo.payments": "user_table", "dbo.numbers": "view",
+                                "dbo.customers": "user_table"})
+    side = SqlServerSide(None, owned=False, allowed=False)
+    assert side.would_touch(conn, scenario, list(scenario.variants)) == expected
+    assert all(sql.startswith("SELECT") for sql, _ in conn.log)  # it only looks
+
+
+def test_what_the_sql_touches_is_read_as_the_engine_sends_it():
+    from concurbench.probe.mssql_touch import touched
+
+    sql = ("-- DROP TABLE dbo.in_a_comment\nDROP TABLE IF EXISTS dbo.a, [sales].[b];\nTRUNCATE TABLE dbo.c;\n"
+           "/* DROP VIEW dbo.d */ DROP INDEX ix_e ON dbo.e;\nGO\nCREATE OR ALTER PROCEDURE dbo.f AS SELECT 1;\n"
+           "GO\nALTER TABLE dbo.g ADD x int;\nDROP TABLE #temp; EXEC (N'DROP VIEW dbo.h');")
+    assert touched(sql) == [("dropped", "TABLE", ("dbo.a",)), ("dropped", "TABLE", ("[sales].[b]",)),
+                            ("dropped", "INDEX", ("dbo.e", "ix_e")), ("emptied", "TABLE", ("dbo.c",)),
+                            ("replaced", "PROCEDURE", ("dbo.f",)), ("dropped", "VIEW", ("dbo.h",)),
+                            ("altered", "TABLE", ("dbo.g",))]

@@ -32,7 +32,8 @@ def drain(fifo: str, rate: float, marker: bytes = b"") -> dict:
     keep = os.open(fifo, os.O_WRONLY)  # a writer of our own: no end-of-file when the server closes it
     os.set_blocking(fd, True)
     throttled = [True]
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the harness stops us, not the terminal
+    for sig in (signal.SIGINT, signal.SIGHUP):  # the harness stops us, not the terminal
+        signal.signal(sig, signal.SIG_IGN)
     signal.signal(signal.SIGUSR1, lambda signum, frame: throttled.__setitem__(0, False))
 
     def stop(signum, frame):

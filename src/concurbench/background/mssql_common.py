@@ -10,10 +10,17 @@ never raises and also runs after a failed start or an interrupted run.
 The files they write on the server (.xel, .trc; bounded in size and number) are removed by `close()`
 when the provisioner can remove files on the server (`remove_files`: a container concurbench runs);
 on any other server they stay, and `describe()` lists them in `note` for the user to delete.
+
+Each carries a dead-man switch, so a harness that is killed (SIGKILL, a lost connection, a crashed
+machine) does not leave it capturing on the server: it ends by itself `lifetime_s` (the variant's
+warm-up and duration, which the runner passes) plus MARGIN_S after it started (`stops_after_s`), the
+trace by its @stoptime, the Extended Events session by MAX_DURATION where the server has it (SQL
+Server 2025); what is left is found and removed by `concurbench gc --target dsn`.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from typing import Callable
@@ -24,6 +31,14 @@ from ..samplers.mssql_logic import check_name
 from .base import close_quietly
 
 LINUX_DATA_DIR = "/var/opt/mssql/data/"
+MARGIN_S = 300  # the dead-man switch's margin past the window's planned end (connecting, the last readings)
+_MAJOR = re.compile(r" - (\d+)\.\d+\.\d+")  # @@VERSION: "Microsoft SQL Server 2022 (RTM-CU15) ... - 16.0.4145.4"
+
+
+def major_of(version: str | None) -> int | None:
+    """The major version in @@VERSION's text (16 for 2022, 17 for 2025), or None."""
+    m = _MAJOR.search(version or "")
+    return int(m.group(1)) if m else None
 
 
 def first_line(exc: BaseException) -> str:
@@ -74,10 +89,14 @@ class ServerObserver:
     kind = ""
     ends_after_samplers = True
     DATA_DIR = "SELECT CAST(SERVERPROPERTY('InstanceDefaultDataPath') AS nvarchar(4000)) AS data_dir"
+    SERVER = ("SELECT CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition, "
+              "CAST(@@VERSION AS nvarchar(4000)) AS version")
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None,
-                 clock: Callable[[], float] = time.time, remove_files: Callable[[list[str]], None] | None = None):
+                 clock: Callable[[], float] = time.time, remove_files: Callable[[list[str]], None] | None = None,
+                 lifetime_s: float | None = None):
         self.spec = spec
+        self.lifetime_s = lifetime_s  # how long the window it observes may last (None: a start and a stop)
         self.conninfo = conninfo
         self._connect = connect or connect_to_server
         self.clock = clock
@@ -92,6 +111,11 @@ class ServerObserver:
             check_name(spec.name, "observer name")
         except ValueError as exc:
             raise ConfigError(str(exc)) from exc
+
+    @property
+    def stops_after_s(self) -> int:
+        """Seconds after its start at which the observer stops by itself, whatever becomes of the harness."""
+        return int(round((self.lifetime_s or 0) + MARGIN_S))
 
     def _open(self):
         self.conn = self._connect(self.conninfo, application_name=f"concurbench:observer:{self.spec.name}")

@@ -1,9 +1,11 @@
 """A server-side SQL Trace beside the pools, writing the Showplan XML Statistics Profile event to a file.
 
 Sources (Microsoft Learn):
-- sp_trace_create (@options 2 = TRACE_FILE_ROLLOVER; the server appends `.trc`; return codes 0 no
-  error, 1 unknown error, 10 invalid options, 12 file not created, 13 out of memory, 14 invalid stop
-  time, 15 invalid parameters; parameters are strictly typed: @maxfilesize bigint, @on bit),
+- sp_trace_create (@options 2 = TRACE_FILE_ROLLOVER; the server appends `.trc`; @stoptime datetime,
+  "the date and time the trace will be stopped", which with TRACE_FILE_ROLLOVER stops it then; return
+  codes 0 no error, 1 unknown error, 10 invalid options, 12 file not created, 13 out of memory, 14
+  invalid stop time (already past), 15 invalid parameters; parameters are strictly typed: @maxfilesize
+  bigint, @stoptime datetime, @on bit),
   sp_trace_setevent, sp_trace_setstatus (0 stop, 1 start, 2 close and delete the definition),
   sys.traces (event_count, dropped_event_count). The Showplan XML Statistics Profile event class
   is 146; its data columns are listed in SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS below.
@@ -54,18 +56,19 @@ class SqlTrace(ServerObserver):
     the same prefix (a killed run) is stopped and closed first. When the measurement ends the
     trace's event and dropped-event counts are read from sys.traces (they count every event, whatever
     files rolled over) and the trace is stopped; close() stops it if needed, deletes its definition
-    (status 2), and removes the .trc files or lists them (`ServerObserver._release_files`).
+    (status 2), and removes the .trc files or lists them (`ServerObserver._release_files`). Its
+    @stoptime, by the server's clock, is `stops_after_s` after its creation: a killed harness's trace
+    stops by itself.
     """
 
     kind = "sql_trace"
-    SERVER = ("SELECT CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition, "
-              "CAST(@@VERSION AS nvarchar(4000)) AS version")
     LEFTOVERS = "SELECT id, status FROM sys.traces WHERE path LIKE ?"
     STATUS = "SELECT status, event_count, dropped_event_count FROM sys.traces WHERE id = ? AND path LIKE ?"
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
-                 remove_files: Callable[[list[str]], None] | None = None):
-        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files)
+                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None):
+        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files,
+                         lifetime_s=lifetime_s)
         opts = options_of(spec)
         self.prefix: str | None = opts.get("file")
         if self.prefix and self.prefix.lower().endswith(".trc"):
@@ -92,8 +95,9 @@ class SqlTrace(ServerObserver):
     # SQL ----------------------------------------------------------------------------------------------
     def create_sql(self) -> str:
         return ("SET NOCOUNT ON; DECLARE @rc INT, @traceid INT, @maxfilesize BIGINT = "
-                f"{int(self.max_file_size_mb)}; EXEC @rc = sys.sp_trace_create @traceid OUTPUT, {TRACE_FILE_ROLLOVER}, "
-                f"{quote_literal(self.path)}, @maxfilesize, NULL, {int(self.max_files)}; "
+                f"{int(self.max_file_size_mb)}, @stoptime DATETIME = DATEADD(SECOND, {self.stops_after_s}, GETDATE()); "
+                f"EXEC @rc = sys.sp_trace_create @traceid OUTPUT, {TRACE_FILE_ROLLOVER}, "
+                f"{quote_literal(self.path)}, @maxfilesize, @stoptime, {int(self.max_files)}; "
                 "SELECT @rc AS rc, @traceid AS trace_id")
 
     @staticmethod
@@ -186,7 +190,7 @@ class SqlTrace(ServerObserver):
         out = {"name": self.spec.name, "kind": self.kind, "trace_id": self.trace_id,
                "event": SHOWPLAN_XML_STATISTICS_PROFILE, "columns": list(self.columns),
                "file": f"{self.path}.trc" if self.path else None, "max_file_size_mb": self.max_file_size_mb,
-               "max_files": self.max_files, "platform": self.platform}
+               "max_files": self.max_files, "platform": self.platform, "stops_after_s": self.stops_after_s}
         out.update(self.counts)
         out.update(self.files)
         if self.error:

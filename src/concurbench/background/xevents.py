@@ -17,6 +17,12 @@ Sources (Microsoft Learn):
 - sys.dm_xe_session_targets: target_data is nvarchar(max), and a large ring buffer's XML can come
   back cut short, so it is not cast to xml: the counts are the attributes of its first element,
   read from the first characters.
+- MAX_DISPATCH_LATENCY = { seconds SECONDS | INFINITE }: how long events wait in the buffers before
+  they reach the targets, 30 seconds by default; the ring buffer's counts are read before the session
+  stops, so it is 1 second there.
+- MAX_DURATION = { n SECONDS | ... | UNLIMITED } (SQL Server 2025 and later, Azure SQL): the session
+  "stops automatically after the specified time elapses after the session start"; at most 2,147,483
+  seconds.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Callable
 from ..errors import ConfigError
 from ..samplers.mssql_logic import quote_ident, quote_literal
 from .base import closed_on_failure
-from .mssql_common import ServerObserver, first_line, join_path, options_of, positive_int
+from .mssql_common import ServerObserver, first_line, join_path, major_of, options_of, positive_int
 
 _EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 _TAG = re.compile(r"<File\s+name=\"([^\"]+)\"")
@@ -36,6 +42,9 @@ _RING = re.compile(r"<RingBufferTarget\b([^>]*)>")
 RING_ATTRIBUTES = {"totalEventsProcessed": "events", "eventCount": "events_in_buffer", "droppedCount": "ring_dropped"}
 MAX_FILE_SIZE_MB = 100  # event_file defaults: at most 5 files of 100 MB per session
 MAX_ROLLOVER_FILES = 5
+MAX_DURATION_FROM = 17  # SQL Server 2025: CREATE EVENT SESSION ... WITH (MAX_DURATION = n SECONDS)
+MAX_DURATION_S = 2_147_483
+RING_DISPATCH_LATENCY_S = 1
 
 
 def ring_counts(head: str | None) -> dict:
@@ -62,7 +71,10 @@ class XEventSession(ServerObserver):
     first. When the measurement ends the events captured are counted (ring_buffer: the target's
     totalEventsProcessed, read while the session runs; event_file: the files' events, counted
     after the session is stopped, which flushes its buffers; a lower bound once the oldest file has
-    rolled over) and the session is stopped.
+    rolled over) and the session is stopped. A ring_buffer session dispatches its events within a
+    second (MAX_DISPATCH_LATENCY), so the count read before the stop misses none waiting in the
+    buffers; on SQL Server 2025 the session stops by itself `stops_after_s` after it started
+    (MAX_DURATION), elsewhere `concurbench gc --target dsn` drops what a killed harness left.
     """
 
     kind = "xevents"
@@ -81,9 +93,11 @@ class XEventSession(ServerObserver):
                   "FROM sys.fn_xe_file_target_read_file(?, NULL, NULL, NULL) WHERE file_name >= ?")
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
-                 remove_files: Callable[[list[str]], None] | None = None):
-        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files)
+                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None):
+        super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files,
+                         lifetime_s=lifetime_s)
         opts = options_of(spec)
+        self.major: int | None = None  # the server's major version, read at start (MAX_DURATION from 17)
         self.session = f"concurbench_{spec.name}"
         self.target = str(opts.get("target", "ring_buffer"))
         if self.target not in self.TARGETS:
@@ -119,7 +133,11 @@ class XEventSession(ServerObserver):
             options.append(f"MAX_MEMORY = {int(self.max_memory_kb)} KB")
         retention = "NO_EVENT_LOSS" if self.no_event_loss else "ALLOW_SINGLE_EVENT_LOSS"
         options.append(f"EVENT_RETENTION_MODE = {retention}")
+        if self.target == "ring_buffer":  # its counts are read before STOP: events must not wait 30 s to arrive
+            options.append(f"MAX_DISPATCH_LATENCY = {RING_DISPATCH_LATENCY_S} SECONDS")
         options.append("STARTUP_STATE = OFF")
+        if self.major is not None and self.major >= MAX_DURATION_FROM:  # stops by itself if the harness is killed
+            options.append(f"MAX_DURATION = {min(self.stops_after_s, MAX_DURATION_S)} SECONDS")
         return (f"CREATE EVENT SESSION {quote_ident(self.session)} ON SERVER {events} {target} "
                 f"WITH ({', '.join(options)})")
 
@@ -146,6 +164,8 @@ class XEventSession(ServerObserver):
         with closed_on_failure(self, f"xevents {self.spec.name}: could not start session {self.session}",
                                first_line):
             self._open()
+            row = self._query_one(self.SERVER)
+            self.major = major_of(row[1] if row else None)
             if self.target == "event_file" and not self.file:
                 self.file = join_path(self._data_dir(), f"{self.session}.xel")
             self._teardown()  # a leftover session of the same name

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, replace
 
 from .. import stats
+from ..results.machine import MachineLoad
 from ..results.model import ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
 from ..scenario.claims import Claim
 from ..stats import Verdict
@@ -23,6 +24,7 @@ LEFT_OUT_OF_QUICK = "not evaluated in quick runs"
 ABOUT_OTHERS = "not evaluated: the claim is about"
 LEFT_OUT = "left out with --variant"  # why a variant the user did not choose has no run
 NOT_CHOSEN = f"not evaluated: {LEFT_OUT}"
+BUSY = "the machine was busy"  # how an open claim's reason names a busy machine (with_machine)
 
 
 def check_outcome(verdicts: list[ClaimVerdict]) -> tuple[int, int]:
@@ -46,6 +48,22 @@ def with_differences(verdicts: list[ClaimVerdict], servers: list[ServerInfo]) ->
         text = ran.get(v.server) if v.server is not None or len(servers) != 1 else next(iter(ran.values()))
         if text and f"ran with {text}" not in v.reason:
             v = replace(v, reason="; ".join(filter(None, (v.reason, f"ran with {text}"))))
+        out.append(v)
+    return out
+
+
+def with_machine(verdicts: list[ClaimVerdict], machine: MachineLoad | None) -> list[ClaimVerdict]:
+    """On a busy machine, each claim left open by the test (not one with too few observations) says so at the
+    end of its reason, with the figures, and what would likely decide it: a quieter machine, or
+    `--max-repeats N` with the runs a side its difference and spread call for."""
+    if machine is None or not machine.busy:
+        return list(verdicts)
+    out = []
+    for v in verdicts:
+        if v.verdict is Verdict.INCONCLUSIVE and v.p_value is not None:
+            more = f" or --max-repeats {v.runs_needed}" if v.runs_needed is not None else ""
+            v = replace(v, reason=f"{v.reason}; {BUSY} ({machine.short()}): a quieter machine{more} would likely "
+                                  f"decide it")
         out.append(v)
     return out
 
@@ -190,6 +208,7 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     test = member.test
     left = _shown(member.left, claim.left.factor)
     right = _shown(member.right, claim.right.factor)
+    needed = None
     if member.reason:
         reason = member.reason
     elif test is not None and math.isinf(test.diff) and verdict is not Verdict.INCONCLUSIVE:
@@ -199,8 +218,8 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
         word = "holds" if verdict is Verdict.PASS else "does not hold"
         reason = f"{word} exactly: every run measured the same" + _runs_a_side(member)
     elif verdict is Verdict.INCONCLUSIVE:
-        reason = ("the difference is within the noise" + _how(member) + _odds(p, level, look, family)
-                  + _more(member, family))
+        more, needed = _more(member, family)
+        reason = "the difference is within the noise" + _how(member) + _odds(p, level, look, family) + more
     else:
         word = "holds" if verdict is Verdict.PASS else "the opposite holds"
         reason = f"{word} at 95%" + _how(member) + _odds(p, level, look, family)
@@ -208,7 +227,7 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     shown = level if level and p is not None and not member.reason and test.se and not math.isinf(test.diff) else None
     return ClaimVerdict(claim.text, verdict, claim.description, member.server, left, right, reason,
                         ratio=_interval(test, stats.ALPHA) if test and test.scale == "log" else None, p_value=p,
-                        level=shown, interval=None if shown is None else _interval(test, shown))
+                        level=shown, interval=None if shown is None else _interval(test, shown), runs_needed=needed)
 
 
 def _shown(side, factor: float) -> ClaimEstimate | None:
@@ -256,11 +275,12 @@ def _odds(p: float | None, level: float | None, look: Look, family: int) -> str:
             f"claim{'s' if family != 1 else ''}, {look.describe()})")
 
 
-def _more(member: _Member, family: int) -> str:
-    """How many runs a side would decide an open claim, if the difference and the spread stay as measured."""
+def _more(member: _Member, family: int) -> tuple[str, int | None]:
+    """How many runs a side would decide an open claim, if the difference and the spread stay as measured:
+    the phrase for its reason, and the number (None when more than MAX_RUNS_ESTIMATED or not estimable)."""
     test = member.test
     if test is None or test.se is None or not test.rounds or test.diff == 0:
-        return ""
+        return "", None
 
     def alpha_at(n: int) -> float:  # the last look of `--check --max-repeats n`, with 1/family of the error rate
         return stats.look_levels(MIN_RUNS, n, stats.ALPHA / max(1, family))[-1]
@@ -268,7 +288,6 @@ def _more(member: _Member, family: int) -> str:
     n = stats.runs_to_decide(test, alpha_at)
     if n is None:
         return (f"; more than {stats.MAX_RUNS_ESTIMATED} runs a side would be needed: the difference measured is "
-                f"small beside the spread between runs")
+                f"small beside the spread between runs"), None
     return (f"; about {n} runs a side ({n - test.rounds} more) would decide it if the difference stays as measured "
-            f"(--max-repeats {n})")
-
+            f"(--max-repeats {n})"), n

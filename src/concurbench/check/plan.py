@@ -26,15 +26,22 @@ from .evaluate import Look, evaluate
 from .sides import MIN_RUNS, NEVER_SEEN, THIN
 
 DEFAULT_MAX_REPEATS = 5
+BUSY_MAX_REPEATS = 8  # on a busy machine, unless --max-repeats was given
 DEFAULT_BUDGET_S = 900.0
 
 
 @dataclass(frozen=True)
 class CheckPolicy:
-    """How far `--check` may go to decide: runs of a variant point, and wall time of the whole run."""
+    """How far `--check` may go to decide: runs of a variant point, and wall time of the whole run.
+
+    `busy_max_repeats`, when set, is the runs a variant point may take instead of `max_repeats` when the
+    machine is busy (results/machine.py): runs differ more there, and more of them decide what fewer
+    cannot. The choice is made once, before the first look, from the machine alone (never from the
+    claims' data), so the looks' share of the error rate is planned over the runs the check may take."""
 
     max_repeats: int = DEFAULT_MAX_REPEATS
     budget_s: float = DEFAULT_BUDGET_S
+    busy_max_repeats: int | None = None
 
 
 @dataclass
@@ -49,15 +56,32 @@ class Sequential:
     decided: dict[tuple, ClaimVerdict] = field(default_factory=dict)
     durations: dict[tuple, float] = field(default_factory=dict)  # (server, variant, point) -> seconds of its last run
     looks_taken: int = 0
+    busy: bool = False  # the machine was busy before the first look: busy_max_repeats applies
 
     def __post_init__(self):
         self.started = self.clock()
 
+    @property
+    def max_repeats(self) -> int:
+        """The runs a variant point may take: the policy's, or its busy_max_repeats on a busy machine."""
+        if self.busy and self.policy.busy_max_repeats is not None:
+            return max(self.policy.busy_max_repeats, self.policy.max_repeats)
+        return self.policy.max_repeats
+
+    def plan(self, busy: bool) -> bool:
+        """Fix the plan before the first look: whether the machine is busy. Returns whether that gives the
+        check more runs than the policy's max_repeats. After the first look the plan stands as it is."""
+        if self.looks_taken == 0:
+            before = self.max_repeats
+            self.busy = busy
+            return self.max_repeats > before
+        return False
+
     def look(self, index: int) -> Look:
         """The look with this number: after max(--repeat, 2) runs a side, then after each round, up to
-        --max-repeats; one beyond those planned spends nothing (it decides nothing new)."""
+        --max-repeats (or busy_max_repeats); one beyond those planned spends nothing (it decides nothing new)."""
         first = max(self.first, MIN_RUNS)
-        return Look(index, first, max(self.policy.max_repeats, first))
+        return Look(index, first, max(self.max_repeats, first))
 
     @property
     def looks(self) -> int:
@@ -87,7 +111,7 @@ class Sequential:
             if claim is None:
                 continue
             for key in points_of(claim, [r for r in runs if r.server == v.server]):
-                if _count(runs, v.server, key) < self.policy.max_repeats:
+                if _count(runs, v.server, key) < self.max_repeats:
                     out.setdefault(key, set()).add(v.server)
         return out
 

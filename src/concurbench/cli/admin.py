@@ -7,9 +7,12 @@ import sys
 import click
 from rich.table import Table
 
-from ..housekeeping import gc
+from ..errors import ConfigError
+from ..housekeeping import gc, remote
 from ..housekeeping.doctor import run_checks
 from ..provisioners.base import home_dir
+from ..provisioners.dsn import engine_of
+from ..provisioners.registry import TargetOptions, make_provisioner
 from .console import out
 
 
@@ -32,14 +35,41 @@ def doctor(offline: bool) -> None:
 @click.command(name="gc")
 @click.option("--dry-run", is_flag=True, help="List what would be removed, and remove nothing.")
 @click.option("--force", is_flag=True, help="Also stop servers whose run is still going.")
-def gc_command(dry_run: bool, force: bool) -> None:
-    """Stop servers and remove containers left by killed runs, and half-written cache folders."""
-    actions = gc.collect(dry_run=dry_run, force=force)
+@click.option("--target", type=click.Choice(["local", "dsn"]), default="local", show_default=True,
+              help="local: this machine's servers, containers and caches; dsn: what killed runs left on the server "
+                   "--dsn names (listed; removed with --yes).")
+@click.option("--dsn", default=None, help="Connection URL or string of the server (--target dsn).")
+@click.option("--password-env", default=None, metavar="VAR", help="Take the password from this environment variable.")
+@click.option("--engine", type=click.Choice(["postgres", "mssql"]), default=None,
+              help="The dsn server's engine (default: from the form of --dsn).")
+@click.option("--yes", is_flag=True, help="--target dsn: remove what is listed (without it, gc only lists).")
+def gc_command(dry_run: bool, force: bool, target: str, dsn: str | None, password_env: str | None,
+               engine: str | None, yes: bool) -> None:
+    """Stop servers and remove containers left by killed runs, and half-written cache folders; with --target dsn,
+    list (and with --yes remove) what killed runs left on a server concurbench does not own."""
+    if target == "dsn":
+        sweeper = dsn_sweeper(dsn, password_env, engine)
+        actions = remote.collect(sweeper, remove=yes and not dry_run)
+        where = sweeper.safe
+    else:
+        actions = gc.collect(dry_run=dry_run, force=force)
+        where = str(home_dir())
     if not actions:
-        out.print(f"nothing to clean up under {home_dir()}")
+        out.print(f"nothing to clean up on {where}" if target == "dsn" else f"nothing to clean up under {where}")
         return
     for action in actions:
         notes = f" ({'; '.join(action.notes)})" if action.notes else ""
         out.print(f"{action.outcome}: {action.kind} {action.name}: {action.detail}{notes}", soft_wrap=True)
+    if target == "dsn" and not yes:
+        out.print("nothing was removed: add --yes to remove what is listed")
     if any(a.outcome == "failed" for a in actions):
         sys.exit(1)
+
+
+def dsn_sweeper(dsn: str | None, password_env: str | None, engine: str | None) -> remote.Sweeper:
+    """The dsn provisioner of the server --dsn names, for its leftovers (ConfigError without --dsn)."""
+    if not dsn:
+        raise ConfigError("gc --target dsn needs --dsn: the server to look at (a postgresql:// or mssql:// URL, or a "
+                          "connection string)")
+    options = TargetOptions(target="dsn", dsn=dsn, password_env=password_env)
+    return make_provisioner(engine or engine_of(dsn), {}, options)

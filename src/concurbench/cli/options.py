@@ -20,9 +20,12 @@ DSN_OPTIONS = (
                  help="as-is: run on a dsn server as it is: settings that need a restart (and, without "
                       "--allow-server-changes, every setting) are left as they are, and each difference from the "
                       "scenario is recorded and shown."),
+    click.option("--keep-database", is_flag=True,
+                 help="Keep the database of its own a dsn run creates (dropped at the end otherwise)."),
 )
 VERSIONS_HELP = "Server version(s); with several, each gets its own server (run: side by side, one run directory)."
-TARGET_KEYS = ("versions", "dsn", "password_env", "image", "host_network", "allow_server_changes", "server_settings")
+TARGET_KEYS = ("versions", "dsn", "password_env", "image", "host_network", "allow_server_changes", "server_settings",
+               "keep_database")
 
 
 def _target_bundle(default: str, versions_help: str) -> tuple:
@@ -38,7 +41,7 @@ def _target_bundle(default: str, versions_help: str) -> tuple:
 
 def target_options(default: str = "embedded", versions_help: str = VERSIONS_HELP):
     """Add the target options to a command (--target, --server-version, --image, --host-network, and the dsn
-    target's --dsn, --password-env, --allow-server-changes, --server-settings) and hand it one `target`, the
+    target's --dsn, --password-env, --allow-server-changes, --server-settings, --keep-database) and hand it one `target`, the
     api.Target built from them (and from --keep, when the command has it): the same for every command."""
     def decorate(command):
         @functools.wraps(command)

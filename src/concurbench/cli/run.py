@@ -10,7 +10,7 @@ import click
 from .. import api
 from ..api import Target
 from ..check import CheckPolicy
-from ..check.plan import DEFAULT_MAX_REPEATS, parse_budget
+from ..check.plan import BUSY_MAX_REPEATS, DEFAULT_MAX_REPEATS, parse_budget
 from ..errors import ConcurbenchError, ConfigError
 from ..report.render import terminal
 from ..results.shards import SHARD_AND_CHECK, Shard
@@ -40,8 +40,9 @@ from .stored import write_and_list_plots
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
 @click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
               "decided; exit 3 when a claim fails, 4 when one is left undecided.")
-@click.option("--max-repeats", type=click.IntRange(min=2), default=DEFAULT_MAX_REPEATS, show_default=True,
-              help="--check: the most runs of a variant point it may take to decide a claim.")
+@click.option("--max-repeats", type=click.IntRange(min=2), default=None,
+              help=f"--check: the most runs of a variant point it may take to decide a claim [default: "
+                   f"{DEFAULT_MAX_REPEATS}, or {BUSY_MAX_REPEATS} when the machine is busy].")
 @click.option("--check-budget", default="15m", show_default=True, metavar="DURATION",
               help="--check: no round of extra repeats starts that would end after this time (e.g. 10m, 1h).")
 @click.option("--plots", is_flag=True, help="Also write charts (PNG and SVG) under the run directory's plots/.")
@@ -52,13 +53,14 @@ from .stored import write_and_list_plots
               "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
 @history_options
 def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: int | None, params: tuple[str, ...],
-        variants: tuple[str, ...], check: bool, max_repeats: int, check_budget: str, plots: bool, repeat: int,
+        variants: tuple[str, ...], check: bool, max_repeats: int | None, check_budget: str, plots: bool, repeat: int,
         shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
         run_labels = parse_pairs(labels, "--label")
-        policy = CheckPolicy(max(max_repeats, repeat), parse_budget(check_budget)) if check else None
+        policy = CheckPolicy(max(max_repeats or DEFAULT_MAX_REPEATS, repeat), parse_budget(check_budget),
+                             busy_max_repeats=None if max_repeats else BUSY_MAX_REPEATS) if check else None
         model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
         shard = Shard.parse(shard_text) if shard_text is not None else None
         if shard is not None and check:

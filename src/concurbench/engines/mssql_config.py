@@ -22,13 +22,21 @@ file) and REMOVE FILE are tried again after a pause, and a file that still canno
 not fatal.
 
 sp_configure options need `show advanced options`; when it was off, it is turned on as a change of
-its own and turned off again when the options are put back.
+its own and turned off again when the options are put back. When its state cannot be read, no
+sp_configure option is changed: turning it on then could not be undone.
+
+Database options go only to a database that is concurbench's (`unowned`, `database_owned`): one it
+created or that carries its marker (provisioners/owned.py). Who else is in that database before an
+option that needs it to itself, and the record of a trace flag a run turned on: mssql_guards.py.
 
 Sources (Microsoft Learn): ALTER DATABASE SET options (READ_COMMITTED_SNAPSHOT, ALLOW_SNAPSHOT_ISOLATION,
 ACCELERATED_DATABASE_RECOVERY, DELAYED_DURABILITY, RECOVERY; WITH ROLLBACK IMMEDIATE to get the
 exclusive access the first and the third need); sys.databases (is_read_committed_snapshot_on,
 snapshot_isolation_state, is_accelerated_database_recovery_on (2019+), delayed_durability_desc,
-recovery_model_desc); ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA and
+recovery_model_desc); COL_LENGTH (NULL for a column that does not exist) and error 207 (invalid column
+name: a batch naming a column the server lacks fails as a whole when compiled, so the ADR column is
+read through sp_executesql); the termination clause of ALTER DATABASE (ROLLBACK IMMEDIATE, NO_WAIT); DBCC TRACESTATUS (public; error 40518 where the
+command is not supported, 2571 where it is not permitted); ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA and
 SERVERPROPERTY('IsTempdbMetadataMemoryOptimized'); DBCC TRACEON/TRACEOFF/TRACESTATUS; sp_configure and
 sys.configurations; ALTER DATABASE ... ADD FILE / REMOVE FILE and DBCC SHRINKFILE (EMPTYFILE);
 "Shrink the tempdb database"; EXECUTE and sp_executesql (database context).
@@ -39,8 +47,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..errors import EngineError, ProvisionError
-from .odbc import first_line
+from ..errors import ConfigError, EngineError, ProvisionError
+from .odbc import error_number_from_pyodbc, first_line
 
 DATABASE_OPTIONS = ("read_committed_snapshot", "allow_snapshot_isolation", "accelerated_database_recovery",
                     "delayed_durability", "recovery")
@@ -48,7 +56,7 @@ DURABILITY = ("disabled", "allowed", "forced")
 RECOVERY = ("simple", "full", "bulk_logged")
 # Server keys the runner handles; anything else under `server:` settings is an sp_configure name.
 SERVER_KEYS = ("trace_flags", "memory_optimized_tempdb_metadata", "tempdb_files")
-CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus")  # only the docker provisioner reads these
+CONTAINER_KEYS = ("memory_limit", "pid", "collation", "cpus", "min_cpus")  # only the docker provisioner reads these
 ADVANCED = "show advanced options"
 # "You can turn on Trace Flag N only at startup" (Microsoft Learn, Trace flags, 2024-01-23): DBCC TRACEON does
 # not make them take effect, so a server concurbench does not own never gets them from a run.
@@ -66,31 +74,56 @@ def literal(text) -> str:
 
 
 # -- database options ------------------------------------------------------------------------------------
+INVALID_COLUMN = 207  # "Invalid column name": a server older than the column it was asked for
+_DATABASE_COLUMNS = "is_read_committed_snapshot_on, snapshot_isolation_state, delayed_durability_desc, recovery_model_desc"
+# One query, RCSI to ADR: the ADR column (2019+) is named only inside sp_executesql, which the server compiles
+# only where COL_LENGTH found the column, so an older server answers NULL for it instead of refusing the batch.
+READ_DATABASE = (
+    f"IF COL_LENGTH('sys.databases', 'is_accelerated_database_recovery_on') IS NULL "
+    f"SELECT {_DATABASE_COLUMNS}, CAST(NULL AS bit) AS adr FROM sys.databases WHERE name = ? "
+    f"ELSE EXEC sys.sp_executesql N'SELECT {_DATABASE_COLUMNS}, is_accelerated_database_recovery_on AS adr "
+    f"FROM sys.databases WHERE name = @name', N'@name sysname', @name = ?")
+READ_DATABASE_WITHOUT_ADR = f"SELECT {_DATABASE_COLUMNS}, CAST(NULL AS bit) AS adr FROM sys.databases WHERE name = ?"
+ROLLBACK_IMMEDIATE, NO_WAIT = "ROLLBACK IMMEDIATE", "NO_WAIT"
+EXCLUSIVE_OPTIONS = ("read_committed_snapshot", "accelerated_database_recovery")  # need the database to themselves
+
+
 def read_database(conn, database: str) -> dict:
-    cur = conn.execute("SELECT is_read_committed_snapshot_on, snapshot_isolation_state, delayed_durability_desc, "
-                       "recovery_model_desc FROM sys.databases WHERE name = ?", database)
-    row = cur.fetchone()
+    """The run database's options as a plan compares them; `accelerated_database_recovery` None where the server
+    has no ADR. Only an "invalid column" answer reads as no ADR: any other failure is an EngineError."""
+    try:
+        row = _first_row(conn.execute(READ_DATABASE, database, database))
+    except Exception as exc:  # noqa: BLE001 - pyodbc errors; only error 207 is expected, anything else is raised
+        if error_number_from_pyodbc(exc) != INVALID_COLUMN:
+            raise EngineError(f"cannot read the options of database {database}: {first_line(exc)}", exc) from exc
+        row = _first_row(conn.execute(READ_DATABASE_WITHOUT_ADR, database))
     if row is None:
         raise EngineError(f"database {database} does not exist")
-    out = {"read_committed_snapshot": bool(row[0]), "allow_snapshot_isolation": row[1] == 1,
-           "delayed_durability": str(row[2]).lower(), "recovery": str(row[3]).lower()}
-    try:  # the column exists from SQL Server 2019 on
-        adr = conn.execute("SELECT is_accelerated_database_recovery_on FROM sys.databases WHERE name = ?",
-                           database).fetchone()
-        out["accelerated_database_recovery"] = bool(adr[0])
-    except Exception:  # noqa: BLE001 - older servers have no ADR
-        out["accelerated_database_recovery"] = None
-    return out
+    return {"read_committed_snapshot": bool(row[0]), "allow_snapshot_isolation": row[1] == 1,
+            "delayed_durability": str(row[2]).lower(), "recovery": str(row[3]).lower(),
+            "accelerated_database_recovery": None if row[4] is None else bool(row[4])}
 
 
-def database_statement(database: str, option: str, value) -> str:
+def _first_row(cursor):
+    """The first row of the first result set a batch returns (an IF ... ELSE EXEC batch may send counts first)."""
+    while cursor.description is None:
+        if not cursor.nextset():
+            return None
+    return cursor.fetchone()
+
+
+def database_statement(database: str, option: str, value, termination: str = ROLLBACK_IMMEDIATE) -> str:
+    """The ALTER DATABASE that sets one option; those that need the database to themselves end with `termination`
+    (ROLLBACK IMMEDIATE, or NO_WAIT where the login cannot see who else is in the database)."""
     db = quote_name(database)
+    if termination not in (ROLLBACK_IMMEDIATE, NO_WAIT):
+        raise ValueError(f"termination must be {ROLLBACK_IMMEDIATE} or {NO_WAIT}")
     if option == "read_committed_snapshot":
-        return f"ALTER DATABASE {db} SET READ_COMMITTED_SNAPSHOT {_on(value)} WITH ROLLBACK IMMEDIATE"
+        return f"ALTER DATABASE {db} SET READ_COMMITTED_SNAPSHOT {_on(value)} WITH {termination}"
     if option == "allow_snapshot_isolation":
         return f"ALTER DATABASE {db} SET ALLOW_SNAPSHOT_ISOLATION {_on(value)}"
     if option == "accelerated_database_recovery":
-        return f"ALTER DATABASE {db} SET ACCELERATED_DATABASE_RECOVERY = {_on(value)} WITH ROLLBACK IMMEDIATE"
+        return f"ALTER DATABASE {db} SET ACCELERATED_DATABASE_RECOVERY = {_on(value)} WITH {termination}"
     if option == "delayed_durability":
         if str(value).lower() not in DURABILITY:
             raise ValueError(f"delayed_durability must be one of {', '.join(DURABILITY)}")
@@ -118,6 +151,9 @@ class Change:
     attempts: int = 1  # how often `apply` is tried (after a pause) before it counts as failed
     undo_attempts: int = 1  # the same for `undo`
     restart: bool = False  # takes effect only once the server restarts: never made on a server we do not own
+    database: bool = False  # an option of the run's database (not of the server)
+    exclusive: bool = False  # needs the database to itself (guard_sessions before it is made or undone)
+    setting: tuple[str, int, int] | None = None  # an sp_configure option this change set: (name, old, new)
 
 
 @dataclass
@@ -127,7 +163,7 @@ class Plan:
     after_restart: list[Change] = field(default_factory=list)  # changes only a freshly started server allows
 
 
-def plan_database(current: dict, wanted: dict, database: str) -> Plan:
+def plan_database(current: dict, wanted: dict, database: str, termination: str = ROLLBACK_IMMEDIATE) -> Plan:
     """Statements that bring `current` to `wanted` (only what differs), each with its undo."""
     plan = Plan()
     for option in DATABASE_OPTIONS:
@@ -140,8 +176,9 @@ def plan_database(current: dict, wanted: dict, database: str) -> Plan:
             raise EngineError(f"this server has no {option} (ACCELERATED_DATABASE_RECOVERY needs SQL Server 2019 "
                               f"or later)")
         plan.changes.append(Change(f"{database}.{option}: {old} -> {new}",
-                                   [database_statement(database, option, new)],
-                                   [database_statement(database, option, old)]))
+                                   [database_statement(database, option, new, termination)],
+                                   [database_statement(database, option, old, termination)],
+                                   database=True, exclusive=option in EXCLUSIVE_OPTIONS))
     return plan
 
 
@@ -154,13 +191,9 @@ def read_server(conn, names) -> dict:
     """What the server has now for the keys a scenario may set (for the manifest and for planning)."""
     out: dict = {}
     names = list(names or [])
-    try:
-        cursor = conn.execute("DBCC TRACESTATUS(-1) WITH NO_INFOMSGS")
-        # with no flag on there is no result set at all (pyodbc: no description, and fetchall() raises)
-        rows = cursor.fetchall() if cursor.description is not None else []
-        out["trace_flags"] = sorted(int(r[0]) for r in rows if int(r[2]) == 1)  # TraceFlag, Status, Global
-    except Exception:  # noqa: BLE001 - needs sysadmin; leave it out
-        pass
+    flags = global_trace_flags(conn)
+    if flags is not None:
+        out["trace_flags"] = flags
     try:
         row = conn.execute("SELECT CAST(SERVERPROPERTY('IsTempdbMetadataMemoryOptimized') AS int)").fetchone()
         out["memory_optimized_tempdb_metadata"] = None if row[0] is None else bool(row[0])
@@ -176,6 +209,23 @@ def read_server(conn, names) -> dict:
                            name).fetchone()
         out[name] = None if row is None else int(row[0])
     return out
+
+
+TRACESTATUS_REFUSED = (40518, 2571)  # the command is not supported here (Azure SQL Database); not permitted
+
+
+def global_trace_flags(conn) -> list[int] | None:
+    """The trace flags on globally (DBCC TRACESTATUS(-1), open to every login); None where the server refuses the
+    command. Any other failure (a lost connection) is an EngineError: it must not read as "no flag on"."""
+    try:
+        cursor = conn.execute("DBCC TRACESTATUS(-1) WITH NO_INFOMSGS")
+        # with no flag on there is no result set at all (pyodbc: no description, and fetchall() raises)
+        rows = cursor.fetchall() if cursor.description is not None else []
+    except Exception as exc:  # noqa: BLE001 - pyodbc errors: the refusals are told apart by number
+        if error_number_from_pyodbc(exc) in TRACESTATUS_REFUSED:
+            return None
+        raise EngineError(f"cannot read the global trace flags (DBCC TRACESTATUS): {first_line(exc)}", exc) from exc
+    return sorted(int(r[0]) for r in rows if int(r[2]) == 1)  # TraceFlag, Status, Global
 
 
 def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | None = None,
@@ -222,14 +272,19 @@ def plan_server(current: dict, wanted: dict, *, owned: bool, tempdb_dir: str | N
 
 def _plan_configure(plan: Plan, options: list[tuple], advanced, restart_options: set) -> None:
     """sp_configure changes; with `show advanced options` off, turning it on first is a change of its own,
-    undone last. When its state is unknown, each change turns it on itself (and leaves it on)."""
-    if options and advanced is not None and int(advanced) == 0 and ADVANCED not in [o[0] for o in options]:
+    undone last. When its state cannot be read nothing is planned: it could not be put back as it was."""
+    if options and advanced is None:
+        raise ProvisionError(f"this scenario sets {', '.join(o[0] for o in options)} with sp_configure, which needs "
+                             f"'{ADVANCED}', and its value could not be read (sys.configurations), so concurbench "
+                             f"could not put it back as it was; nothing was changed. Leave the option out of the "
+                             f"scenario, or check that the login can read sys.configurations")
+    if options and int(advanced) == 0 and ADVANCED not in [o[0] for o in options]:
         plan.changes.append(Change(f"sp_configure {ADVANCED}: 0 -> 1", _set_option(ADVANCED, 1),
-                                   _set_option(ADVANCED, 0)))
+                                   _set_option(ADVANCED, 0), setting=(ADVANCED, 0, 1)))
     for name, old, value in options:
-        statements = _configure if advanced is None else _set_option
-        plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", statements(name, value),
-                                   statements(name, old), restart=name in restart_options))
+        plan.changes.append(Change(f"sp_configure {name}: {old} -> {value}", _set_option(name, value),
+                                   _set_option(name, old), restart=name in restart_options,
+                                   setting=(name, int(old), int(value))))
 
 
 def flag_numbers(value) -> list[int]:
@@ -246,10 +301,6 @@ def truth(value) -> bool:
 
 def _tempdb_metadata(on: bool) -> str:
     return f"ALTER SERVER CONFIGURATION SET MEMORY_OPTIMIZED TEMPDB_METADATA = {_on(on)}"
-
-
-def _configure(name: str, value) -> list[str]:
-    return _set_option(ADVANCED, 1) + _set_option(name, value)
 
 
 def _set_option(name: str, value) -> list[str]:
@@ -385,21 +436,36 @@ def _run(conn, sql: str) -> None:
         pass
 
 
-def unowned(server: Plan, database: Plan, *, allowed: bool, as_is: bool) -> tuple[Plan, list[Change]]:
+def unowned(server: Plan, database: Plan, *, allowed: bool, as_is: bool,
+            database_owned: bool = False) -> tuple[Plan, list[Change]]:
     """What a run makes on a server it does not own, and what it leaves as the server has it (recorded).
-    Without `as_is`, refuse_unowned() stops the run at a change it may not make; with it, the changes that need
-    a restart (and, without `allowed`, every change) are left, and `show advanced options` is turned on only
-    for an sp_configure change that is made."""
-    changes = server.changes + database.changes
+    Database options are made when the database is concurbench's (`database_owned`: no flag needed, they touch
+    nothing else), and never in another one: refused, or left and recorded with `as_is`. Server options: without
+    `as_is`, refuse_unowned() stops the run at a change it may not make; with it, the changes that need a restart
+    (and, without `allowed`, every change) are left, and `show advanced options` is turned on only for an
+    sp_configure change that is made."""
+    db_made, db_left = (list(database.changes), []) if database_owned else ([], list(database.changes))
+    changes = server.changes
     if not as_is:
-        refuse_unowned(Plan(changes, server.restart or any(c.restart for c in changes)), allowed,
-                       "server or database options")
-        return Plan(changes), []
+        refuse_unowned(Plan(changes, server.restart or any(c.restart for c in changes)), allowed, "server options")
+        if db_left:
+            refuse_foreign_database(db_left)
+        return Plan(changes + db_made), db_left
     made = [c for c in changes if allowed and not c.restart]
     if not any(c.what.startswith("sp_configure ") and not c.what.startswith(f"sp_configure {ADVANCED}:")
                for c in made):
         made = [c for c in made if not c.what.startswith(f"sp_configure {ADVANCED}:")]
-    return Plan(made), [c for c in changes if c not in made and not c.what.startswith(f"sp_configure {ADVANCED}:")]
+    left = [c for c in changes if c not in made and not c.what.startswith(f"sp_configure {ADVANCED}:")]
+    return Plan(made + db_made), left + db_left
+
+
+def refuse_foreign_database(changes: list[Change]) -> None:
+    """Database options asked of a database that is not concurbench's: a usage error before any change."""
+    raise ConfigError(f"this scenario changes database options ({'; '.join(c.what for c in changes)}), and "
+                      f"concurbench changes them only in a database of its own (one it created, or one that carries "
+                      f"its marker), so nothing was changed. Leave the database out of --dsn so that concurbench "
+                      f"creates its own, or add --server-settings as-is to run on this database as it is and record "
+                      f"the differences")
 
 
 def refuse_unowned(plan: Plan, allowed: bool, what: str) -> None:

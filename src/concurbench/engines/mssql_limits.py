@@ -5,25 +5,26 @@ Memory: SQL Server gets MEMORY_SHARE of the container's memory as MSSQL_MEMORY_L
 headroom ("Performance best practices: SQL Server memory on Linux"). Below 2,000 MB SQL Server does not
 start: `sqlservr: This program requires a machine with at least 2000 megabytes of memory`, and the
 container exits (the message of the 2017 CU2 and later images; microsoft/mssql-docker issues 452 and
-608). So the container needs at least 2,000 / 0.8 = 2,500 MB.
+608). 2,000 / 0.8 = 2,500 MB would give SQL Server exactly its start-up minimum and nothing to run a
+scenario with, so the floor is 3 GB (2,457 MB for SQL Server).
 
 CPUs: a whole number of CPUs the container is pinned to (`cpuset_cpus`), or NO_LIMIT (`cpus:` left
-empty) for none. A fractional CPU limit would be a CFS quota, which freezes every thread of the server
+empty) for none; `min_cpus: N` raises the default (half the host's) to at least N where the host has
+them, and to all it has where it has fewer (the run records that it got fewer). A fractional CPU limit would be a CFS quota, which freezes every thread of the server
 for the rest of the 100 ms period once it is spent, latch and lock holders included: the docker target
 does not set one (docs/mssql.md, "The container's CPUs and memory").
 """
 
 from __future__ import annotations
 
-import math
 import re
 
 from ..errors import ConfigError
 
 MEMORY_DEFAULT = "4g"
 MEMORY_SHARE = 0.8  # of the container's memory, for SQL Server
-SQL_SERVER_MINIMUM_MB = 2000
-MEMORY_MINIMUM_MB = math.ceil(SQL_SERVER_MINIMUM_MB / MEMORY_SHARE)  # 2500
+SQL_SERVER_MINIMUM_MB = 2000  # below it SQL Server does not start
+MEMORY_MINIMUM_MB = 3072  # 3g: more than the 2,500 MB whose 80% is exactly SQL Server's start-up minimum
 NO_LIMIT = "none"  # `server: cpus:` left empty: no CPU limit at all
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([bkmg]?)b?\s*$", re.IGNORECASE)
@@ -49,11 +50,19 @@ def memory_problem(memory_limit) -> str | None:
         sql_mb = sql_memory_limit_mb(memory_limit)
     except ConfigError as exc:
         return exc.message.removeprefix("memory_limit ")
-    if sql_mb < SQL_SERVER_MINIMUM_MB:
-        return (f"gives SQL Server {sql_mb} MB ({MEMORY_SHARE:.0%} of {memory_limit}, as MSSQL_MEMORY_LIMIT_MB), below "
-                f"the {SQL_SERVER_MINIMUM_MB:,} MB it needs to start; the container needs at least "
-                f"{MEMORY_MINIMUM_MB}m (such as 2.5g or 3g)")
+    if size_mb(memory_limit) < MEMORY_MINIMUM_MB:
+        return (f"gives SQL Server {sql_mb} MB ({MEMORY_SHARE:.0%} of {memory_limit}, as MSSQL_MEMORY_LIMIT_MB), at "
+                f"most the {SQL_SERVER_MINIMUM_MB:,} MB it needs just to start; the container needs at least 3g "
+                f"({MEMORY_MINIMUM_MB}m)")
     return None
+
+
+def at_least_cpus(value) -> int:
+    """`server: min_cpus:` as a whole number of CPUs (ConfigError for anything else)."""
+    text = str(value).strip()
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"min_cpus must be a whole number of CPUs (such as 8), got {value!r}")
+    return int(text)
 
 
 def pinned_cpus(value) -> int | None:

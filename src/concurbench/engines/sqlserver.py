@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 import time
 
-from ..errors import EngineError
+from ..errors import EngineError, ProvisionError
 from . import mssql_differences, odbc
+from . import mssql_guards as guards
 from . import mssql_config as mc
 from .blocking import BlockingChannel, Dialect
 from .classes import CONNECTION, plain
@@ -167,22 +168,32 @@ class Configurator:
     """Applies a scenario's `server:` and `database:` choices to one server and undoes them at the end.
 
     `owned` servers (a container we started) take trace flags at start-up and may be restarted;
-    on a server we do not own every change needs `allowed` (--allow-server-changes), a restart is
-    refused, and every change is put back by `restore`. The runner restarts the server when `apply`
-    says so (once), then calls `after_restart` for what only a fresh server allows (removing tempdb
-    files, tried a few times, `sleep` between); settings the configurator applies itself never take a
-    restart of their own (`needs_restart`).
+    on a server we do not own every server change needs `allowed` (--allow-server-changes), a restart
+    is refused, and every change is put back by `restore`. Database options there go only to a
+    database that is concurbench's (`database_owned`), need no flag (they touch nothing of anyone
+    else's), and one that needs the database to itself waits for no session that is not concurbench's
+    (mssql_guards.py); when the database is dropped at the end (`drops_database`) they are not put
+    back. A server-wide change made there (a trace flag, an sp_configure option) is recorded in that
+    database while it is made. The runner
+    restarts the server when `apply` says so (once), then calls `after_restart` for what only a fresh
+    server allows (removing tempdb files, tried a few times, `sleep` between); settings the
+    configurator applies itself never take a restart of their own (`needs_restart`). A tempdb file
+    that could not be removed is one warning: later variants run with the files there are.
     """
 
-    def __init__(self, database: str, *, owned: bool, allowed: bool, as_is: bool = False, sleep=time.sleep):
+    def __init__(self, database: str, *, owned: bool, allowed: bool, as_is: bool = False,
+                 database_owned: bool | None = None, drops_database: bool = False, sleep=time.sleep):
         self.database = database
         self.owned = owned
         self.allowed = allowed
         self.as_is = as_is  # --server-settings as-is: what a server we do not own cannot take is left and recorded
+        self.database_owned = owned if database_owned is None else database_owned
+        self.drops_database = drops_database
         self.sleep = sleep
         self.changes: list = []
         self.pending: list = []  # changes waiting for the restart `apply` asked for
         self.left: list = []  # changes the last `apply` left as the server has them (as_is)
+        self.tempdb_files_kept: int | None = None  # tempdb files that could not be removed: not tried again
 
     def needs_restart(self, current: dict, wanted: dict) -> bool:
         """Whether going from the `current` server settings to `wanted` takes a new server process before
@@ -198,6 +209,8 @@ class Configurator:
     def apply(self, conn, server: dict, database: dict) -> bool:
         """Bring the server to `server` and the database to `database`; True when a restart must follow."""
         wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
+        if self.tempdb_files_kept is not None and int(wanted.get("tempdb_files") or 0) < self.tempdb_files_kept:
+            wanted["tempdb_files"] = self.tempdb_files_kept  # its removal failed once (warned): not again
         if not self.owned:  # flags an earlier variant turned on and this one does not want go off first
             keep = set(mc.flag_numbers(wanted.get("trace_flags")))
             dropped = [c for c in self.changes if c.flag is not None and c.flag not in keep]
@@ -210,42 +223,66 @@ class Configurator:
         restart_options = mc.restart_only(conn) if not self.owned and mc.configure_names(wanted) else ()
         plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names,
                               restart_options=restart_options, as_is=self.as_is)
-        db_plan = mc.plan_database(mc.read_database(conn, self.database), database, self.database)
-        if not self.owned:
-            made, self.left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is)
-            self.changes += mc.apply(conn, made, self.sleep)
-            return False
-        self.changes += mc.apply(conn, plan, self.sleep)
-        self.changes += mc.apply(conn, db_plan, self.sleep)
-        self.pending = list(plan.after_restart)
-        return plan.restart
+        if self.owned:
+            self.changes += mc.apply(conn, plan, self.sleep)
+            self.changes += mc.apply(conn, mc.plan_database(mc.read_database(conn, self.database), database,
+                                                            self.database), self.sleep)
+            self.pending = list(plan.after_restart)
+            return plan.restart
+        found = mc.read_database(conn, self.database)
+        db_plan = mc.plan_database(found, database, self.database)
+        if any(c.exclusive for c in db_plan.changes) and not guards.sees_all_sessions(conn):
+            db_plan = mc.plan_database(found, database, self.database, mc.NO_WAIT)  # fails rather than disconnect
+        made, self.left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is,
+                                     database_owned=self.database_owned)
+        guards.guard_sessions(conn, self.database, made.changes)
+        if self.database_owned:  # a server-wide change is recorded in the run's database while it is made
+            made = mc.Plan([guards.recorded(c, guards.change_note()) for c in made.changes])
+        self.changes += mc.apply(conn, made, self.sleep)
+        return False
 
     def after_restart(self, conn) -> list[str]:
         """The changes `apply` left for a freshly restarted server (the files tempdb recreated empty); what
-        could not be done is returned as warnings, and the run goes on."""
+        could not be done is one warning, and the run goes on with the files there are."""
         pending, self.pending = self.pending, []
         done, problems = mc.apply_or_report(conn, pending, self.sleep)
         self.changes += done
-        return problems
+        if problems:
+            self.tempdb_files_kept = mc.read_server(conn, []).get("tempdb_files")
+            kept = f"; the run goes on with {self.tempdb_files_kept} tempdb data files, and later variants do not " \
+                   f"try again" if self.tempdb_files_kept else ""
+            return ["; ".join(problems) + kept]
+        return []
 
     def restore(self, conn) -> list[str]:
         if self.owned:  # the server goes away with its container
             return []
-        problems = mc.restore(conn, self.changes, self.sleep)
-        self.changes = []
-        return problems
+        changes, self.changes = self.changes, []
+        if self.drops_database:  # the run's own database goes at the end, options and all
+            changes = [c for c in changes if not c.database]
+        try:
+            guards.guard_sessions(conn, self.database, changes, doing="put back")
+        except ProvisionError as exc:
+            problems = [exc.message]
+            changes = [c for c in changes if not c.exclusive]
+        else:
+            problems = []
+        return problems + mc.restore(conn, changes, self.sleep)
 
 
 def configurator(provisioner, conninfo: str) -> Configurator:
     """The run's database is the one of the connection string (the dsn target writes it there); never
-    a default, so database options never land on master."""
+    a default, so database options never land on master. On the dsn target the provisioner says whether
+    that database is concurbench's (`owns_database`) and whether it goes at the end (`drops_database`)."""
     database = database_of(conninfo)
     if not database:
         raise EngineError("the connection string names no database (Database=...), so concurbench cannot tell "
                           "which database to set the scenario's options on; name one in the DSN")
-    return Configurator(database, owned=getattr(provisioner, "name", "") != "dsn",
-                        allowed=bool(getattr(provisioner, "allow", False)),
-                        as_is=bool(getattr(provisioner, "as_is", False)))
+    owned = getattr(provisioner, "name", "") != "dsn"
+    return Configurator(database, owned=owned, allowed=bool(getattr(provisioner, "allow", False)),
+                        as_is=bool(getattr(provisioner, "as_is", False)),
+                        database_owned=owned or bool(getattr(provisioner, "owns_database", False)),
+                        drops_database=bool(getattr(provisioner, "drops_database", False)))
 
 
 def setting_differences(conn, settings: dict, database: dict, *, allowed: bool) -> list[dict]:

@@ -22,6 +22,7 @@ from ..background.kinds import make_background
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError
 from ..samplers.registry import build as build_samplers
+from ..provisioners.owned import DatabasePlan, Ownership
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
 from .common import connections, first_line
@@ -39,12 +40,19 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
     `--server-settings as-is`. Never raises a ConcurbenchError: every problem is a check of the report."""
     started = clock()
     eng = engine or get_engine(scenario.engine)
-    side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is)
     chosen = list(variants) if variants is not None else list(scenario.variants)
     report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, target)
     conn, up = None, False
     try:
         try:
+            plan = provisioner.inspect() if target == "dsn" else None
+            side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is,
+                                          database_plan=plan)
+            if plan is not None and plan.refused:
+                report.connection = provisioner.safe
+                report.add(failed("connect", "not connected to the run's database: it is not concurbench's",
+                                  "see the database check"), _refused(eng, provisioner, side, scenario, chosen, plan))
+                return report
             connection = provisioner.start()
             up = True
             report.connection = connection.safe
@@ -55,6 +63,8 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
             return report
         report.server = info.get("version_short", "")
         report.add(ok("connect", info.get("version", "")))
+        if plan is not None:
+            report.add(_database(plan, provisioner, side.database_changes(scenario, chosen)))
         try:
             here = scenario.on_server(report.server)
             chosen = [here.variant(v.name) for v in chosen]
@@ -83,6 +93,45 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
                 report.add(failed("let the server go", first_line(exc), "`concurbench gc` stops what a run left"))
         report.elapsed_s = clock() - started
     return report
+
+
+def _database(plan: DatabasePlan, provisioner, changes: list[str]) -> Check:
+    """The database a dsn run uses, whose it is, and what the run does to it."""
+    name, kept = plan.name, provisioner.keep_database
+    if plan.ownership == Ownership.CREATE:
+        says = (f"{name}: did not exist; created for this probe and dropped at its end. A run creates it the same "
+                f"way (a copy of template1, marked as concurbench's) and " +
+                ("keeps it (--keep-database)" if kept else "drops it when it ends (--keep-database keeps it)"))
+    elif plan.ownership == Ownership.OWN:
+        says = f"{name}: concurbench's own ({plan.marker.text}); a run " + \
+            ("drops it when it ends" if plan.drops_at_end(kept) else "keeps it")
+    elif plan.may_mark:
+        says = f"{name}: holds no objects; a run marks it as concurbench's (it stays, as do later runs' uses of it)"
+    else:
+        says = (f"{name}: holds no objects; it cannot be marked (the role does not own it, or it has a comment of "
+                f"someone else's), so a run uses it unmarked, and a run killed in it leaves objects that make the "
+                f"next run refuse it")
+    return ok("database", says + (". Changes to the database: " + "; ".join(changes) if changes else
+                                  ". No other change to the database"))
+
+
+def _refused(eng, provisioner, side, scenario: Scenario, variants: list[Variant], plan: DatabasePlan) -> Check:
+    """A database that is not concurbench's: refused, with its objects the run would drop or change."""
+    says = provisioner.refusal(plan)
+    if plan.ownership == Ownership.FOREIGN:
+        conn = None
+        try:
+            conn = eng.connect(provisioner.conninfo, application_name="concurbench:probe")
+            touched = side.would_touch(conn, scenario, variants)
+        except ConcurbenchError as exc:
+            touched = [f"(could not read them: {first_line(exc)})"]
+        finally:
+            close_quietly(conn)
+        says += (". The run's statements would touch these of its objects: " + "; ".join(touched) if touched else
+                 ". None of its objects has a name the run's statements use, but concurbench runs only in a "
+                 "database of its own")
+    return failed("database", says, "let concurbench create its own database (leave the database out of --dsn; "
+                                    "the role needs CREATEDB or dbcreator), or name an empty database")
 
 
 def _step(report: ProbeReport, name: str, run: Callable):

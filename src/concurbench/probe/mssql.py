@@ -11,7 +11,13 @@ CREATE EVENT SESSION, sp_trace_create, sp_configure, DBCC TRACEON): VIEW SERVER 
 SERVER PERFORMANCE STATE, 2022 and later) for the samplers, ALTER ANY EVENT SESSION for an Extended
 Events observer, ALTER TRACE for a SQL Trace, ALTER SETTINGS for sp_configure options, sysadmin for
 global trace flags on a server concurbench does not own, ALTER on the database for its options,
-CREATE TABLE and CREATE PROCEDURE in it for the setup."""
+CREATE TABLE and CREATE PROCEDURE in it for the setup.
+
+On a server concurbench does not own, database options are planned as the run makes them: only in a
+database of concurbench's own (`database_plan`, the provisioner's owned.DatabasePlan, when the probe has
+it: one to be created is planned from model, which CREATE DATABASE copies), and never in another one.
+`would_touch` names the existing objects the scenario's SQL would drop, replace, alter or empty
+(mssql_touch.py), for a probe of a database that is not concurbench's."""
 
 from __future__ import annotations
 
@@ -19,6 +25,9 @@ import contextlib
 
 from ..engines import mssql_config as mc
 from ..errors import ConcurbenchError
+from ..provisioners.mssql_owned import MARKER
+from ..provisioners.owned import PROPERTY, DatabasePlan, Ownership, parse_marker
+from . import mssql_touch
 from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
     without_statements
 from .report import Check, failed, ok, skipped
@@ -51,13 +60,40 @@ def _savepoint(conn):
 
 
 class SqlServerSide:
-    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False):
+    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False,
+                 database_plan: DatabasePlan | None = None):
         self.eng = eng
         self.owned = owned
         self.allowed = allowed
         self.as_is = as_is  # --server-settings as-is
+        self.database_plan = database_plan  # a dsn server's: the run's database, and whose it is
+
+    def database_owned(self, conn) -> bool:
+        """Whether the run's database is (or will be) concurbench's, so that the run sets its options there: by
+        the provisioner's plan, or else by the marker of the connection's database."""
+        plan = self.database_plan
+        if self.owned:
+            return True
+        if plan is None:
+            row = conn.execute(MARKER, PROPERTY).fetchone()
+            return parse_marker(row[0] if row else None) is not None
+        return plan.ownership in (Ownership.CREATE, Ownership.OWN) or (plan.ownership == Ownership.EMPTY and
+                                                                       plan.may_mark)
+
+    def would_touch(self, conn, scenario, variants) -> list[str]:
+        """The existing objects of the connection's database the scenario's SQL would drop, replace, alter or
+        empty (a database that is not concurbench's: the probe lists them and stops there)."""
+        return mssql_touch.would_touch(conn, scenario, variants)
 
     background_spec = staticmethod(without_statements)
+
+    @staticmethod
+    def database_changes(scenario, variants) -> list[str]:
+        """The database options (ALTER DATABASE) the run sets, in concurbench's own database only."""
+        options = dict(scenario.database)
+        for variant in variants:
+            options.update(dict(variant.database))
+        return [f"ALTER DATABASE ... SET {name} {value}" for name, value in options.items()]
 
     @staticmethod
     def fix(words: str | None, what: str) -> str:
@@ -68,10 +104,14 @@ class SqlServerSide:
     # -- settings ---------------------------------------------------------------------------------------
     def settings(self, conn, scenario, variants) -> list[Check]:
         checks: list[Check] = []
-        database = conn.execute("SELECT DB_NAME()").fetchone()[0]
-        if not self.owned and str(database).lower() == "master":
+        plan = self.database_plan
+        database = plan.name if plan is not None else conn.execute("SELECT DB_NAME()").fetchone()[0]
+        if not self.owned and plan is None and str(database).lower() == "master":
             checks.append(failed("database", "the connection's database is master",
                                  "name the run's database in the DSN (Database=bench;), not master"))
+        # a database the run creates starts as a copy of model (CREATE DATABASE)
+        read_from = "model" if plan is not None and plan.ownership == Ownership.CREATE else database
+        ours = self.database_owned(conn)
         seen: set[str] = set()
         for where, server, db in [("scenario", dict(scenario.settings), dict(scenario.database)),
                                   *((v.name, {**dict(scenario.settings), **dict(v.settings)},
@@ -79,14 +119,15 @@ class SqlServerSide:
             wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
             left = []
             try:
-                current = mc.read_server(conn, list(wanted))
+                current = mc.read_server(conn, list(wanted) + ([mc.ADVANCED] if mc.configure_names(wanted) else []))
                 directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])
                 restart_options = mc.restart_only(conn) if not self.owned and mc.configure_names(wanted) else ()
                 plan = mc.plan_server(current, wanted, owned=self.owned, tempdb_dir=directory, tempdb_names=names,
                                       restart_options=restart_options, as_is=self.as_is)
-                db_plan = mc.plan_database(mc.read_database(conn, database), db, database)
+                db_plan = mc.plan_database(mc.read_database(conn, read_from), db, database)
                 if not self.owned:
-                    made, left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is)
+                    made, left = mc.unowned(plan, db_plan, allowed=self.allowed, as_is=self.as_is,
+                                            database_owned=ours)
                     plan, db_plan = mc.Plan(made.changes), mc.Plan()
             except ConcurbenchError as exc:
                 checks.append(failed(f"{where}: settings", first_line(exc), "" if self.owned else
@@ -104,7 +145,9 @@ class SqlServerSide:
             for change in left:
                 if change.what not in seen:
                     seen.add(change.what)
-                    why = "it takes a server restart" if change.restart else "--allow-server-changes was not given"
+                    why = ("it takes a server restart" if change.restart else
+                           f"database {database} is not concurbench's" if change.database else
+                           "--allow-server-changes was not given")
                     checks.append(ok(f"setting {change.what}", f"left as the server has it ({why}): the run records "
                                                                f"the difference (--server-settings as-is)"))
         return checks

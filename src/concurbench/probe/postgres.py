@@ -22,6 +22,7 @@ from ..engines.sqlsplit import split_sql
 from .common import CREATES, background_statements, first_line, labelled, scenario_sql, why_not_run, \
     without_statements
 from .report import Check, failed, ok, skipped
+from .touches import Touch, Verb, scenario_touches
 
 EXTENSION = re.compile(r"\bCREATE\s+EXTENSION\s+(?:IF\s+NOT\s+EXISTS\s+)?\"?([\w-]+)\"?", re.I)
 IN_TRANSACTION_ONLY = ("25001", "2D000")  # cannot run inside a transaction block; invalid transaction termination
@@ -32,6 +33,25 @@ FIXES = (("permission denied for schema", "GRANT CREATE ON SCHEMA public TO the 
          ("permission denied to examine", "GRANT pg_read_all_settings TO the role"),
          ("permission denied for function pg_", "GRANT pg_monitor TO the role (or EXECUTE on that function)"),
          ("must be loaded via", "the library is loaded at server start: see this variant's restart check"))
+# An object a statement names, as it exists in the database: "table public.accounts" (none when it does not)
+RELATION = "SELECT i.type || ' ' || i.identity FROM pg_identify_object('pg_class'::regclass, to_regclass(%s), 0) i"
+ROUTINES = ("SELECT i.type || ' ' || i.identity FROM pg_proc p, pg_identify_object('pg_proc'::regclass, p.oid, 0) i "
+            "WHERE p.proname = %s AND (CASE WHEN %s::text IS NULL THEN pg_function_is_visible(p.oid) "
+            "ELSE p.pronamespace = to_regnamespace(%s) END)")
+LOOKUPS = {
+    "relation": RELATION, "table": RELATION, "view": RELATION, "materialized view": RELATION, "foreign table": RELATION,
+    "sequence": RELATION, "index": RELATION,
+    "type": "SELECT i.type || ' ' || i.identity FROM pg_identify_object('pg_type'::regclass, to_regtype(%s), 0) i",
+    "schema": "SELECT 'schema ' || nspname FROM pg_namespace WHERE oid = to_regnamespace(%s)",
+    "extension": "SELECT 'extension ' || extname FROM pg_extension WHERE extname = %s",
+    "trigger": "SELECT 'trigger ' || tgname || ' on ' || tgrelid::regclass FROM pg_trigger "
+               "WHERE tgname = %s AND tgrelid = to_regclass(%s)",
+    "rule": "SELECT 'rule ' || rulename || ' on ' || tablename FROM pg_rules WHERE rulename = %s "
+            "AND tablename = %s",
+}
+LOOKUPS["domain"] = LOOKUPS["type"]
+DONE = {Verb.DROP: "dropped", Verb.REPLACE: "replaced", Verb.ALTER: "altered", Verb.EMPTY: "emptied",
+        Verb.WRITE: "written"}
 SESSIONS = ("SELECT pid, application_name FROM pg_stat_activity WHERE application_name LIKE 'concurbench:%%' "
             "AND pid <> pg_backend_pid()")
 OBJECTS = ("SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
@@ -41,13 +61,20 @@ FUNCTIONS = ("SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace 
 
 
 class PostgresSide:
-    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False):
+    def __init__(self, eng, *, owned: bool, allowed: bool, as_is: bool = False, database_plan=None):
         self.eng = eng
+        self.database_plan = database_plan  # a dsn server's (provisioners/owned.py): the database check says it
         self.owned = owned  # a server concurbench starts (and may restart)
         self.allowed = allowed  # --allow-server-changes
         self.as_is = as_is  # --server-settings as-is
 
     background_spec = staticmethod(without_statements)
+
+    @staticmethod
+    def database_changes(scenario, variants) -> list[str]:
+        """Database options a run sets (ALTER DATABASE): a PostgreSQL scenario has none; the database itself is
+        created, marked or dropped as the database check says."""
+        return []
 
     @staticmethod
     def fix(words: str | None, what: str) -> str:
@@ -193,6 +220,41 @@ class PostgresSide:
                              f"({'it is not trusted: only a superuser may' if not available else 'no CREATE on the database'})",
                       f"have a superuser run CREATE EXTENSION {name}; in database {db} first, or use a superuser role")
 
+    # -- a database that is not concurbench's ---------------------------------------------------------------
+    def would_touch(self, conn, scenario, variants) -> list[str]:
+        """The database's objects that the run's statements would drop, replace, alter, empty or write, each
+        with where the statement is: read from the statements, nothing run."""
+        hits: dict[str, dict[Verb, str]] = {}
+        for touch in scenario_touches(scenario, variants):
+            for identity in self._existing(conn, touch):
+                hits.setdefault(identity, {}).setdefault(touch.verb, touch.where)
+        return [f"{identity} would be " + "; ".join(f"{DONE[verb]} ({where})" for verb, where in verbs.items())
+                for identity, verbs in hits.items()]
+
+    @staticmethod
+    def _existing(conn, touch: Touch) -> list[str]:
+        if touch.kind in ("function", "procedure", "routine", "aggregate"):
+            if "(" in touch.name:
+                sql, args = ("SELECT i.type || ' ' || i.identity FROM pg_identify_object('pg_proc'::regclass, "
+                             "to_regprocedure(%s), 0) i", (touch.name,))
+            else:
+                schema, name = _parts(touch.name)
+                sql, args = ROUTINES, (name, schema, schema)
+        elif touch.kind in ("trigger", "rule"):
+            sql, args = LOOKUPS[touch.kind], (_parts(touch.name)[1], touch.on if touch.kind == "trigger"
+                                              else _parts(touch.on or "")[1])
+        elif touch.kind in ("extension",):
+            sql, args = LOOKUPS["extension"], (_parts(touch.name)[1],)
+        elif touch.kind in LOOKUPS:
+            sql, args = LOOKUPS[touch.kind], (touch.name,)
+        else:
+            return []
+        try:
+            with conn.transaction():
+                return [r[0] for r in conn.execute(sql, args).fetchall() if r[0]]
+        except psycopg.Error:  # a name the server cannot read as one (written for another engine): nothing of its
+            return []
+
     # -- the setup, rolled back -------------------------------------------------------------------------
     def setup(self, conn, scenario, variants, after_setup=None) -> list[Check]:
         """`after_setup(conn, variant, guard)` runs after each variant's setup, inside the transaction (the
@@ -294,6 +356,13 @@ class PostgresSide:
             return failed("nothing left behind", "; ".join(found),
                           "remove them by hand, and report the probe's JSON as a bug")
         return ok("nothing left behind", "no session, object, extension, role or setting of the probe remains")
+
+
+def _parts(name: str) -> tuple[str | None, str]:
+    """(schema or None, name) of a possibly qualified, possibly quoted name, as the server stores them."""
+    parts = [p.strip() for p in re.findall(r'"(?:[^"]|"")+"|[^.]+', name)]
+    unquoted = [p[1:-1].replace('""', '"') if p.startswith('"') else p.lower() for p in parts]
+    return (unquoted[-2] if len(unquoted) > 1 else None), unquoted[-1]
 
 
 @contextlib.contextmanager

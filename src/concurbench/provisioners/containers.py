@@ -27,7 +27,8 @@ import secrets
 import string
 from dataclasses import dataclass
 
-from ..engines.mssql_limits import MEMORY_DEFAULT, pinned_cpus, size_mb, sql_memory_limit_mb  # noqa: F401 - size_mb
+from ..engines.mssql_limits import (MEMORY_DEFAULT, at_least_cpus, pinned_cpus, size_mb,  # noqa: F401 - size_mb
+                                    sql_memory_limit_mb)
 from ..errors import ConfigError, ProvisionError
 from . import registry
 
@@ -44,7 +45,7 @@ MSSQL_YEARS = ("2019", "2022", "2025")
 MSSQL_DEFAULT = "2022"
 MSSQL_DATA = "/var/opt/mssql"
 MSSQL_COMMAND = "/opt/mssql/bin/sqlservr"
-MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation", "cpus")
+MSSQL_CONTAINER_KEYS = ("memory_limit", "trace_flags", "pid", "collation", "cpus", "min_cpus")
 MSSQL_MEMORY_DEFAULT = MEMORY_DEFAULT
 READY_TIMEOUT = {"postgres": 60.0, "mssql": 180.0}
 PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an ODBC string or a shell
@@ -118,7 +119,8 @@ def cpuset_text(cpus: list[int]) -> str:
 def cpu_pinning(settings: dict, host: DockerHost) -> tuple[str | None, str]:
     """(the cpuset to pin a SQL Server container to, or None; why it is not pinned, or "").
 
-    `cpus` absent: half the host's CPUs (at least one) where the host can pin, else no limit; `cpus` empty
+    `cpus` absent: half the host's CPUs (at least one, and at least `min_cpus` where the host offers them, all it
+    offers where it has fewer: then the reason says so) where the host can pin, else no limit; `cpus` empty
     (NO_LIMIT): no limit; `cpus: N`: N CPUs, a ProvisionError where the host cannot pin. The highest-numbered
     CPUs the host offers are taken (CPU 0 tends to take more of the kernel's own work)."""
     asked = "cpus" in settings
@@ -137,11 +139,14 @@ def cpu_pinning(settings: dict, host: DockerHost) -> tuple[str | None, str]:
         if asked:
             raise ProvisionError(f"server: cpus: {wanted}: the Docker host did not say how many CPUs it has")
         return None, "the Docker host did not say how many CPUs it has"
-    count = wanted if asked else max(1, len(offered) // 2)
+    least = at_least_cpus(settings["min_cpus"]) if "min_cpus" in settings and not asked else 1
+    count = wanted if asked else min(len(offered), max(least, len(offered) // 2))
     if count > len(offered):
         raise ConfigError(f"cpus is {wanted}, and the Docker host offers {len(offered)} CPUs "
                           f"({cpuset_text(offered)}); ask for {len(offered)} or fewer")
-    return cpuset_text(offered[-count:]), ""
+    fewer = (f"the scenario asks for at least {least} CPUs (min_cpus) and this Docker host offers "
+             f"{len(offered)}: the server shares them with the clients" if count < least else "")
+    return cpuset_text(offered[-count:]), fewer
 
 
 _REFUSED = re.compile(r"Requested CPUs are not available - requested (\S+), available: ([0-9,\-]+)", re.I)

@@ -37,6 +37,7 @@ from ..engines.odbc import connection_string
 from ..errors import ConfigError, EngineError, ProvisionError
 from . import docker_engine, docker_mssql, registry
 from .base import Connection, PullListener
+from .owned import comment_sql
 from .containers import (DATABASE, LABEL_SERVER, MSSQL_CONTAINER_KEYS, MSSQL_DATA, POSTGRES_DATA,
                          MSSQL_MEMORY_DEFAULT, READY_TIMEOUT, DockerHost, container_labels, cpu_limit, cpu_list,
                          cpu_pinning, cpus_offered, generate_password, mssql_container_config, mssql_image,
@@ -173,9 +174,13 @@ class DockerServer:
         and why it has none when SQL Server's would have been pinned."""
         self.cpu_limit = cpu_limit(host_config)
         self.cpus_pinned = len(cpu_list(host_config["CpusetCpus"])) if host_config.get("CpusetCpus") else None
-        if self.engine == "mssql" and self.cpu_limit == "none":
-            _, why = cpu_pinning(self.settings, self.host)
+        if self.engine != "mssql":
+            return
+        _, why = cpu_pinning(self.settings, self.host)
+        if self.cpu_limit == "none":
             self.cpu_limit = f"none ({why or 'Docker dropped the cpuset it was given'})"
+        elif why:  # pinned to fewer CPUs than the scenario asks for at least
+            self.cpu_limit = f"{self.cpu_limit} ({why})"
 
     def _wait_ready(self, container) -> None:
         from docker.errors import DockerException
@@ -220,6 +225,7 @@ class DockerServer:
                 with psycopg.connect(self._conninfo("postgres"), autocommit=True, connect_timeout=10) as conn:
                     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)).fetchone():
                         conn.execute(f'CREATE DATABASE "{DATABASE}"')
+                        conn.execute(comment_sql(DATABASE, temporary=False))
             else:
                 docker_mssql.create_database(self._odbc("master"))
         except Exception as exc:  # noqa: BLE001 - psycopg or pyodbc errors alike

@@ -24,6 +24,7 @@ import psycopg
 
 from ..errors import ProvisionError
 from .base import Connection, home_dir
+from .owned import comment_sql
 
 SERVICE_USER = "concurbench"
 
@@ -70,12 +71,13 @@ class LocalPostgres:
     """Start and stop one PostgreSQL server from `install` (a folder with bin/, lib/, share/)."""
 
     def __init__(self, install: Path, settings: dict[str, str] | None = None, *, name: str = "embedded",
-                 run_id: str | None = None, database: str = "concurbench", keep: bool = False):
+                 run_id: str | None = None, database: str = "concurbench", keep: bool = False, mark: bool = True):
         self.name = name
         self.install = Path(install)
         self.settings = dict(settings or {})
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.database = database
+        self.mark = mark  # the database it creates carries concurbench's marker (owned.py); False: a stand-in user's
         self.keep = keep
         self.home = home_dir()
         self.root = self.home / "servers" / self.run_id
@@ -182,6 +184,8 @@ class LocalPostgres:
                 exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.database,)).fetchone()
                 if not exists:
                     conn.execute(f'CREATE DATABASE "{self.database}"')
+                    if self.mark:
+                        conn.execute(comment_sql(self.database, temporary=False))
         except psycopg.Error as exc:
             raise ProvisionError(f"cannot prepare database {self.database}: {exc}", exc) from exc
         info = f"host=127.0.0.1 port={self.port} user=postgres dbname={self.database}"

@@ -32,6 +32,7 @@ class TargetOptions:
     keep: bool = False
     allow_server_changes: bool = False
     server_settings: str = APPLY  # AS_IS: a dsn server's settings are left as they are, and differences recorded
+    keep_database: bool = False  # dsn: keep the database the run created (provisioners/owned.py)
     run_id: str | None = None
     ready_timeout: float | None = None  # docker: seconds a container has to accept connections (None: the engine's)
     listener: PullListener | None = field(default=None, compare=False, repr=False)  # told of an image pull
@@ -73,6 +74,9 @@ def make_provisioner(engine: str, settings: dict, options: TargetOptions):
     if options.server_settings == AS_IS and options.target != "dsn":
         raise ConfigError(f"--server-settings as-is is for a server concurbench does not own (--target dsn); the "
                           f"{options.target} target starts its own server with the scenario's settings")
+    if options.keep_database and options.target != "dsn":
+        raise ConfigError(f"--keep-database is for a server concurbench does not own (--target dsn); the "
+                          f"{options.target} target's server is its own and goes at the end (--keep keeps it)")
     return factory(engine, dict(settings), options)
 
 

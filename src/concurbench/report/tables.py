@@ -109,6 +109,8 @@ def build_report(run: Run) -> Report:
     ]
     lines += [f"Settings not as the scenario's{' on ' + s.version_short if len(servers) > 1 else ''} (--server-settings "
               f"as-is; claims name them too): {s.differences_text()}" for s in servers if s.differences]
+    if run.machine is not None and run.machine.busy:
+        lines.append(run.machine.line())
     if run.repeat > 1:
         lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
                      f"half-width")

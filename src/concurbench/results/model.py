@@ -19,6 +19,7 @@ from ..figures import Better, Figure, Kind
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from . import frame as frames
+from .machine import MachineLoad
 from .shards import Plan
 
 FORMAT_VERSION = 2
@@ -95,6 +96,8 @@ class VariantRun:
     fixed: bool | None = None  # pools ran a set number of transactions (elapsed time is the result)
     worker_cpu_s: list[float] = field(default_factory=list)
     worker_wall_s: list[float] = field(default_factory=list)
+    # seconds each worker's load loop waited for a CPU (None where the kernel does not say; [] before it was kept)
+    worker_wait_s: list[float | None] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     pools: dict[str, PoolResult] = field(default_factory=dict)
     samplers: dict[str, dict] = field(default_factory=dict)  # each sampler's summary
@@ -171,7 +174,8 @@ class VariantRun:
         out = {"variant": self.variant, "group": self.group, "point": self.point, "server": self.server,
                "repeat": self.repeat, "status": self.status, "elapsed_s": self.elapsed_s, "started": self.started,
                "warmup_s": self.warmup_s, "fixed": self.fixed, "worker_cpu_s": list(self.worker_cpu_s),
-               "worker_wall_s": list(self.worker_wall_s), "messages": list(self.messages),
+               "worker_wall_s": list(self.worker_wall_s), "worker_wait_s": list(self.worker_wait_s),
+               "messages": list(self.messages),
                "pools": {name: p.as_dict() for name, p in self.pools.items()}, "samplers": self.samplers,
                "sampler_errors": list(self.sampler_errors), "background": list(self.background),
                "probes": self.probes}
@@ -204,7 +208,7 @@ class VariantRun:
             repeat=int(data.get("repeat") or 1), status=status, elapsed_s=data.get("elapsed_s") or 0.0,
             started=data.get("started"), warmup_s=data.get("warmup_s"), fixed=data.get("fixed"),
             worker_cpu_s=list(data.get("worker_cpu_s") or []), worker_wall_s=list(data.get("worker_wall_s") or []),
-            messages=list(data.get("messages") or []),
+            worker_wait_s=list(data.get("worker_wait_s") or []), messages=list(data.get("messages") or []),
             pools={str(name): PoolResult.from_dict(str(name), _mapping(p, f"{where}.pools.{name}"),
                                                    f"{where}.pools.{name}") for name, p in pools.items()},
             samplers=dict(_mapping(data.get("samplers") or {}, f"{where}.samplers")),
@@ -283,6 +287,7 @@ class ClaimVerdict:
     level: float | None = None  # the level it was tested at: its share of 5% (Holm over claims, spending over looks)
     interval: ClaimEstimate | None = None  # left / right (or left - right) at the level the verdict was tested at
     left_out: bool = False  # not evaluated on purpose (see above)
+    runs_needed: int | None = None  # inconclusive: runs a side that would decide it if the difference stays so
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
@@ -298,7 +303,7 @@ class ClaimVerdict:
                 "left": self.left.as_dict() if self.left else None,
                 "right": self.right.as_dict() if self.right else None, "reason": self.reason,
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
-                "interval": self.interval.as_dict() if self.interval else None}
+                "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -315,7 +320,7 @@ class ClaimVerdict:
                    ClaimEstimate.from_dict(data.get("right"), f"{where}.right"), data.get("reason") or "",
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
                    data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
-                   data.get("left_out", False))
+                   data.get("left_out", False), data.get("runs_needed"))
 
 
 class _Flat:
@@ -511,6 +516,7 @@ class Run:
     path: Path | None = field(default=None, compare=False)
     shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
     merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
+    machine: MachineLoad | None = None  # how busy the machine was (machine.py); None: not measured
 
     @property
     def server(self) -> ServerInfo | None:
@@ -534,7 +540,8 @@ class Run:
                 "servers": [s.as_dict() for s in self.servers], "target": self.target, "host": dict(self.host),
                 "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
                 **({"shard": self.shard.as_dict()} if self.shard else {}),
-                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {})}
+                **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {}),
+                **({"machine": self.machine.as_dict()} if self.machine else {})}
 
     def summary_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
@@ -576,7 +583,9 @@ class Run:
             skipped=dict(summary.get("skipped") or {}), format_version=format_version, path=path,
             shard=ShardInfo.from_dict(manifest["shard"], "manifest.shard") if manifest.get("shard") else None,
             merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
-                         enumerate(manifest.get("merged_from") or [])])
+                         enumerate(manifest.get("merged_from") or [])],
+            machine=MachineLoad.from_dict(_mapping(manifest["machine"], "manifest.machine"))
+            if manifest.get("machine") else None)
 
 
 # Helpers ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from . import liveruns
 from .. import stats
 from ..background.events import merged
 from ..background.kinds import background_events, make_background
-from ..check import CheckPolicy, Sequential, evaluate, with_differences
+from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
 from ..check.evaluate import LEFT_OUT
 from ..check.plan import points_of
 from ..check.sides import MIN_RUNS
@@ -39,6 +39,7 @@ from ..report.render import RunReport
 from ..report.tables import Report
 from ..results.model import FORMAT_VERSION, ClaimVerdict, PoolResult, PublishedFigure, Run, ScenarioInfo, \
     ServerInfo, ShardInfo, VariantRun
+from ..results.machine import MachineLoad
 from ..results.shards import SHARD_AND_CHECK, Plan, Shard
 from ..results.store import checkout_of, create_run_dir, host_info, now_iso, record_variant_run, save_run, start_run
 from ..samplers.base import SamplerDriver
@@ -46,6 +47,7 @@ from ..samplers.registry import build as build_samplers
 from ..scenario.model import Scenario, Variant
 from ..util import suggest
 from .warmup import warm_up
+from ..workload.cpu_wait import cpus_in_use
 from ..workload.pool import LoadGenerator, resolve_clients, start_workers_early
 from ..workload.session import application_name
 
@@ -113,12 +115,12 @@ class _Server:
 
 @contextlib.contextmanager
 def deferred_interrupts():
-    """Hold Ctrl-C and SIGTERM while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
+    """Hold Ctrl-C, SIGTERM and SIGHUP while cleaning up; re-deliver them afterwards as KeyboardInterrupt."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     received: list[int] = []
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     for sig in previous:
         signal.signal(sig, lambda signum, frame: received.append(signum))
     try:
@@ -167,12 +169,16 @@ class Runner:
         self._started = ""
         self._unkept: str | None = None  # why finished variant runs could not be journalled
         self._servers: list[_Server] = []
+        self._machine = MachineLoad(os.cpu_count() or 1)  # how busy the machine is: at the start, at each pause
 
     def run(self) -> RunOutcome:
         variants = self._variants()  # before anything: a --variant the scenario lacks, or a run too big to hold
         check_scenario(self.scenario, variants, processes=self.processes, target=self.target)
         run_dir = self._run_dir = create_run_dir(self.out_dir, self.scenario.name)
         started = self._started = now_iso()
+        cpus = os.cpu_count() or 1
+        self._machine = MachineLoad(cpus, round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None)
+        self._pause()  # what others use of the machine before anything of the run's starts
         results: list[VariantRun] = []
         status, error = "ok", None
         servers = self._servers = [_Server(p, position=i) for i, p in enumerate(self.provisioners)]
@@ -212,8 +218,9 @@ class Runner:
             with deferred_interrupts():
                 for server in servers:
                     self._release(server)
-                verdicts = with_differences(self._final_verdicts(results, status), self._recorded) \
-                    if self.scenario.expect else []
+                self._machine = self._machine.with_waits(results)
+                verdicts = with_machine(with_differences(self._final_verdicts(results, status), self._recorded),
+                                        self._machine) if self.scenario.expect else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
                                         also=report.write)
                 if unsaved is not None and error is None:
@@ -264,7 +271,7 @@ class Runner:
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
                    claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir,
-                   shard=shard)
+                   shard=shard, machine=self._machine)
 
     def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
         """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
@@ -346,6 +353,7 @@ class Runner:
         repeat = self.repeat
         while True:
             if repeat >= MIN_RUNS:
+                self._plan_check()
                 seq.skipped = self._skipped(results, "ok")
                 self._verdicts, self._judged = seq.judge(results), len(results)
                 wanted = seq.wanted(self._verdicts, results)
@@ -361,13 +369,14 @@ class Runner:
                         wanted.setdefault(key, set()).update(s.version for s in servers)
             running = {v.name for v in variants} - set(self.unsupported)
             wanted = {key: where for key, where in wanted.items() if key[0] in running}
-            if not wanted or repeat >= self.check.max_repeats:
+            if not wanted or repeat >= seq.max_repeats:
                 return
             if not seq.affordable(wanted):
                 self.progress.on_warning(RunWarning("--check: the next round would pass the time budget; "
                                                     "stopping with the claims still open"))
                 return
             repeat += 1
+            self._pause()
             self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
             self._announce()  # the progress display learns of the round before it starts
             for variant in in_round(variants, repeat):
@@ -376,6 +385,20 @@ class Runner:
                     mine = {p for p in points if server.version in wanted[(variant.name, p)]}
                     if mine:
                         self._variant_on(server, variant, repeat, results, points=mine)
+
+    def _pause(self) -> None:
+        """Look at the machine while the run's own load is idle: the CPUs others use (results/machine.py)."""
+        others = cpus_in_use(self._machine.cpus)
+        if others is not None:
+            self._machine = self._machine.paused(others)
+
+    def _plan_check(self) -> None:
+        """Before the first look: when others keep a CPU busy, the check may take more runs
+        (CheckPolicy.busy_max_repeats), planned from the machine alone, and the user is told why."""
+        seq = self.sequential
+        if seq.looks_taken == 0 and seq.plan(self._machine.contended):
+            self.progress.on_warning(RunWarning(f"--check: the machine is busy ({self._machine.short()}): up to "
+                                                f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
 
     def _variant_on(self, server: "_Server", variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:
@@ -440,7 +463,10 @@ class Runner:
                 server.conn.close()
         if server.started:
             self.progress.on_stopping(Stopping(self.target))
-            server.provisioner.stop()
+            try:
+                server.provisioner.stop()
+            except ConcurbenchError as exc:  # what was measured is saved all the same; the message says what is left
+                self.progress.on_warning(RunWarning(exc.message))
 
     def _configure(self, server: "_Server", settings: dict, database: dict) -> None:
         """Apply the engine's server and database options; restart once when one needs it (SQL Server)."""
@@ -503,7 +529,9 @@ class Runner:
             status=status, workers={"started": outcome.workers, "reported": outcome.reported},
             elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
             fixed=variant.fixed_count, worker_cpu_s=[round(c, 3) for c in outcome.worker_cpu_s],
-            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s], loop=outcome.loop, messages=messages,
+            worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s],
+            worker_wait_s=[None if w is None else round(w, 3) for w in outcome.worker_wait_s], loop=outcome.loop,
+            messages=messages,
             pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
                                       outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background,
@@ -518,7 +546,8 @@ class Runner:
         whatever happens. Returns the load's outcome, the sampler driver and the background sessions."""
         conninfo, version_num = server.connection.conninfo, server.info["version_num"]
         remove_files = getattr(server.provisioner, "remove_files", None)  # a container's, where observers write
-        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files)
+        background_sessions = [make_background(b, conninfo, self.eng, remove_files=remove_files,
+                                               lifetime_s=variant.warmup + variant.duration)
                                for b in variant.background]
         self.eng.flush_statistics(server.conn, version_num)  # what this session did so far is not counted
         driver = SamplerDriver(build_samplers(variant.samplers),

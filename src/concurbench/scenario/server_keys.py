@@ -16,7 +16,7 @@ from .yamlpos import Checker, as_int, describe, join
 # server: keys by engine (besides `settings`); variants may not set `versions` or `images`
 SERVER_KEYS = {"postgres": ["settings", "versions", "images"],
                "mssql": ["settings", "versions", "images", "trace_flags", "memory_optimized_tempdb_metadata",
-                         "tempdb_files", "memory_limit", "pid", "collation", "cpus"]}
+                         "tempdb_files", "memory_limit", "pid", "collation", "cpus", "min_cpus"]}
 SCENARIO_ONLY = ("versions", "images")
 # a version as --server-version names it (`2019`, `16`, `16.4`), and a Docker image reference
 # (`mcr.microsoft.com/mssql/server:2019-CU27-ubuntu-20.04`, `postgres:16.4`, `name@sha256:...`)
@@ -80,6 +80,10 @@ def _mssql_server(check: Checker, server, base: str) -> list[tuple[str, str]]:
                       f"quota, which stalls the server's latch holders: docs/mssql.md)")
         else:
             out.append(("cpus", str(int(cpus))))
+    if "min_cpus" in server:  # at least this many CPUs pinned where the Docker host has them (docker target)
+        least = check.integer(server, "min_cpus", path, minimum=1, default=None)
+        if least is not None:
+            out.append(("min_cpus", str(least)))
     for key in ("memory_limit", "pid", "collation"):
         if key in server:
             value = check.string(server, key, path, default=None)

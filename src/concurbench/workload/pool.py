@@ -30,6 +30,7 @@ from ..engines.registry import get_engine
 from ..errors import RunError
 from ..scenario.model import Pool
 from . import fastloop
+from .cpu_wait import run_queue_ns, waited_s
 from .lag import behind
 from .session import DONE as SESSION_DONE
 from .schedule import Pace, events
@@ -46,6 +47,7 @@ REPORT_GRACE_S = 5.0
 # What the fork server imports once, so that a worker starts as a fork of it rather than as a new interpreter
 # that imports the load loop, numpy and psycopg again (about half a second a variant run on two cores).
 WORKER_MODULES = ["concurbench.workload.pool"]
+ORPHANED = 3  # the exit code of a worker whose harness was killed before the window began
 WORKER_NAME = "concurbench-w"  # the worker processes' name for ps, top and psutil: concurbench-w0, -w1, ...
 
 
@@ -62,6 +64,8 @@ class PoolRunResult:
     interrupted: bool = False
     worker_cpu_s: list[float] = field(default_factory=list)  # user+system per worker process, load loop only
     worker_wall_s: list[float] = field(default_factory=list)  # wall time of each worker's load loop
+    # seconds each worker's load loop waited for a CPU (cpu_wait.py); None for a worker whose kernel does not say
+    worker_wait_s: list[float | None] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
     loop: str = "python"  # the workers' event loop: "compiled" or "python"
     workers: int = 0  # worker processes started
@@ -124,7 +128,9 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             results, loop: str = "python", wait: str = "") -> None:
     """One worker process: connect its sessions, then step them all from one event loop (`wait`: how the
     compiled loop waits for a due time, fastloop.wait() as the parent found it)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    parent = os.getppid()  # the fork server: it ends when the harness is killed
+    for sig in (signal.SIGINT, signal.SIGHUP):  # the parent decides when to stop (a closed terminal sends both)
+        signal.signal(sig, signal.SIG_IGN)
     if mp.parent_process() is not None:  # a worker process (a test may run this function in its own)
         _leave_fork_server()
         _name_process(WORKER_NAME + mp.current_process().name.rsplit("-", 1)[-1])
@@ -136,13 +142,13 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
                         merged.setdefault(s.pool.name, PoolStats(s.pool.name))) for s in specs]
     poller = None if loop == "compiled" else PreciseEpoll()  # before the sessions' sockets: select() wants a low fd
     live, problems = _connect_all(specs, sessions, status)
-    usage0, wall0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    usage0, wall0, queued0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), run_queue_ns()
     stopped = None
     try:
         if poller is None:
-            stopped = _compiled_loop(live, window, status, finished, wait)
+            stopped = _compiled_loop(live, window, status, finished, wait, parent)
         else:
-            stopped = _loop(live, window, status, finished, poller=poller)
+            stopped = _loop(live, window, status, finished, poller=poller, parent=parent)
     except Exception as exc:  # noqa: BLE001 - keep what was measured, and stop the run: its figures are cut short
         stopped = f"a worker's load loop failed: {type(exc).__name__}: {exc}"
     finally:
@@ -153,13 +159,13 @@ def _worker(conninfo: str, engine_name: str, specs: list[_SessionSpec], seed: in
             status[session.slot] = DONE
     for session in sessions:
         session.settle_stats()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    usage, queued = resource.getrusage(resource.RUSAGE_SELF), run_queue_ns()
     # CPU and wall time of the load loop only (connecting and start-up excluded): their ratio tells
     # whether this worker process was itself the bottleneck
     results.put({"worker": mp.current_process().name, "pools": {n: s.to_dict() for n, s in merged.items()},
                  "problems": problems, "stopped": stopped,
                  "cpu_s": usage.ru_utime + usage.ru_stime - usage0.ru_utime - usage0.ru_stime,
-                 "wall_s": time.perf_counter() - wall0})
+                 "wall_s": time.perf_counter() - wall0, "wait_s": waited_s(queued0, queued)})
 
 
 def _connect_all(specs: list[_SessionSpec], sessions: list[Session], status) -> tuple[list[Session], list[str]]:
@@ -188,9 +194,14 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
-def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sleep=time.sleep) -> None:
-    """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window."""
+def _await_start(window, sessions: list[Session], clock=time.perf_counter_ns, sleep=time.sleep,
+                 parent: int | None = None) -> None:
+    """Wait for the parent's common start (set 20 ms ahead), then open the sessions' window. A worker whose
+    harness was killed before the start (its parent, the fork server, went with it) exits: its sessions close."""
+    parent = os.getppid() if parent is None else parent
     while window[0] == 0:
+        if os.getppid() != parent:
+            os._exit(ORPHANED)
         sleep(0.005)
     delay = window[0] - clock()
     if delay > 0:
@@ -213,18 +224,20 @@ def set_paces(sessions: list[Session], measure_from: int, loop_start: int) -> No
             session.pace = pace
 
 
-def _compiled_loop(sessions: list[Session], window, status, finished, wait: str = "") -> str | None:
+def _compiled_loop(sessions: list[Session], window, status, finished, wait: str = "",
+                   parent: int | None = None) -> str | None:
     """The same loop in C (fastloop.py); a reconnect the server has refused too long ends the window there."""
-    _await_start(window, sessions)
+    _await_start(window, sessions, parent=parent)
     fastloop.run(sessions, window, status, finished, DONE, wait)
     return _refused(sessions, time.perf_counter_ns())
 
 
 def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_counter_ns, sleep=time.sleep,
-          poller=None) -> str | None:
+          poller=None, parent: int | None = None) -> str | None:
     """Step every session until the window ends or all are done; only stepped sessions are looked at.
     Returns why it ended the window for every worker early (the server refused connections), or None."""
-    _await_start(window, sessions, clock, sleep)
+    parent = os.getppid() if parent is None else parent
+    _await_start(window, sessions, clock, sleep, parent)
     poller = poller or PreciseEpoll()  # waits to the microsecond; a test passes its own, with its own clock
     by_fd: dict[int, Session] = {}
     polled: dict[int, object] = {}  # slot -> the channel whose fd is registered
@@ -254,7 +267,6 @@ def _loop(sessions: list[Session], window, status, finished, *, clock=time.perf_
         session.begin(clock(), window)
         settle(session)
     busy = (RUNNING, ROLLING_BACK)
-    parent = os.getppid()
     next_parent_check = clock()
     try:
         while remaining:
@@ -485,7 +497,7 @@ class LoadGenerator:
     def _result(self, collected, lost, workers, measure_from, end, interrupted) -> PoolRunResult:
         pools = {p.name: PoolStats(p.name) for p in self.pools}
         messages: list[str] = []
-        cpu, wall = [], []
+        cpu, wall, waited = [], [], []
         stopped = next((item.get("stopped") for item in collected if item.get("stopped")), None)
         for item in collected:
             for name, data in item["pools"].items():
@@ -493,14 +505,16 @@ class LoadGenerator:
             messages.extend(item["problems"])
             cpu.append(item["cpu_s"])
             wall.append(item["wall_s"])
+            waited.append(item.get("wait_s"))
         elapsed = max(0.0, (end - measure_from) / 1e9) if measure_from and end else 0.0
         messages.extend(w for w in (behind(p, pools[p.name], elapsed) for p in self.pools) if w)
         messages.extend(lost)
         if stopped:
             messages.append(stopped)  # last: the reason the run stops
         timeline = sorted((e for p in self.pools for e in events(p, elapsed)), key=lambda e: e["t_s"])
-        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, messages=messages,
-                             workers=workers, reported=len(collected), stopped=stopped, events=timeline)
+        return PoolRunResult(pools, elapsed, interrupted, worker_cpu_s=cpu, worker_wall_s=wall, worker_wait_s=waited,
+                             messages=messages, workers=workers, reported=len(collected), stopped=stopped,
+                             events=timeline)
 
 
 def _lost_worker(index: int, workers: int, bucket: list[_SessionSpec], what: str) -> str:
