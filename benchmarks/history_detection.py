@@ -6,9 +6,13 @@ Series as concurbench/history/simulate.py makes them: 2-20% run-to-run spread, o
   1. false change points per 100 runs, series without a step, by length, spread and drift;
   2. steps of 5%, 10% and 20% under 3% spread: the share found (placed within one run) by each run after
      the step, without and with wild runs;
-  3. the CI gate: the share of nights on which one metric without any step fails `history check`
-     (a change the bad way among the newest K runs), by --min-after and --newest;
+  3. the noise cases: false change points per 100 runs of 60 runs for counts (Poisson 0.3 and 3), sizes
+     of two or three pages, runs whose own error comes from 2 or 3 repeats; the share of series in
+     which noise rising from 2% to 6% or 10% (no step) is taken for a change; and how calibrated the
+     printed p is (the share of series of pure noise with a change whose p is at most x);
   4. a drift of 2% a run under 3% spread: after how many runs a change is first reported.
+
+The gate's own figures (false-red nights over many series, its power) are benchmarks/history_gate.py's.
 
     python benchmarks/history_detection.py [--reps 300] [--seed 1]
 
@@ -22,20 +26,28 @@ import time
 
 import numpy as np
 
+from concurbench.history import simulate
 from concurbench.history.detect import Method, detect
-from concurbench.history.simulate import false_changes, series, step_power
+from concurbench.history.simulate import false_changes, false_rate, series, step_power
 
 
-def gate_rate(method: Method, newest: int, *, nights: int, spread: float, seed: int, reps: int) -> float:
-    """Share of nights (from the 20th run on) whose newest `newest` runs hold a change the bad way (down)."""
+def noise_cases(method: Method, reps: int, seed: int) -> None:
+    cases = [("Poisson(0.3) counts", lambda rng, n: simulate.counts(rng, n, 0.3)),
+             ("Poisson(3) counts", lambda rng, n: simulate.counts(rng, n, 3.0)),
+             ("sizes of 2-3 pages", lambda rng, n: simulate.pages(rng, n)),
+             ("errors from 2 repeats", lambda rng, n: simulate.repeated(rng, n, 0.05, 2)),
+             ("errors from 3 repeats", lambda rng, n: simulate.repeated(rng, n, 0.05, 3))]
+    for name, make in cases:
+        rate = false_rate(make, method, n=60, reps=reps, seed=seed)
+        print(f"   {name:24s} {rate.per_100_runs:5.2f} false change points per 100 runs")
     rng = np.random.default_rng(seed)
-    failed = total = 0
-    for _ in range(reps):
-        x = series(rng, nights, spread)
-        for night in range(20, nights + 1):
-            total += 1
-            failed += any(c.index >= night - newest and (c.change or 0) < 0 for c in detect(x[:night], method=method))
-    return failed / total
+    for to in (0.06, 0.10):
+        found = sum(bool(detect(simulate.rising(rng, 60, 0.02, to).values, method=method)) for _ in range(reps))
+        print(f"   noise rising 2% -> {to:.0%}      a change in {found / reps:.1%} of series")
+    smallest = np.array([min((c.p for c in detect(100 * (1 + 0.03 * rng.standard_normal(30)), method=method)),
+                             default=1.0) for _ in range(reps * 10)])
+    print("   pure noise, 30 runs: share of series with a change whose p <= x: "
+          + ", ".join(f"{x:g}: {np.mean(smallest <= x):.2%}" for x in (0.01, 0.003, 0.001)))
 
 
 def drift_delay(method: Method, *, per_run: float, spread: float, seed: int, reps: int, start: int = 30) -> list[int]:
@@ -71,12 +83,8 @@ def main() -> None:
                            wild_every=wild)
             print(f"   {step:4.0%} step{', wild 1 in 20' if wild else '':14s} "
                   + "  ".join(f"{j}: {p.share(j):6.1%}" for j in range(1, 6)))
-    print("\n3. history check on a metric without a step (5% spread, wild 1 in 20): share of nights it fails")
-    for min_after in (2, 3):
-        for newest in (3, 5):
-            rate = gate_rate(Method(min_after=min_after), newest, nights=80, spread=0.05, seed=args.seed,
-                             reps=max(10, args.reps // 10))
-            print(f"   --min-after {min_after} --newest {newest}: {rate:.2%} of nights")
+    print("\n3. the noise cases (60 runs without a step)")
+    noise_cases(method, args.reps, args.seed)
     print("\n4. a drift of 2% a run under 3% spread: runs until the first change is reported")
     delays = drift_delay(method, per_run=0.02, spread=0.03, seed=args.seed, reps=max(50, args.reps // 2))
     print(f"   median {np.median(delays):.0f}, 90th percentile {np.percentile(delays, 90):.0f} "

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from concurbench.history.records import PointRecord, RunRecord
+from concurbench.history.records import PointRecord, RunRecord, SeriesKey
 from concurbench.history.simulate import series
 from concurbench.history.store import open_store
 from concurbench.results.store import cpu_model
@@ -57,9 +57,9 @@ def build_store(path: Path, runs: int, n_series: int, seed: int = 1) -> None:
             run_id = f"{(start + timedelta(hours=r)).strftime('%Y%m%dT%H%M%SZ')}-bench"
             record = RunRecord(run_id, f"digest-{r}", "bench", "sha", {}, False, when, when, "ok", None, "host", "cpu",
                                "0.1.0", f"{r:040x}", False, "embedded", ["18.6"], 2, {"night": str(r)})
-            points = [PointRecord(run_id, "bench", v, "pool", 10, 10, "18.6", m, "ok", float(values[(v, m)][r]),
-                                  float(values[(v, m)][r]) * 0.01, 2.0, None, None, 3, (float(values[(v, m)][r]),))
-                      for v, m in keys]
+            points = [PointRecord(run_id, SeriesKey("bench", v, "pool", 10, 10, "18.6", m), "ok",
+                                  float(values[(v, m)][r]), float(values[(v, m)][r]) * 0.01, 2.0, None, None, 3,
+                                  (float(values[(v, m)][r]),)) for v, m in keys]
             store.add(record, points)
 
 

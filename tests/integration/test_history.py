@@ -1,9 +1,16 @@
-"""`concurbench history` on real runs: seven runs of a small scenario (tests/integration/scenarios/
-history-step.yaml) against the shared embedded server, the fifth to seventh with --param rows=20,
-added by `run --history` to an SQLite store and by `history add` to a PostgreSQL one. `show` and
-`check` must find the step in WAL per transaction at the fifth run, say that the scenario's
-parameters changed there, and find nothing in the counts that stay the same; the stores must
-survive two writers at once and refuse bad input without a traceback or a half-written add.
+"""`concurbench history` on real runs against the shared embedded server.
+
+Eight runs of a small scenario (tests/integration/scenarios/history-step.yaml), the sixth to eighth with
+--param rows=20, added by `run --history` to an SQLite store and by `history add` to a PostgreSQL one:
+`show` and `check` must find the step in WAL per transaction at the sixth run, say that the scenario's
+parameters changed there, and find nothing in the counts that stay the same; the stores must survive
+two writers at once and refuse bad input without a traceback or a half-written add.
+
+A nightly series replayed as a CI job runs it (tests/integration/scenarios/history-nightly.yaml): one
+run a night through `run --history`, then `check --run` on it, a server setting (commit_delay) making
+every commit slower from the sixth night, acknowledged, then set back: green, red until acknowledged,
+green, and the finding resolved once the metric is back. A store of the previous schema in PostgreSQL
+is migrated, and a run whose add fails makes `run --history` exit 6.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ from psycopg.conninfo import conninfo_to_dict
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "history-step.yaml"
+NIGHTLY = HERE / "scenarios" / "history-nightly.yaml"
 PASSWORD = "Hist-pw-4471-secret"
-RUNS, STEP_AT = 7, 4  # runs 0-3 insert one row a transaction, runs 4-6 twenty
+RUNS, STEP_AT = 8, 5  # runs 0-4 insert one row a transaction, runs 5-7 twenty (a finding needs 5 runs before it)
+DELAY_US = 4000  # commit_delay of the slow nights: every commit 4 ms later
 
 
 def cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -32,7 +41,7 @@ def cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def history(server, tmp_path_factory):
-    """The seven run directories and the SQLite store `run --history` added them to."""
+    """The eight run directories and the SQLite store `run --history` added them to."""
     folder = tmp_path_factory.mktemp("history")
     store = folder / "history.db"
     dirs = []
@@ -74,21 +83,27 @@ def test_show_finds_the_step_at_the_run_where_the_parameter_changed(history):
     assert [p["scenario_changed"] for p in points] == [i == STEP_AT for i in range(RUNS)]
 
 
-def test_check_fails_on_the_newest_regression_with_junit_and_a_summary(history, tmp_path):
+def test_check_fails_on_the_regression_with_junit_and_a_summary(history, tmp_path):
     folder, store, dirs = history
     junit, summary = tmp_path / "history.xml", tmp_path / "summary.md"
-    done = cli("history", "check", "--store", store, "--metric", "wal.*", "--junit", junit, "--summary", summary)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "wal.bytes_per_txn" in done.stdout and "regression" in done.stdout
-    assert 'failures="' in junit.read_text() and "<failure" in junit.read_text()
+
+    def check(*args):
+        copy = tmp_path / f"check-{len(list(tmp_path.glob('check-*')))}.db"  # each check keeps its findings
+        shutil.copy(store, copy)
+        return cli("history", "check", "--store", copy, "--run", dirs[-1].name, *args)
+
+    done = check("--metric", "wal.*", "--junit", junit, "--summary", summary)
+    assert done.returncode == 5, done.stdout + done.stderr
+    assert "wal.bytes_per_txn" in done.stdout and "Regression" in done.stdout and f"from run {dirs[STEP_AT].name}" \
+        in done.stdout
+    assert 'failures="1"' in junit.read_text() and "<failure" in junit.read_text()
     assert "wal.bytes_per_txn" in summary.read_text()
     # the flat counts alone: nothing to fail on
-    done = cli("history", "check", "--store", store, "--metric", "transactions", "--metric", "statements.*.count")
+    done = check("--metric", "transactions", "--metric", "statements.*.count")
     assert done.returncode == 0, done.stdout
     # told that more WAL is better, the same change is no regression (full-page images alone left
     # out: how many a run writes depends on when the server's last checkpoint was, so they may fall)
-    done = cli("history", "check", "--store", store, "--metric", "wal.bytes*", "--metric", "wal.records",
-               "--direction", "wal.*=higher")
+    done = check("--metric", "wal.bytes*", "--metric", "wal.records", "--direction", "wal.*=higher")
     assert done.returncode == 0, done.stdout
 
 
@@ -233,3 +248,77 @@ def test_a_store_of_a_newer_schema_is_refused(history, tmp_path):
     for args in (("show",), ("add", dirs[0])):
         done = cli("history", *args, "--store", newer)
         assert done.returncode == 2 and "schema version 99" in done.stderr and "upgrade concurbench" in done.stderr
+
+
+def test_a_nightly_series_is_red_from_the_regression_until_acknowledged_and_green_when_fixed(server, tmp_path):
+    """Twelve nights of a CI job: five flat, four with every commit 4 ms slower, three with the setting back.
+    Each night one `run --history` and a `check --run` of that run. The first red night is checked twice
+    (still red: nothing turns green by itself), then acknowledged."""
+    store = tmp_path / "nightly.db"
+    plan = ["flat"] * 5 + ["slow"] * 4 + ["fixed"] * 3
+    reds, acked = [], False
+    for night, kind in enumerate(plan):
+        done = cli("run", NIGHTLY, "--target", "dsn", "--dsn", server[1].conninfo, "--param",
+                   f"commit_delay={DELAY_US if kind == 'slow' else 0}", "--out", tmp_path / "runs", "--history", store,
+                   "--label", f"night={night}")
+        assert done.returncode == 0, done.stderr
+        run_id = Path(done.stdout.strip().splitlines()[-1]).name
+        check = cli("history", "check", "--store", store, "--run", run_id)
+        assert check.returncode in (0, 5), check.stdout + check.stderr
+        reds.append(check.returncode == 5)
+        if reds[-1] and not acked:
+            assert check.stdout.count("- from run ") == 1  # one cause, however many metrics moved
+            assert cli("history", "check", "--store", store, "--run", run_id).returncode == 5
+            findings = _show_json(store)["findings"]
+            assert {f["first_run"] for f in findings} == {sorted(d.name for d in (tmp_path / "runs").iterdir())[5]}
+            table = cli("history", "show", "--store", store).stdout
+            assert table.index("Open findings") < table.index("Change points")
+            new = [f["id"] for f in findings if f["state"] == "new"]
+            done = cli("history", "ack", *new, "--reason", "commit_delay set on the server on purpose", "--store",
+                       store)
+            assert done.returncode == 0, done.stderr
+            acked = True
+    assert reds[:5] == [False] * 5, reds  # flat: green
+    assert reds[5:9] in ([False, True, False, False], [False, False, True, False]), reds  # red by the 2nd or 3rd
+    assert reds[9:] == [False] * 3, reds  # fixed: green
+    assert {f["state"] for f in _show_json(store)["findings"]} <= {"acknowledged", "resolved"}
+
+
+def test_a_postgresql_store_of_the_previous_schema_is_migrated(history, pg_store, server):
+    """Version 1 keyed a series without its client count: migrated when opened (the old unique key dropped
+    whatever it was named), a series differing only in clients then goes in."""
+    from concurbench.history import schema
+    url = pg_store("history_writer", "history_store")
+    conninfo = server[1].conninfo.replace("dbname=concurbench", "dbname=history_store")
+    old = schema._CORE.format(serial="BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY", real="DOUBLE PRECISION",
+                              where=schema._WHERE).replace("UNIQUE (scenario, variant, pool, clients, point",
+                                                           "UNIQUE (scenario, variant, pool, point")
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS history_expectations, history_findings, history_points, history_series, "
+                     "history_runs, history_meta CASCADE")
+        conn.execute("SET ROLE history_writer")
+        for statement in [s for s in old.split(";") if s.strip()]:
+            conn.execute(statement)
+        conn.execute("INSERT INTO history_meta VALUES ('schema_version', '1')")
+    folder, store, dirs = history
+    done = cli("history", "add", dirs[0], "--store", url)
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(conninfo) as conn:
+        assert conn.execute("SELECT value FROM history_meta").fetchone() == ("2",)
+        (unique,) = conn.execute("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'u' AND "
+                                 "conrelid = 'history_series'::regclass").fetchone()
+        assert "clients" in unique
+        assert conn.execute("SELECT to_regclass('history_findings')").fetchone()[0] is not None
+        conn.execute("DROP TABLE history_expectations, history_findings, history_points, history_series, "
+                     "history_runs, history_meta CASCADE")
+        conn.commit()
+
+
+def test_a_run_whose_add_fails_exits_6_and_says_so(server, tmp_path):
+    not_a_store = tmp_path / "a-directory"
+    not_a_store.mkdir()
+    done = cli("run", NIGHTLY, "--target", "dsn", "--dsn", server[1].conninfo, "--out", tmp_path / "runs",
+               "--history", not_a_store)
+    assert done.returncode == 6, done.stderr
+    assert "the run was not added" in done.stderr and "is a directory" in done.stderr and "Traceback" not in done.stderr
+    assert Path(done.stdout.strip().splitlines()[-1]).is_dir()  # the run itself is kept

@@ -13,7 +13,11 @@ from rich.console import Console
 
 from concurbench.cli.compare import compare
 from concurbench.errors import ConfigError
-from concurbench.report.compare import HIGHER, LOWER, NEUTRAL, Thresholds, compare_runs, direction
+from concurbench.figures import Better
+from concurbench.report.compare import Thresholds, compare_runs
+
+HIGHER, LOWER, NEUTRAL = Better.HIGHER, Better.LOWER, Better.NEUTRAL
+from concurbench.results.catalogue import CATALOGUE
 from concurbench.report.compare_render import junit, markdown, terminal, to_json
 from concurbench.results import store
 from concurbench.results.migrate import migrate
@@ -137,14 +141,16 @@ def test_an_improvement_is_better_and_never_fails(tmp_path):
     assert c.summary.regressions == 0 and c.summary.improvements >= 2
 
 
-def test_latency_direction_is_inverted():
-    assert direction("tps") == HIGHER
-    assert direction("rows_per_s") == HIGHER
+def test_the_catalogue_says_which_way_is_better():
+    assert CATALOGUE.better("tps") == HIGHER
     for name in ("latency.p99_ms", "statements.lock.mean_ms", "elapsed_s", "failed", "retries", "errors.deadlock",
-                 "wal.bytes_per_txn"):
-        assert direction(name) == LOWER, name
-    for name in ("transactions", "waits.Lock:tuple", "statements.lock.count", "wal.bytes", "sessions"):
-        assert direction(name) == NEUTRAL, name
+                 "wal.bytes_per_txn", "failed_per_txn", "database.deadlocks", "mssql_lock_waits.deadlocks_total._total"):
+        assert CATALOGUE.better(name) == LOWER, name
+    # a rate is not better higher for its name: deadlocks per second are better lower, other counters neutral
+    assert CATALOGUE.better("mssql_lock_waits.deadlocks_per_s_mean._total") == LOWER
+    for name in ("transactions", "waits.Lock:tuple", "statements.lock.count", "wal.bytes", "sessions",
+                 "rows_per_s", "mssql_counters.batch_requests_per_s_mean"):
+        assert CATALOGUE.better(name) == NEUTRAL, name
 
 
 def test_latency_rising_alone_is_the_regression(tmp_path):

@@ -1,20 +1,26 @@
-"""The history store, its series and the gate, on records made here (no server): adding twice, a
-different run under a taken id, migrating an older schema, ordering by version, runs left out,
-scenario changes, grouping metrics that moved together, the gate's window and directions."""
+"""The history store and its series, on records made here (no server): adding twice, a different run under
+a taken id, migrating a store of the previous schema, ordering by track, time and version, runs left out,
+scenario changes, grouping metrics that moved together, which way is worse."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from concurbench.errors import ConfigError
-from concurbench.history import gate, render, schema
-from concurbench.history.analysis import analyse, better_way, way
+from concurbench.history import render, schema
+from concurbench.figures import way_of as way
+from concurbench.history.analysis import analyse, better_way
 from concurbench.history.records import PointRecord, RunRecord
-from concurbench.history.store import open_store
+from concurbench.history.store import SeriesKey, open_store
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "history"
 
 
 def record(i: int, *, server: str = "18.6", status: str = "ok", sha: str = "sha-a", params=None, digest=None):
@@ -25,8 +31,8 @@ def record(i: int, *, server: str = "18.6", status: str = "ok", sha: str = "sha-
 
 
 def point(rec: RunRecord, metric: str, value: float, *, server: str = "18.6", status: str = "ok", se=None):
-    return PointRecord(rec.run_id, "demo", "v", "pool", 4, 4, server, metric, status, float(value), se, 2.0 if se else
-                       None, None, None, 3, (float(value),))
+    return PointRecord(rec.run_id, SeriesKey("demo", "v", "pool", 4, 4, server, metric), status, float(value), se,
+                       2.0 if se else None, None, None, 3, (float(value),))
 
 
 def fill(path, values: dict[str, list[float]], **kwargs) -> None:
@@ -34,6 +40,10 @@ def fill(path, values: dict[str, list[float]], **kwargs) -> None:
         for i in range(len(next(iter(values.values())))):
             rec = record(i, **{k: (v(i) if callable(v) else v) for k, v in kwargs.items()})
             store.add(rec, [point(rec, m, vs[i], server=rec.servers[0]) for m, vs in values.items()])
+
+
+def table(report, title: str):
+    return next(t for t in report.tables if t.title.startswith(title))
 
 
 def noisy(n: int, seed: int, step_at: int | None = None, step: float = 0.0) -> list[float]:
@@ -64,16 +74,29 @@ def test_a_store_is_not_created_by_reading_it(tmp_path):
         open_store(tmp_path / "junk.db")
 
 
-def test_an_older_schema_is_migrated_in_one_step(tmp_path, monkeypatch):
-    path = tmp_path / "h.db"
-    fill(path, {"tps": [1, 2, 3]})
-    monkeypatch.setattr(schema, "MIGRATIONS", {1: ["CREATE TABLE history_notes (run INTEGER, note TEXT)"]})
-    monkeypatch.setattr("concurbench.history.store.SCHEMA_VERSION", 2)
-    with open_store(path) as store:
-        assert store.schema_version() == 2
+def test_a_store_of_schema_1_is_migrated_and_takes_a_second_client_count(tmp_path):
+    """A store the previous concurbench wrote (series keyed without their client count, so a variant run
+    at another client count ended in a KeyError): migrated when opened, its runs and series kept under
+    their ids, and then a series that differs only in its client count goes in."""
+    path = tmp_path / "v1.db"
+    shutil.copy(FIXTURES / "schema-v1.db", path)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT count(*) FROM history_notes").fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM history_runs").fetchone() == (3,)
+        before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                  for t in ("history_runs", "history_series", "history_points")}
+        series_before = conn.execute("SELECT * FROM history_series ORDER BY id").fetchall()
+    with open_store(path) as store:
+        assert store.schema_version() == schema.SCHEMA_VERSION == 2
+        assert store.findings() == [] and store.expectations() == []
+        key = next(iter(store.series().values()))
+        rec = record(1)
+        other = replace(point(rec, key.metric, 5.0), key=key._replace(clients=key.clients + 3))
+        assert store.add(replace(rec, scenario=key.scenario), [other]) is True
+        assert sum(1 for k in store.series().values() if k[:3] == key[:3] and k.metric == key.metric) == 2
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT * FROM history_series ORDER BY id").fetchall()[:len(series_before)] == series_before
+        assert conn.execute("SELECT count(*) FROM history_points").fetchone()[0] == before["history_points"] + 1
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
 def test_a_change_is_found_and_told_with_its_runs_and_levels(tmp_path):
@@ -92,7 +115,6 @@ def test_a_change_is_found_and_told_with_its_runs_and_levels(tmp_path):
     assert {"scenario", "variant", "pool", "metric", "run", "version", "change", "p"} <= set(c)
     assert c["run"] == record(20).run_id and c["version"] == "18.6" and c["p"] < 1e-3
     assert len(data["series"]) == 3 and len(data["series"][0]["points"]) == 30
-    assert gate.regressions(a, 5) == [] and gate.regressions(a, 10) == [g]  # run 20 is 10th newest of 30
 
 
 def test_runs_that_failed_are_shown_and_left_out(tmp_path):
@@ -104,7 +126,7 @@ def test_runs_that_failed_are_shown_and_left_out(tmp_path):
         a = analyse(store)
     (s,) = a.series
     assert len(s.points) == 25 and len(s.included) == 24 and a.groups == []
-    assert "Left out" in render.report(a).tables[1].notes[0]
+    assert "Left out" in table(render.report(a), "Series").notes[0]
     csv = render.as_csv(a).splitlines()
     assert sum(1 for line in csv if ",failed," in line) == 1
 
@@ -115,9 +137,11 @@ def test_ordered_by_version_one_series_runs_through_the_releases(tmp_path):
     values = [200.0 if v.startswith("16") else 100.0 for v in versions]
     fill(path, {"tps": values}, server=lambda i: versions[i])
     with open_store(path) as store:
-        by_time = analyse(store)
+        by_time = analyse(store, order="time")
         by_version = analyse(store, order="version")
+        by_track = analyse(store)
     assert len(by_time.series) == 5 and all(s.changes == [] for s in by_time.series)  # a series a version
+    assert sorted(s.key.server for s in by_track.series) == ["15", "16"]  # a series a major, by default
     (s,) = by_version.series
     assert [p.server for p in s.points] == ["15.18", "15.18", "15.19", "15.19", "16.9", "16.9", "16.10", "16.10",
                                             "16.11", "16.11"]
@@ -132,35 +156,24 @@ def test_a_change_at_a_run_whose_scenario_changed_says_so(tmp_path):
         a = analyse(store)
     (g,) = a.groups
     assert g.scenario_changed and [p.scenario_changed for p in a.series[0].points].index(True) == 10
-    assert "scenario changed" in render.report(a).tables[0].rows[0][0]
-
-
-def test_the_gate_takes_the_newest_runs_and_the_directions_given(tmp_path):
-    path = tmp_path / "h.db"
-    fill(path, {"tps": noisy(24, 4, 21, -0.2), "waits.Lock:tuple": noisy(24, 5, 21, 0.5)})
-    with open_store(path) as store:
-        a = analyse(store)
-        told = analyse(store, directions={"tps": "lower"})
-    (g,) = gate.regressions(a, 5)  # one change: tps and the wait share moved together
-    assert [m.metric for m in g.worse] == ["tps"]  # wait shares are never gated
-    assert gate.regressions(told, 5) == []
-    junit = gate.junit(a, 5)
-    assert junit.count("<testcase") == 2 and junit.count("<failure") == 1
-    assert "regression" in gate.markdown_summary(a, 5)
+    assert "scenario changed" in table(render.report(a), "Change points").rows[0][0]
 
 
 @pytest.mark.parametrize("metric, change, expected", [
     ("tps", -0.1, "worse"), ("latency.p99_ms", 0.1, "worse"), ("lag.mean_ms", -0.1, "better"),
     ("errors.deadlock", None, "worse"), ("wal.bytes_per_txn", 0.2, "worse"), ("waits.CPU", 0.3, "neutral"),
+    ("failed_per_txn", 0.5, "worse"),
     ("advisory@max: tps > for_update@max: tps", -0.2, "worse"),
     ("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms", -0.2, "better")])
 def test_which_way_is_worse(metric, change, expected):
-    assert way(metric, change) == expected
+    variant = "claims" if ":" in metric else "v"
+    assert way(better_way(SeriesKey("demo", variant, "p", 4, 4, "18.6", metric)), change) == expected
 
 
 def test_a_direction_given_wins():
-    assert better_way("waits.CPU", {"waits.*": "lower"}) == "lower"
-    assert way("tps", -0.5, {"t*": "neutral"}) == "neutral"
+    key = SeriesKey("demo", "v", "", 4, 4, "18.6", "waits.CPU")
+    assert better_way(key, {"waits.*": "lower"}) == "lower"
+    assert way(better_way(key._replace(metric="tps"), {"t*": "neutral"}), -0.5) == "neutral"
 
 
 def test_the_store_url_password_is_never_shown():

@@ -308,7 +308,8 @@ def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
 
 
 def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_lower():
-    from concurbench.report.compare import LOWER, direction
+    from concurbench.figures import Better
+    from concurbench.results.catalogue import CATALOGUE
     from concurbench.results.metrics import pool_metrics
     from concurbench.workload.stats import PoolStats
 
@@ -318,7 +319,7 @@ def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_
     assert metrics["lag"]["mean_ms"] == 3.0 and metrics["late"] == 1 and metrics["skipped"] == 3
     assert "lag" not in pool_metrics(PoolStats("closed", transactions=2), 1.0)  # a closed loop has none
     assert PoolStats.from_dict(stats.to_dict()).skipped == 3
-    assert {direction(m) for m in ("lag.p99_ms", "late", "skipped")} == {LOWER}
+    assert {CATALOGUE.better(m) for m in ("lag.p99_ms", "late", "skipped", "late_per_txn")} == {Better.LOWER}
 
 
 def test_a_rate_pools_sessions_take_arrivals_in_turn_and_only_while_active():

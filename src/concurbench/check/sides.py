@@ -1,8 +1,8 @@
 """One side of a claim as an estimate: the figure a reference names, over the runs that measured it.
 
 Two kinds of figure:
-  - window figures (`tps`, `latency.mean_ms`, `statements.NAME.mean_ms`, `waits.WAIT`) are rates and
-    means over the measurement window. Each run gives one, and its window's own estimate from the
+  - window figures (those the metric catalogue marks `window`: `tps`, `latency.mean_ms`,
+    `statements.NAME.mean_ms`, `waits.WAIT`) are rates and means over the measurement window. Each run gives one, and its window's own estimate from the
     pools' 100 ms series (or the wait samples), marked steady or not;
   - run figures (everything else: elapsed time of a fixed count, percentiles, sampler deltas,
     probes) are one number per run.
@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 
 from .. import stats
+from ..results.catalogue import CATALOGUE
 from ..results.model import Cause, ClaimEstimate, Unavailable, VariantRun
 from ..scenario.claims import Ref
 from ..util import suggest
@@ -92,7 +93,8 @@ def bounded_exp(x: float) -> float | None:
 
 
 def is_window_metric(metric: str) -> bool:
-    return metric in ("tps", "latency.mean_ms") or metric.startswith("waits.") or bool(_STATEMENT_MEAN.match(metric))
+    """A rate or mean over the window, whose one run carries an error of its own (the catalogue says which)."""
+    return CATALOGUE.figure(metric).window
 
 
 def select(ref: Ref, runs: list[VariantRun]) -> list[VariantRun]:

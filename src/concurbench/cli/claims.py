@@ -20,7 +20,7 @@ from ..errors import ConfigError
 from ..report.html import report_page
 from ..report.render import markdown
 from .console import err
-from .exits import EXIT_RUN_FAILED, check_exit_code
+from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
 from .history import add_to_history, history_options, parse_pairs
 from .options import target_options
 from .progress import Progress
@@ -53,10 +53,11 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], target: Target
            labels: tuple[str, ...]) -> None:
     """Check every SCENARIO's claims on every server version and write one claims-by-version table."""
     run_labels = parse_pairs(labels, "--label")
+    not_added = []
 
     def after(run, error) -> None:
-        if history is not None and run.path is not None:
-            add_to_history(history, run.path, run_labels)
+        if history is not None and run.path is not None and not add_to_history(history, run.path, run_labels):
+            not_added.append(run.path)
         if error is not None:
             err.print(f"[red]error:[/red] {run.scenario.name}: {error.message}", highlight=False, soft_wrap=True)
 
@@ -76,6 +77,8 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], target: Target
         sys.exit(EXIT_RUN_FAILED)
     if code:
         sys.exit(code)
+    if not_added:
+        sys.exit(EXIT_HISTORY_NOT_ADDED)
 
 
 def _write(path: Path | None, text: str) -> None:

@@ -1,7 +1,9 @@
 """Exit codes of the commands, and the one that sums up a check of claims.
 
 0 success, 1 the run failed (or a variant run is incomplete), 2 usage or scenario error (nothing was
-run), 3 a claim failed (`--check`), 4 a claim could not be decided (`--check`), 130 interrupted.
+run), 3 a claim failed (`--check`), 4 a claim could not be decided (`--check`), 5 `history check` found a
+regression (a new finding on a series that ran in the check), 6 `run --history` (or `claims --history`)
+ended well but could not add the run to the history store, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from ..check import check_outcome
 from .console import err
 
 EXIT_RUN_FAILED, EXIT_USAGE, EXIT_CLAIM_FAILED, EXIT_UNDECIDED, EXIT_INTERRUPTED = 1, 2, 3, 4, 130
+EXIT_REGRESSION, EXIT_HISTORY_NOT_ADDED = 5, 6
 
 
 def check_exit_code(claims) -> int | None:

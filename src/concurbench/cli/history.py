@@ -1,21 +1,26 @@
 """`history`: a store of runs over time, their series and change points, and a CI gate on them.
 
     concurbench history add RUN_DIR... [--store S] [--label KEY=VALUE ...]
-    concurbench history show [--store S] [--scenario NAME] [--metric GLOB] [--order time|version] [--format F]
-    concurbench history check [--store S] [--newest K] [--junit FILE] [--summary FILE]
+    concurbench history show [--store S] [--scenario NAME] [--metric GLOB] [--since WHEN] [--format F]
+    concurbench history check [--store S] [--run RUN_ID ...] [--gate FILE] [--junit FILE] [--summary FILE]
+    concurbench history ack FINDING... --reason TEXT   |   ack --commit SHA|--release VERSION --reason TEXT
 
-`add` lives here, `show` and `check` in history_report.py (imported when called: `add` stays well under
-a second). Exit codes: 0 fine, 1 `check` found a regression, 2 bad input (a path that is not a run
-directory, a store that cannot be read or written).
+`add` and `ack` live here, `show` and `check` in history_report.py (imported when called: `add` stays
+well under a second). Exit codes: 0 fine, 5 `check` found a regression, 2 bad input (a path that is not
+a run directory, a store that cannot be read or written, a finding that does not exist); `run --history`
+exits 6 when the run ended well but could not be added.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
 from ..errors import ConfigError
+from ..history.findings import Expectation, FindingState, parse_finding
 from ..history.records import read_run
 from ..history.store import DEFAULT_STORE, open_store, shown
 from .console import err, out
@@ -49,15 +54,19 @@ def add_runs(store: str | None, run_dirs, labels: dict[str, str]) -> list[tuple[
     return done
 
 
-def add_to_history(store: str, run_dir: Path, labels: dict[str, str]) -> None:
-    """`run --history` and `claims --history`: add the run that just ended; a failure is reported, and the run
-    directory stays as it is."""
+def add_to_history(store: str, run_dir: Path, labels: dict[str, str]) -> bool:
+    """`run --history` and `claims --history`: add the run that just ended. A failure is reported (the run
+    directory stays as it is) and returns False: the command then ends with EXIT_HISTORY_NOT_ADDED, so a
+    nightly job never gates on a store that lacks tonight's run."""
     try:
         for run_id, added, points in add_runs(store, [run_dir], labels):
             err.print(f"history: {'added' if added else 'already held'} {run_id} ({points} figures) in "
                       f"{shown(store)}", highlight=False, soft_wrap=True)
+        return True
     except ConfigError as exc:
-        err.print(f"[yellow]history:[/yellow] the run was not added: {exc.message}", highlight=False, soft_wrap=True)
+        err.print(f"[red]history:[/red] the run was not added: {exc.message} (add it later with `concurbench "
+                  f"history add {run_dir} --store {shown(store)}`)", highlight=False, soft_wrap=True)
+        return False
 
 
 def history_options(func):
@@ -69,7 +78,8 @@ def history_options(func):
 
 
 @click.group(name="history", cls=LazyGroup,
-             where={"add": "history:add", "show": "history_report:show", "check": "history_report:check"})
+             where={"add": "history:add", "show": "history_report:show", "check": "history_report:check",
+                    "ack": "history:ack"})
 def history() -> None:
     """Runs over time: a store of runs, the change points of every series, and a CI gate on them."""
 
@@ -84,3 +94,66 @@ def add(run_dirs: tuple[Path, ...], store: str | None, labels: tuple[str, ...]) 
     changes nothing; every run is added in one transaction of its own."""
     for run_id, added, points in add_runs(store, run_dirs, parse_pairs(labels, "--label")):
         out.print(f"{'added' if added else 'already held'}: {run_id} ({points} figures)", highlight=False)
+
+
+@click.command(name="ack")
+@click.argument("findings", nargs=-1, metavar="[FINDING]...")
+@click.option("--reason", required=True, metavar="TEXT", help="Why: kept with each finding and shown by `show`.")
+@click.option("--commit", default=None, metavar="SHA",
+              help="Instead of FINDINGs: a change expected at this commit (7 characters or more): its findings, "
+                   "those made and those to come, are acknowledged.")
+@click.option("--release", default=None, metavar="VERSION",
+              help="Instead of FINDINGs: a change expected with this server release (16.10): its findings, those "
+                   "made and those to come, are acknowledged.")
+@click.option("--store", default=None, metavar="PATH|URL", help=STORE_HELP)
+def ack(findings: tuple[str, ...], reason: str, commit: str | None, release: str | None, store: str | None) -> None:
+    """Acknowledge new findings (F12 ...) with a reason, or announce a change expected at a commit or release:
+    `history check` is red while a finding is new, until someone acts."""
+    for text in acknowledge(store, findings, reason, commit, release):
+        out.print(text, highlight=False, soft_wrap=True)
+
+
+def acknowledge(store: str | None, findings: tuple[str, ...], reason: str, commit: str | None,
+                release: str | None) -> list[str]:
+    """Acknowledge the findings, or keep an expectation and acknowledge what it covers; every finding named
+    is checked before anything is written (one that does not exist, or is not new, is a ConfigError)."""
+    if not reason.strip():
+        raise ConfigError("--reason: say why (it is kept with the finding)")
+    if bool(findings) + (commit is not None) + (release is not None) != 1:
+        raise ConfigError("history ack: give FINDING ids, or --commit SHA, or --release VERSION (one of them)")
+    if commit is not None and len(commit.strip()) < 7:
+        raise ConfigError(f"--commit {commit!r}: give at least 7 characters of the commit")
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with open_store(store) as s:
+        if findings:
+            chosen = []
+            for text in findings:
+                number = parse_finding(text)
+                f = s.finding(number)
+                if f is None:
+                    raise ConfigError(f"finding F{number} does not exist in {s.name} (`concurbench history show` lists "
+                                      f"the findings)")
+                if f.state is FindingState.ACKNOWLEDGED:
+                    raise ConfigError(f"finding F{number} ({f.key.metric}) was already acknowledged on "
+                                      f"{(f.acted or '')[:16].replace('T', ' ')}: {f.reason}; nothing was changed")
+                if f.state is FindingState.RESOLVED:
+                    raise ConfigError(f"finding F{number} ({f.key.metric}) was resolved on "
+                                      f"{(f.acted or '')[:16].replace('T', ' ')} (the metric came back); nothing "
+                                      f"to acknowledge")
+                chosen.append(replace(f, state=FindingState.ACKNOWLEDGED, reason=reason.strip(), acted=now))
+            s.save_findings([], chosen)
+            return [f"acknowledged: {f.name} {f.key.metric}" for f in chosen]
+        runs = {r.id: r.record for r in s.runs()}
+        expectation = Expectation(None, (commit or "").strip(), (release or "").strip(), reason.strip(), now)
+        covered = [replace(f, state=FindingState.ACKNOWLEDGED, reason=f"expected: {reason.strip()}", acted=now)
+                   for f in s.findings() if f.state is FindingState.NEW and f.first_run in runs
+                   and _covers(expectation, runs[f.first_run])]
+        s.expect(expectation, covered)
+    what = f"commit {expectation.commit}" if expectation.commit else f"release {expectation.release}"
+    return [f"expected: a change at {what}; its findings are acknowledged when made"] + \
+        [f"acknowledged: {f.name} {f.key.metric}" for f in covered]
+
+
+def _covers(expectation, record) -> bool:
+    commit = record.commit or record.labels.get("commit", "")
+    return any(expectation.covers(commit, server) for server in record.servers or [""])

@@ -1,4 +1,5 @@
-"""`history show` and `history check`: the store's series with their change points, and the CI gate."""
+"""`history show` and `history check`: the store's series with their change points and findings, and the
+CI gate (history/gate.py)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError
-from ..history import gate, render
-from ..history.analysis import ORDERS, analyse
+from ..history import gate, gate_report, render
+from ..history.analysis import ORDERS, analyse, figure_of
 from ..history.charts import html_page, write_charts
 from ..history.detect import Method
+from ..history.gatefile import GateSpec, Rule, load_gate
 from ..history.store import open_store
+from ..figures import Better
 from ..report.render import markdown, terminal
+from ..results.catalogue import CATALOGUE
 from .console import err, out
-from .exits import EXIT_RUN_FAILED
+from .exits import EXIT_REGRESSION
 from .history import STORE_HELP, parse_pairs
 
 FORMATS = ("table", "md", "json", "csv", "html")
@@ -29,14 +33,16 @@ def selection(func):
         click.option("--store", default=None, metavar="PATH|URL", help=STORE_HELP),
         click.option("--scenario", default=None, metavar="NAME", help="Only this scenario's series."),
         click.option("--metric", "metrics", multiple=True, metavar="GLOB",
-                     help="Only metrics matching this glob (tps, latency.*, 'statements.*.mean_ms'); repeatable."),
-        click.option("--order", type=click.Choice(ORDERS), default="time", show_default=True,
-                     help="time: one series per server version, runs in the order they started; version: one "
-                          "series through every server version in version order."),
+                     help="Only metrics matching this glob (tps, latency.*, 'statements.*.mean_ms'); repeatable. "
+                          "`check` gates the metrics named so, whatever their kind, when they have a better way."),
+        click.option("--order", type=click.Choice(ORDERS), default="track", show_default=True,
+                     help="track: one series per track (the run's `track` label, else the server's major version), "
+                          "a new release judged against the one before; time: one series per server version; "
+                          "version: one series through every version in version order."),
         click.option("--alpha", type=click.FloatRange(1e-9, 0.5), default=Method.alpha, show_default=True,
-                     help="The p-value a change must reach."),
+                     help="The calibrated p-value a change point must reach to be shown."),
         click.option("--min-change", type=click.FloatRange(0, 100), default=Method.min_change * 100,
-                     show_default=True, help="The smallest move, in percent, that is reported."),
+                     show_default=True, help="The smallest move, in percent, that is reported (and gated)."),
         click.option("--window", type=click.IntRange(6, 1000), default=Method.window, show_default=True,
                      help="Runs per window of the search, and the most runs either side a test compares."),
         click.option("--confirm", type=click.IntRange(2, 100), default=Method.confirm, show_default=True,
@@ -44,24 +50,22 @@ def selection(func):
         click.option("--min-after", type=click.IntRange(1, 100), default=Method.min_after, show_default=True,
                      help="The fewest newest runs that can show a candidate."),
         click.option("--direction", "directions", multiple=True, metavar="GLOB=higher|lower|neutral",
-                     help="Which way is better for the metrics matching GLOB (overrides the built-in rule)."),
+                     help="Which way is better for the metrics matching GLOB (overrides the metric catalogue)."),
     ]
     return functools.reduce(lambda f, option: option(f), reversed(options), func)
 
 
-def _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions,
-              values=False):
+def _method(alpha, min_change, window, confirm, min_after) -> Method:
     if min_after > confirm:
         raise ConfigError(f"--min-after {min_after} is more than --confirm {confirm}")
-    method = Method(window=window, alpha=alpha, min_change=min_change / 100, confirm=confirm, min_after=min_after)
-    ways = parse_pairs(directions, "--direction", WAYS)
-    with open_store(store) as s:
-        return analyse(s, scenario=scenario, metrics=tuple(metrics), order=order, method=method, directions=ways,
-                       values=values)
+    return Method(window=window, alpha=alpha, min_change=min_change / 100, confirm=confirm, min_after=min_after)
 
 
 @click.command(name="show")
 @selection
+@click.option("--since", default=None, metavar="WHEN",
+              help="Show the change points, findings and runs from this date (2026-12-01), time or run id on "
+                   "(the detection still reads every run).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to FILE instead of standard output.")
@@ -69,23 +73,29 @@ def _analysis(store, scenario, metrics, order, alpha, min_change, window, confir
               help="Also draw each series with a change point (PNG and SVG) into this folder.")
 @click.option("--all", "everything", is_flag=True,
               help="List every series and every run in the tables (not only series with a change, the newest 20 runs).")
-def show(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, fmt, output,
-         plots_dir, everything) -> None:
-    """Every series of the store with its points and change points: where a metric moved beyond its
-    noise, in which run, version and commit, by how much, and how sure that is."""
-    a = _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions,
-                  values=fmt == "json")
+def show(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, since, fmt,
+         output, plots_dir, everything) -> None:
+    """Every series of the store with its points and change points, the open findings first: where a metric
+    moved beyond its noise, in which run, version and commit, by how much, and how sure that is."""
+    method = _method(alpha, min_change, window, confirm, min_after)
+    ways = parse_pairs(directions, "--direction", WAYS)
+    with open_store(store) as s:
+        a = analyse(s, scenario=scenario, metrics=tuple(metrics), order=order, method=method, directions=ways,
+                    values=fmt == "json")
+        findings = s.findings(scenario)
+    a = render.since(a, since) if since else a
+    findings = render.findings_since(a, findings, since) if since else findings
     if fmt == "table" and output is None:
-        terminal(render.report(a, everything=everything), out)
+        terminal(render.report(a, findings, everything=everything), out)
     else:
         if fmt == "json":
-            text = render.json_text(a)
+            text = render.json_text(a, findings)
         elif fmt == "csv":
             text = render.as_csv(a)
         elif fmt == "html":
-            text = html_page(a, render.report(a, everything=everything))
+            text = html_page(a, render.report(a, findings, everything=everything))
         else:
-            text = markdown(render.report(a, everything=everything))
+            text = markdown(render.report(a, findings, everything=everything))
         _write(output, text)
     if plots_dir is not None:
         written = write_charts(a, plots_dir)
@@ -94,25 +104,59 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
 
 @click.command(name="check")
 @selection
-@click.option("--newest", type=click.IntRange(min=1), default=gate.DEFAULT_NEWEST, show_default=True, metavar="K",
-              help="Check change points whose first run after is among the newest K runs of their series.")
+@click.option("--run", "run_ids", multiple=True, metavar="RUN_ID",
+              help="A run this job added (its run directory's name); repeatable. Only series with one of these "
+                   "runs can make the check red. Without --run every series counts.")
+@click.option("--gate", "gate_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="A gate file: which metrics are gated, which way, from what change, at what alpha "
+                   "(docs/history.md); default: the metric catalogue's headline figures.")
 @click.option("--junit", "junit_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write a JUnit XML report (a test case per series).")
+              help="Write a JUnit XML report (a test case per cause).")
 @click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append the Markdown summary to FILE (for a CI step summary: $GITHUB_STEP_SUMMARY).")
-def check(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, newest,
-          junit_file, summary_file) -> None:
-    """Exit 1 when a confirmed or candidate change point among the newest runs moved a metric the bad way
-    (throughput down; latency, lag, errors, per-transaction figures up), 0 otherwise."""
-    a = _analysis(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions)
-    summary = gate.markdown_summary(a, newest)
+def check(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, run_ids,
+          gate_file, junit_file, summary_file) -> None:
+    """Find the regressions among the gated series that had a run in this check and keep them as findings;
+    exit 5 while a finding is new on such a series (until `history ack` or the metric comes back), 0 otherwise."""
+    method = _method(alpha, min_change, window, confirm, min_after)
+    ways = parse_pairs(directions, "--direction", WAYS)
+    with open_store(store) as s:
+        runs = _runs(s, run_ids)
+        spec = _spec(s, gate_file, scenario, metrics, ways)
+        result = gate.check(s, spec, runs=runs, checked=list(run_ids) or None, scenario=scenario,
+                            metrics=tuple(metrics), order=order, method=method, directions=ways)
+    summary = gate_report.markdown_summary(result)
     out.print(summary, highlight=False, markup=False, soft_wrap=True)
     if junit_file is not None:
-        _write(junit_file, gate.junit(a, newest))
+        _write(junit_file, gate_report.junit(result))
     if summary_file is not None:
         _write(summary_file, summary + "\n", append=True)
-    if gate.regressions(a, newest):
-        sys.exit(EXIT_RUN_FAILED)
+    if result.regression:
+        sys.exit(EXIT_REGRESSION)
+
+
+def _runs(s, run_ids: tuple[str, ...]) -> set[int] | None:
+    """The store's row ids of the runs named (None: none named); a run not in the store is a ConfigError."""
+    if not run_ids:
+        return None
+    held = {r.record.run_id: r.id for r in s.runs()}
+    missing = [r for r in run_ids if r not in held]
+    if missing:
+        raise ConfigError(f"--run: {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in the history "
+                          f"store {s.name} (add the run first: `concurbench run --history` or `history add`); "
+                          f"nothing was checked")
+    return {held[r] for r in run_ids}
+
+
+def _spec(s, gate_file: Path | None, scenario: str | None, metrics, ways: dict[str, str]) -> GateSpec:
+    """The gate file (checked against the catalogue and the store's metrics) or the defaults, with the command
+    line's --direction and --metric rules first."""
+    spec = GateSpec()
+    if gate_file is not None:
+        known = {k.metric: figure_of(k).better for k in s.series(scenario).values()}
+        spec = load_gate(gate_file, CATALOGUE, known)
+    rules = [Rule(glob, Better(way)) for glob, way in ways.items()] + [Rule(glob) for glob in metrics]
+    return spec.with_rules(rules) if rules else spec
 
 
 def _write(path: Path | None, text: str, append: bool = False) -> None:

@@ -4,7 +4,8 @@ Commands are imported when they are called (`concurbench history add` does not l
 provisioners or pandas), from the modules COMMANDS names.
 
 Exit codes: 0 success, 1 the run failed or is incomplete, 2 usage or scenario error, 3 a claim failed
-(`--check`), 4 a claim could not be decided (`--check`), 130 interrupted.
+(`--check`), 4 a claim could not be decided (`--check`), 5 `history check` found a regression, 6 `--history`
+could not add the run, 130 interrupted.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from ..results.shards import Shard, refuse_with_check
 from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
-from .exits import EXIT_RUN_FAILED, check_exit_code
+from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
 from .history import add_to_history, history_options, parse_pairs
 from .options import parse_params, target_options
 from .probe import default_json, probe_all
@@ -90,10 +90,13 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
     code = check_exit_code(outcome.claims) if check and outcome.error is None else None
+    added = True
     if history is not None and outcome.run_dir is not None:
-        add_to_history(history, outcome.run_dir, run_labels)
+        added = add_to_history(history, outcome.run_dir, run_labels)
     out.print(str(outcome.run_dir), soft_wrap=True)
     if outcome.error is not None:
         sys.exit(outcome.error.exit_code)
     if code:
         sys.exit(code)
+    if not added:
+        sys.exit(EXIT_HISTORY_NOT_ADDED)

@@ -1,15 +1,24 @@
 """The store's points as series in run order, with their change points grouped by where they are.
 
-A series is keyed by the scenario's name, not its file's hash. Ordered by time, each server version
-is a series of its own, in the order the runs started; ordered by version, one series runs through
-every version in version order ("16.9" before "16.10"), runs of one version in the order they
-started. A run whose scenario file or parameters differ from the run before it in its series is
-marked there, and a change point at it says that the scenario changed with it. A point whose run
-failed or ended early is kept and shown, and left out of the detection.
+A series is keyed by the scenario's name, not its file's hash, and runs on a line (the key's `server`):
 
-Change points of several metrics of one location (scenario, variant, pool, clients, point, server)
-within one run of each other are one change: a metric with a better direction (throughput, latency)
-leads before one without (a count), then the smallest p; the others are listed with it.
+  track    (the default) one series per track: the run's `track` label where it has one, else the
+           server's major version (`16` for 16.9 and 16.10, `2022` for 2022-CU14); runs in the order
+           they started. The first runs of a new release (16.10 after 16.9, or 17.0 after 16.x on a
+           track a job's labels name) are judged against the level of the release before.
+  time     one series per server version, runs in the order they started.
+  version  one series through every server version in version order ("16.9" before "16.10"), runs of
+           one version in the order they started.
+
+A run whose scenario file or parameters differ from the run before it in its series is marked there,
+and a change point at it says that the scenario changed with it; a run on another server version than
+the run before it is marked as a release change. A point whose run failed or ended early is kept and
+shown, and left out of the detection.
+
+What a metric means (its better direction, whether it is a count) is the metric catalogue's. Change
+points of several metrics of one location (scenario, variant, pool, clients, point, line) within one
+run of each other are one change: a metric with a better direction (throughput, latency) leads before
+one without (a count), then the smallest p; the others are listed with it.
 """
 
 from __future__ import annotations
@@ -22,14 +31,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 from fnmatch import fnmatchcase
 
-from ..report.compare import HIGHER, LOWER, NEUTRAL, direction
+from ..figures import Better, Figure, Way, way_of
+from ..results.catalogue import CATALOGUE, claim_figure
+from ..results.model import RunStatus
 from ..stats.tdist import t_quantile
 from .detect import Change, Level, Method, detect
-from .store import HistoryStore, SeriesKey, StoredRun
+from .records import CLAIMS, SeriesKey
+from .store import HistoryStore, StoredRun
 
-ORDERS = ("time", "version")
+ORDERS = ("track", "time", "version")
 Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
+TRACK_LABEL = "track"  # a run's label that names its track (otherwise the server's major version)
 
 
 class Point(NamedTuple):
@@ -38,6 +51,7 @@ class Point(NamedTuple):
     run: StoredRun
     server: str  # the version the run had on this series' server
     scenario_changed: bool  # the scenario file or parameters differ from the run before in the series
+    release_changed: bool  # the server version differs from the run before's in the series
     status: str  # of the variant run ("ok", or how it ended)
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom
@@ -50,7 +64,7 @@ class Point(NamedTuple):
     @property
     def included(self) -> bool:
         """Whether the detection uses it: the run and its variant run ended normally."""
-        return self.status == "ok" and self.run.record.status == "ok"
+        return self.status == RunStatus.OK and self.run.record.status == RunStatus.OK
 
     @property
     def values(self) -> list[float] | None:
@@ -92,7 +106,7 @@ class Moved:
     p: float
     before: Level
     after: Level
-    way: str  # "worse", "better" or "neutral" (the metric has no better direction)
+    way: Way
 
 
 @dataclass(frozen=True)
@@ -100,11 +114,16 @@ class ChangeGroup:
     """One change at one location: where (the last run before it and the first after), and what moved."""
 
     key: SeriesKey
-    status: str  # "confirmed" or "candidate"
+    confirmed: bool  # else a candidate
     before_run: Point
     after_run: Point
     moved: list[Moved]
     scenario_changed: bool
+    release_changed: bool = False  # the first run after is on another server version than the last before
+
+    @property
+    def status(self) -> str:
+        return "confirmed" if self.confirmed else "candidate"
 
     @property
     def lead(self) -> Moved:
@@ -112,7 +131,7 @@ class ChangeGroup:
 
     @property
     def worse(self) -> list[Moved]:
-        return [m for m in self.moved if m.way == "worse"]
+        return [m for m in self.moved if m.way is Way.WORSE]
 
 
 @dataclass
@@ -148,8 +167,26 @@ def version_key(version: str) -> tuple:
     return tuple((1, int(p)) if p.isdigit() else (0, p.lower()) for p in parts)
 
 
+def major(version: str) -> str:
+    """A server version's major release: `16` for 16.10, `18` for 18beta1, `9.6` for 9.6.24 (PostgreSQL before
+    10 had two-part majors), `2022` for 2022-CU14."""
+    parts = re.findall(r"\d+", str(version))
+    if not parts:
+        return str(version)
+    return ".".join(parts[:2]) if int(parts[0]) < 10 and len(parts) > 1 else parts[0]
+
+
+def line_of(run: StoredRun, server: str, order: str) -> str:
+    """The line a run's point of a series runs on, in this order (see the module's docstring)."""
+    if order == "time":
+        return server
+    if order == "version":
+        return ALL_SERVERS
+    return run.record.labels.get(TRACK_LABEL) or major(server)
+
+
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
-            order: str = "time", method: Method = Method(), directions: dict[str, str] | None = None,
+            order: str = "track", method: Method = Method(), directions: dict[str, str] | None = None,
             values: bool = False) -> Analysis:
     """Every series of the store (of one scenario, of metrics matching the globs), its change points and
     their groups; with `values`, each point's repeats are read too."""
@@ -159,8 +196,12 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
     for sid, key in keys.items():
-        bucket = merged.setdefault(key if order == "time" else _without_server(key), [])
-        bucket.extend(Point(runs[row[0]], key.server, False, *row[1:]) for row in stored.get(sid, ()) if row[0] in runs)
+        for row in stored.get(sid, ()):
+            run = runs.get(row.run)
+            if run is not None:
+                line = line_of(run, key.server, order)
+                merged.setdefault(key._replace(server=line), []).append(
+                    Point(run, key.server, False, False, *row[1:]))
     rank = {r.id: i for i, r in enumerate(sorted(runs.values(), key=lambda r: (r.record.started, r.id)))}
     signature = {r.id: (r.record.scenario_sha256, _canon(r.record.parameters), r.record.quick) for r in runs.values()}
     series = []
@@ -168,28 +209,24 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
         items.sort(key=(lambda p: (version_key(p.server), rank[p.run.id])) if order == "version"
                    else (lambda p: rank[p.run.id]))
         series.append(Series(key, _mark_changes(items, signature)))
-    series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.point, version_key(s.key.server),
-                               s.key.metric))
+    series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.clients, s.key.point,
+                               version_key(s.key.server), s.key.metric))
     for s in series:
         s.changes = _detect(s, method)
     return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,
                     _groups(series, directions or {}))
 
 
-def _without_server(key: SeriesKey) -> SeriesKey:
-    return SeriesKey(key.scenario, key.variant, key.pool, key.clients, key.point, ALL_SERVERS, key.metric)
-
-
 def _mark_changes(points: list[Point], signature: dict[int, tuple]) -> list[Point]:
     """The points, each marked when its run's scenario file, parameters or quick form differ from the run's
-    before it in the series."""
+    before it in the series, and when its server version does."""
     out, before = [], None
     for p in points:
         now = signature[p.run.id]
-        if before is not None and now != before:
-            p = p._replace(scenario_changed=True)
+        if before is not None:
+            p = p._replace(scenario_changed=now != signature[before.run.id], release_changed=p.server != before.server)
         out.append(p)
-        before = now
+        before = p
     return out
 
 
@@ -201,38 +238,29 @@ def _detect(s: Series, method: Method) -> list[Change]:
     pts = s.included
     if len(pts) < method.min_after + 2:
         return []
-    return detect([p.mean for p in pts], [p.error for p in pts], method)
+    return detect([p.mean for p in pts], [p.error for p in pts], method, df=[p.df for p in pts],
+                  discrete=figure_of(s.key).discrete)
 
 
-def better_way(metric: str, directions: dict[str, str] | None = None) -> str:
-    """Which way a metric is better: the first of `directions` (glob -> higher, lower or neutral) that
-    matches, else compare's rule (throughput up; latency, lag, errors down), with per-transaction figures
-    (`*_per_txn`) better lower and a claim's figure better on the side its operator wants."""
+def figure_of(key: SeriesKey) -> Figure:
+    """What a series' metric means, from the metric catalogue (a claim's figure from its operator)."""
+    return claim_figure(key.metric) if key.variant == CLAIMS else CATALOGUE.figure(key.metric)
+
+
+def better_way(key: SeriesKey, directions: dict[str, str] | None = None) -> Better:
+    """Which way a series' metric is better: the first of `directions` (glob -> higher, lower or neutral)
+    that matches, else the catalogue's."""
     for glob, better in (directions or {}).items():
-        if fnmatchcase(metric, glob):
-            return better
-    if metric.endswith("_per_txn"):
-        return LOWER
-    claim = re.search(r" (<=?|>=?) ", metric)
-    if claim:
-        return LOWER if claim.group(1).startswith("<") else HIGHER
-    return direction(metric)
-
-
-def way(metric: str, change: float | None, directions: dict[str, str] | None = None) -> str:
-    """worse, better or neutral: how a move of `change` (relative) reads for the metric."""
-    better = better_way(metric, directions)
-    if better == NEUTRAL or change == 0:
-        return "neutral"
-    rose = change is None or change > 0  # None: from exactly 0, so the level rose
-    return "worse" if rose == (better == LOWER) else "better"
+        if fnmatchcase(key.metric, glob):
+            return Better(better)
+    return figure_of(key).better
 
 
 def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGroup]:
     found: dict[tuple, list[tuple[Series, Change]]] = {}
     for s in series:
         for c in s.changes:
-            found.setdefault(_location(s.key), []).append((s, c))
+            found.setdefault(s.key.location, []).append((s, c))
     groups = []
     for items in found.values():
         items.sort(key=lambda i: _index_in_points(i[0], i[1]))
@@ -242,20 +270,17 @@ def _groups(series: list[Series], directions: dict[str, str]) -> list[ChangeGrou
             near = [i for i in items if abs(_index_in_points(*i) - at) <= 1]
             items = [i for i in items if i not in near]
             # the lead: confirmed first, then a metric with a better direction (tps before a count), then p
-            near.sort(key=lambda i: (not i[1].confirmed, better_way(i[0].key.metric, directions) == NEUTRAL, i[1].p))
+            near.sort(key=lambda i: (not i[1].confirmed, better_way(i[0].key, directions) is Better.NEUTRAL, i[1].p))
             lead_s, lead_c = near[0]
             pts = lead_s.included
             before, after = pts[lead_c.index - 1], pts[lead_c.index]
             moved = [Moved(s.key.metric, c.change, c.p, c.before, c.after,
-                           way(s.key.metric, c.change, directions)) for s, c in near]
-            changed = any(p.scenario_changed for p in _between(lead_s, before, after))
-            groups.append(ChangeGroup(lead_s.key, lead_c.status, before, after, moved, changed))
+                           way_of(better_way(s.key, directions), c.change)) for s, c in near]
+            between = _between(lead_s, before, after)
+            groups.append(ChangeGroup(lead_s.key, lead_c.confirmed, before, after, moved,
+                                      any(p.scenario_changed for p in between), before.server != after.server))
     groups.sort(key=lambda g: (g.key.scenario, g.key.variant, g.key.pool, g.key.point, g.after_run.run.record.started))
     return groups
-
-
-def _location(key: SeriesKey) -> tuple:
-    return (key.scenario, key.variant, key.pool, key.clients, key.point, key.server)
 
 
 def _index_in_points(s: Series, c: Change) -> int:

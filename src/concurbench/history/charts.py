@@ -60,7 +60,8 @@ def figure(plt, s: Series, order: str):
 
 
 def _tick(p, order: str) -> str:
-    return p.server if order == "version" else p.run.record.started[5:16].replace("T", " ")
+    when = p.run.record.started[5:16].replace("T", " ")
+    return p.server if order == "version" else f"{when} {p.server}" if order == "track" else when
 
 
 def _pct(change) -> str:
@@ -86,7 +87,8 @@ def write_charts(a: Analysis, out_dir: Path, formats=("png", "svg")) -> list[Pat
 
 def html_page(a: Analysis, report: Report) -> str:
     """The report's tables and every chart, inline SVG, as one self-contained page."""
-    out = page_head(report) + ["</ul>"] + table_html(report.tables[0])
+    findings, changes = report.tables[0], report.tables[1]
+    out = page_head(report) + ["</ul>"] + (table_html(findings) if findings.rows else []) + table_html(changes)
     series = charted(a)
     out.append("<h2>Series with a change point</h2>")
     if not series:
@@ -101,7 +103,7 @@ def html_page(a: Analysis, report: Report) -> str:
                 plt.close(fig)
                 out += ["<figure>", inline_svg(buf.getvalue(), f"s{n}-"),
                         f"<figcaption>{escape(label(s.key))}: {escape(s.key.metric)}</figcaption>", "</figure>"]
-    for table in report.tables[1:]:
+    for table in report.tables[2:]:
         if table.rows:
             out += table_html(table)
     out += ["</body>", "</html>", ""]

@@ -2,12 +2,10 @@
 
 The method (docs/history.md gives the reasons and the simulated error and power):
 
-  1. Scale and noise. A series of positive values is worked on the log scale (run-to-run noise is
-     roughly proportional to the figure, and a change is a ratio); others on their own scale. The
-     noise of one run is estimated from the whole series, robustly: the median absolute difference
-     of neighbouring runs (a step or a wild run moves one or two differences, not the median; a
-     slow drift moves none). A run that carries its own standard error (repeats) adds it, so a run
-     with a wide interval weighs less than one with a narrow one.
+  1. Scale and noise (noise.py). Positive figures on the log scale, counts and figures that tie often on
+     their own; the noise of one run from the whole series, robustly (the median absolute difference of
+     neighbouring runs; the spread of the differences where many tie, never below the resolution); a run
+     that carries its own standard error adds it, shrunk by its degrees of freedom.
   2. Where. E-divisive means (Matteson and James) splits each window of `window` runs where the
      energy distance between the two parts is largest, and splits the parts again while the split
      is significant; windows overlap by half, as Hunter does. It looks at a copy of the series in
@@ -15,14 +13,25 @@ The method (docs/history.md gives the reasons and the simulated error and power)
      neighbours is replaced by the nearer median (a Hampel filter that leaves steps alone), so one
      wild run cannot attract a split. The mean-shift statistic then moves each split by up to
      REFINE runs to where a step fits best, first in its window, then between its final neighbours.
+     The newest runs are tested as a side of their own besides (the newest `min_after` to TRUST - 1
+     of them against the runs before, back to the previous change point): a step the nightly job has
+     seen twice or three times is judged by that test, whatever the energy made of it.
   3. Whether. Each split is tested: the Huber means (a wild run weighs as if it were HUBER_C noise
      units out) of up to `window` runs on each side, their difference over its standard error,
-     against Student's t. Splits are dropped, weakest first, until every one left has p <= alpha
-     and moves the metric by at least `min_change`. A stretch between two splits shorter than
-     `confirm` runs drops its weaker end, and a side shorter than TRUST runs is believed only when
-     each of its runs lies outside the other side's 95% band (its own noise and that level's
-     uncertainty): two wild runs among three are not a level, a run whose interval spans the step
-     is no evidence.
+     against Student's t (with DF_SHARE of the runs' degrees of freedom: what a winsorized scale is
+     worth, so that small p-values keep their meaning). The standard error scales the series' noise by what the sides' own
+     residuals show (winsorized): pooled, or each side its own when both have TRUST runs or more
+     (Welch) when both have WELCH runs or more, so a stretch whose noise rose is not taken for a step
+     (nor, by the local noise of noise.py, a few runs at its end). Counts (whole numbers of 0 or
+     more) are tested exactly instead: given the two sides' total, one side's count is binomial
+     (quasi-Poisson: widened by the series' overdispersion). The p-value is calibrated to the search
+     (calibrate.py): a split placed where the statistic is largest is only as sure as the largest of
+     the splits the search could have made would be by chance. Splits are dropped, weakest first,
+     until every one left has a calibrated p <= alpha and moves the metric by at least `min_change`.
+     A stretch between two splits shorter than `confirm` runs drops its weaker end, and a side
+     shorter than TRUST runs is believed only when each of its runs lies beyond the other side's
+     level by BAND_Z of its noise: two wild runs among three are not a level, and a run back at the
+     old level is no evidence of a new one.
   4. How final. A change with `confirm` or more runs after it is confirmed; one seen only in the
      newest runs (at least `min_after` of them) is a candidate.
 """
@@ -35,19 +44,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..stats.tdist import t_quantile, t_sf
+from .calibrate import END_FACTOR, search_factor
+from .level import Level
+from .noise import prepare
 
 HUBER_C = 2.0  # Huber's constant, in noise units
 WINSOR_VAR = 0.9195  # E[min(Z^2, HUBER_C^2)] for a standard normal Z: winsorized residuals' variance
 MIN_SCALE = 0.05  # the residuals may show at most this much less noise than the series (variance ratio)
+DF_SHARE = 0.8  # a winsorized scale is worth this share of its runs' degrees of freedom (its efficiency)
 HUBER_STEPS = 12  # iterations of the Huber mean at most (it settles in 3-6 on these sizes)
 HUBER_TOL = 5e-5  # settled: no mean moved by more than this share of a run's room (1e-4 noise units)
 SPLIT_FACTOR = 3  # a window is split where p <= alpha * SPLIT_FACTOR; the pruning then holds alpha
 SETTLE_ROUNDS = 3  # times the change points left are placed again and pruned again
 REFINE = 3  # runs either side of the energy's split that the mean-shift statistic may move it
 HAMPEL_T = 3.0  # how far (noise units) a run may sit from its neighbours' median when splits are placed
-BAND_Z = 1.96  # the runs of a short side lie outside the other side's 95% band
+BAND_Z = 1.0  # each run of a short side lies beyond the other side's level by this many of its noise units
 TRUST = 5  # a side with fewer runs than this is believed only run by run (see _believable)
-NOISE_FLOOR = 1e-6  # relative: a series that never moves still has this much noise
+NEWEST = 7  # the newest-runs test takes the newest min_after to NEWEST - 1 runs as a side of their own
+WELCH = 10  # with this many runs on both sides, each side's noise is its own (Welch's form)
 
 
 @dataclass(frozen=True)
@@ -55,7 +69,7 @@ class Method:
     """The detector's settings; the defaults are those the simulations of docs/history.md measured."""
 
     window: int = 30
-    alpha: float = 0.001
+    alpha: float = 0.01
     min_change: float = 0.02
     confirm: int = 3
     min_after: int = 2
@@ -70,21 +84,8 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Level:
-    """The runs between two change points: their mean with its 95% interval, and how many."""
-
-    mean: float
-    low: float | None
-    high: float | None
-    n: int
-
-    def as_dict(self) -> dict:
-        return {"mean": self.mean, "low": self.low, "high": self.high, "n": self.n}
-
-
-@dataclass(frozen=True)
 class Change:
-    """A change point: `index` is the first run after it."""
+    """A change point: `index` is the first run after it; `p` is two-sided, calibrated to the search."""
 
     index: int
     before: Level
@@ -105,54 +106,48 @@ class _Series:
     w: np.ndarray  # each run's weight: 1 / its variance on that scale
     room: np.ndarray  # how far a run may sit from a mean at full weight (HUBER_C of its noise)
     located: np.ndarray  # y with wild runs pulled in (where splits are placed)
+    discrete: bool  # ties are no evidence of quiet: the residuals may not show less noise than the series
+    counts: bool  # whole numbers of 0 or more, tested exactly
+    dispersion: float  # counts: their variance over their mean (at least 1, Poisson's)
 
 
 @dataclass(frozen=True)
 class _Tests:
-    """Splits (a, tau, b) tested at once: p, the Huber means on each side, t, the information before."""
+    """Splits (a, tau, b) tested at once: p (not yet calibrated), the means on each side, the information
+    on each side."""
 
     p: np.ndarray
     before: np.ndarray
     after: np.ndarray
-    t: np.ndarray
     info_before: np.ndarray
     info_after: np.ndarray
 
 
-def detect(values, se=None, method: Method = Method()) -> list[Change]:
-    """The change points of a series in run order; `se` gives each run's own standard error (None or
-    NaN where unknown)."""
+def detect(values, se=None, method: Method = Method(), *, df=None, discrete: bool = False) -> list[Change]:
+    """The change points of a series in run order; `se` gives each run's own standard error and `df` its
+    degrees of freedom (None or NaN where unknown); `discrete`: the figure is a count."""
     x = np.asarray(values, dtype=float)
     if len(x) < method.min_after + 2 or not np.all(np.isfinite(x)):
         return []
-    s = _prepare(x, se)
+    s = _prepare(x, se, df, discrete)
     cuts = _prune(s, _settle(s, _locate(s, method), method), method)
     for _ in range(SETTLE_ROUNDS):  # placed again between the change points that are left, and pruned again
         settled = _settle(s, cuts, method)
         if settled == cuts:
             break
         cuts = _prune(s, settled, method)
-    return _finish(x, s, cuts, method)
+    return _finish(x, s, _newest(s, cuts, method), method)
 
 
 # 1. scale and noise -----------------------------------------------------------------------------------
 
-def _prepare(x: np.ndarray, se) -> _Series:
-    log = bool(np.all(x > 0))
-    y = np.log(x) if log else x.copy()
-    own = np.full(len(x), np.nan) if se is None else np.array(se, dtype=float)  # None reads as NaN
-    if log:
-        own = own / x
-    diffs = np.abs(np.diff(y))
-    sigma = 1.4826 * float(np.median(diffs)) / math.sqrt(2)
-    floor = NOISE_FLOOR * (1.0 if log else max(float(np.median(np.abs(y))), 1e-12))
-    sigma = max(sigma, floor)
-    known = np.isfinite(own)
-    var = np.full(len(x), sigma * sigma)
-    if known.any():
-        between = max(sigma * sigma - float(np.median(own[known] ** 2)), 0.0)
-        var[known] = np.maximum(between + own[known] ** 2, floor * floor)
-    return _Series(y, log, 1 / var, HUBER_C * np.sqrt(var), _hampel(y, sigma))
+def _prepare(x: np.ndarray, se, df, discrete: bool) -> _Series:
+    noise = prepare(x, se, df, discrete)
+    dispersion = 1.0
+    if noise.counts and float(np.mean(noise.y)) > 0:
+        dispersion = max(1.0, noise.sigma ** 2 / float(np.mean(noise.y)))
+    return _Series(noise.y, noise.log, 1 / noise.var, HUBER_C * np.sqrt(noise.var), _hampel(noise.y, noise.sigma),
+                   noise.discrete, noise.counts, dispersion)
 
 
 def _hampel(y: np.ndarray, sigma: float) -> np.ndarray:
@@ -228,7 +223,7 @@ def _best_splits(s: _Series, segments: list[tuple[int, int]], method: Method) ->
     near = allowed & (np.abs(t - first) <= REFINE)
     stat = np.where(near, _shift_statistic(z, w, length), -np.inf)
     taus = a + np.argmax(stat, axis=1)
-    return taus, _tests(s, a, taus, b, method.window).p
+    return taus, np.minimum(1.0, _tests(s, a, taus, b, method.window).p * search_factor(b - a))
 
 
 def _energy(z: np.ndarray, valid: np.ndarray, length: np.ndarray) -> np.ndarray:
@@ -271,11 +266,12 @@ def _shift_statistic(z: np.ndarray, w: np.ndarray, length: np.ndarray) -> np.nda
 
 def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
     """Each split tau of the runs [a, b), at most `cap` runs on each side: the two Huber means' difference
-    over its standard error, against Student's t.
+    over its standard error, against Student's t (counts: the exact test of _count_tests).
 
-    The noise is the series' (each run's variance) scaled by what the two sides' own residuals show,
+    The noise is the series' (each run's variance) scaled by what the sides' own residuals show,
     winsorized at HUBER_C, so a quiet stretch is judged by its own quiet and a wild run adds at most
-    HUBER_C noise units."""
+    HUBER_C noise units: pooled over both sides, or each side's own when both have TRUST runs or more
+    (Welch's form), so a side whose noise rose does not pass for a step."""
     n = len(s.y)
     a, tau, b = (np.atleast_1d(np.asarray(v, dtype=int)) for v in (a, tau, b))
     lo, hi = np.maximum(a, tau - cap), np.minimum(b, tau + cap)
@@ -285,17 +281,61 @@ def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
     idx = np.minimum(where, n - 1)
     y, w, room = s.y[idx], s.w[idx], s.room[idx]
     left, right = valid & (where < tau[:, None]), valid & (where >= tau[:, None])
+    if s.counts:
+        return _count_tests(s, y, left, right)
     mu_l, wl = _huber(y, w, room, left)
     mu_r, wr = _huber(y, w, room, right)
-    df = (hi - lo - 2).astype(float)
+    n_l, n_r = (tau - lo).astype(float), (hi - tau).astype(float)
     resid = np.where(left, y - mu_l[:, None], np.where(right, y - mu_r[:, None], 0.0)) * np.sqrt(w)
+    sq = np.clip(resid, -HUBER_C, HUBER_C) ** 2 / WINSOR_VAR
+    floor = 1.0 if s.discrete else MIN_SCALE
     with np.errstate(divide="ignore", invalid="ignore"):
-        scale = np.maximum(np.sum(np.clip(resid, -HUBER_C, HUBER_C) ** 2, axis=1) / df / WINSOR_VAR, MIN_SCALE)
         info_l, info_r = wl.sum(axis=1), wr.sum(axis=1)
-        t = np.abs(mu_r - mu_l) / np.sqrt(scale * (1 / info_l + 1 / info_r))
-    ok = (df >= 1) & np.isfinite(t)
-    p = np.where(ok, np.minimum(1.0, 2 * t_sf(np.where(ok, t, 0.0), np.maximum(df, 1.0))), 1.0)
-    return _Tests(p, mu_l, mu_r, np.where(ok, t, 0.0), info_l, info_r)
+        pooled = np.maximum(np.sum(sq, axis=1) / (n_l + n_r - 2), floor)
+        scale_l = np.maximum(_side_scale(sq, left), floor)
+        scale_r = np.maximum(_side_scale(sq, right), floor)
+        welch = (n_l >= WELCH) & (n_r >= WELCH)
+        var_l = np.where(welch, scale_l, pooled) / info_l
+        var_r = np.where(welch, scale_r, pooled) / info_r
+        df = DF_SHARE * np.where(welch, (var_l + var_r) ** 2 / (var_l ** 2 / (n_l - 1) + var_r ** 2 / (n_r - 1)),
+                                 n_l + n_r - 2)
+        t = np.abs(mu_r - mu_l) / np.sqrt(var_l + var_r)
+    ok = (df >= DF_SHARE) & np.isfinite(t)
+    p = np.where(ok, np.minimum(1.0, 2 * t_sf(np.where(ok, t, 0.0), np.maximum(df, DF_SHARE))), 1.0)
+    return _Tests(p, mu_l, mu_r, info_l, info_r)
+
+
+def _side_scale(sq: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The winsorized scale of the masked residuals of each row (NaN with fewer than two)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mask, sq, 0.0).sum(axis=1) / (mask.sum(axis=1) - 1)
+
+
+def _count_tests(s: _Series, y: np.ndarray, left: np.ndarray, right: np.ndarray) -> _Tests:
+    """Counts: given both sides' total, the right side's count is binomial with the right side's share of
+    the runs, the two-sided p from both tails; counts that vary more than Poisson's (the dispersion) are
+    divided by it first (quasi-Poisson)."""
+    from scipy.special import betainc  # SciPy, as the t distribution: only when a series is tested
+
+    n_l, n_r = left.sum(axis=1).astype(float), right.sum(axis=1).astype(float)
+    sum_l, sum_r = np.where(left, y, 0.0).sum(axis=1), np.where(right, y, 0.0).sum(axis=1)
+    total, k = (sum_l + sum_r) / s.dispersion, sum_r / s.dispersion
+    share = n_r / (n_l + n_r)
+    with np.errstate(all="ignore"):
+        upper = np.where(k > 0, betainc(np.maximum(k, 1e-12), np.maximum(total - k + 1, 1e-12), share), 1.0)
+        lower = np.where(k < total, 1 - betainc(k + 1, np.maximum(total - k, 1e-12), share), 1.0)
+    p = np.where(total > 0, np.minimum(1.0, 2 * np.minimum(upper, lower)), 1.0)
+    var = s.dispersion * np.maximum((sum_l + sum_r) / (n_l + n_r), 1.0 / (n_l + n_r))  # a run's variance, pooled
+    return _Tests(p, sum_l / n_l, sum_r / n_r, n_l / var, n_r / var)
+
+
+def _calibrated(tests: _Tests, lo, tau, hi, n: int, newest: int) -> np.ndarray:
+    """The tests' p-values calibrated to the search: a split whose after side is the newest runs, fewer than
+    `newest` of them, by the newest-runs test's factor; any other by the search over its stretch."""
+    lo, tau, hi = (np.atleast_1d(np.asarray(v, dtype=int)) for v in (lo, tau, hi))
+    end = (hi == n) & (hi - tau < newest)
+    factor = np.where(end, END_FACTOR, search_factor(hi - lo))
+    return np.minimum(1.0, tests.p * factor)
 
 
 def _huber(y: np.ndarray, w: np.ndarray, room: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -351,16 +391,17 @@ def _prune(s: _Series, cuts: list[int], method: Method) -> list[int]:
     while cuts:
         bounds = [0, *cuts, n]
         tests = _tests(s, bounds[:-2], cuts, bounds[2:], method.window)
+        p = _calibrated(tests, _lows(bounds, method.window), cuts, _highs(bounds, method.window), n, NEWEST)
         moved = _moved(s, tests)
-        short = _too_short(bounds, tests.p, method)
+        short = _too_short(bounds, p, method)
         if short is not None:
             del cuts[short]
             continue
         doubtful = [i for i in range(len(cuts)) if not _believable(s, bounds, tests, i)]
         if doubtful:
-            del cuts[max(doubtful, key=lambda i: tests.p[i])]
+            del cuts[max(doubtful, key=lambda i: p[i])]
             continue
-        weak = _weakest(tests.p, moved, method.alpha)
+        weak = _weakest(p, moved, method.alpha)
         if weak:
             for i in reversed(weak):
                 del cuts[i]
@@ -370,6 +411,43 @@ def _prune(s: _Series, cuts: list[int], method: Method) -> list[int]:
             del cuts[small]
             continue
         break
+    return cuts
+
+
+def _lows(bounds: list[int], cap: int) -> np.ndarray:
+    """Where each cut's test starts: its left neighbour, at most `cap` runs before it."""
+    b = np.array(bounds)
+    return np.maximum(b[:-2], b[1:-1] - cap)
+
+
+def _highs(bounds: list[int], cap: int) -> np.ndarray:
+    b = np.array(bounds)
+    return np.minimum(b[2:], b[1:-1] + cap)
+
+
+def _newest(s: _Series, cuts: list[int], method: Method) -> list[int]:
+    """The newest runs as a side of their own: when no change point lies among the newest NEWEST - 1 runs,
+    the newest k of them (min_after <= k < NEWEST) are tested against the runs before, back to the last
+    change point; the best k becomes a change point if it holds as the pruning would hold it."""
+    n = len(s.y)
+    start = cuts[-1] if cuts else 0
+    if cuts and cuts[-1] > n - NEWEST:
+        return cuts
+    ks = [k for k in range(method.min_after, NEWEST) if n - k - start >= TRUST]
+    if not ks:
+        return cuts
+    taus = [n - k for k in ks]
+    tests = _tests(s, [start] * len(ks), taus, [n] * len(ks), method.window)
+    p = np.minimum(1.0, tests.p * END_FACTOR)
+    moved = _moved(s, tests)
+    for i in np.argsort(p, kind="stable"):
+        if p[i] > method.alpha:
+            break
+        trial = [*cuts, taus[i]]
+        bounds = [0, *trial, n]
+        if moved[i] >= method.min_change and _believable(s, bounds, _tests(s, bounds[:-2], trial, bounds[2:],
+                                                                            method.window), len(trial) - 1):
+            return trial
     return cuts
 
 
@@ -412,6 +490,7 @@ def _finish(x: np.ndarray, s: _Series, cuts: list[int], method: Method) -> list[
         return []
     bounds = [0, *cuts, n]
     tests = _tests(s, bounds[:-2], cuts, bounds[2:], method.window)
+    ps = _calibrated(tests, _lows(bounds, method.window), cuts, _highs(bounds, method.window), n, NEWEST)
     out = []
     for i, tau in enumerate(cuts):
         a, b = bounds[i], bounds[i + 2]
@@ -424,13 +503,14 @@ def _finish(x: np.ndarray, s: _Series, cuts: list[int], method: Method) -> list[
             continue
         before, after = _level(x[a:tau]), _level(x[tau:b])
         change = None if before.mean == 0 else after.mean / before.mean - 1
-        out.append(Change(tau, before, after, change, float(tests.p[i]), confirmed))
+        out.append(Change(tau, before, after, change, float(ps[i]), confirmed))
     return out
 
 
 def _believable(s: _Series, bounds: list[int], tests: _Tests, i: int) -> bool:
     """A side of a change shorter than TRUST runs is believed only when every run of it lies beyond the
-    other side's 95% band, on the side it moved to: two wild runs among three are not a new level."""
+    other side's level, on the side it moved to, by BAND_Z of its own noise and that level's uncertainty:
+    two wild runs among three are not a new level, and a run back at the old level is no evidence."""
     a, tau, b = bounds[i], bounds[i + 1], bounds[i + 2]
     before, after = tests.before[i], tests.after[i]
     side = 1 if after > before else -1

@@ -6,7 +6,7 @@ value. With one repeat the error is the window's own where one exists (`tps`, `l
 statement means and wait shares, as a report shows them), otherwise there is none.
 
 Metrics kept: every number a measured pool reports (`tps`, `latency.*`, `statements.*`, `errors.*`,
-`lag.*`, ...) under its pool; every number of the variant run itself (WAL, sampler summaries, wait
+`lag.*`, the shares of its transactions that failed, retried, ran late or were skipped, ...) under its pool; every number of the variant run itself (WAL, sampler summaries, wait
 shares, probes, `elapsed_s`) under pool "" (once, however many pools it has); and each claim's
 measured ratio (left over right) or left side under variant "claims", one series per claim.
 """
@@ -17,10 +17,12 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ..check.sides import is_window_metric, window_estimate
 from ..errors import ConfigError
 from ..report.repeats import key as repeat_key
+from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.model import Run, RunStatus, Unavailable, VariantRun
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
@@ -28,6 +30,26 @@ from ..stats import Verdict, estimate
 CLAIMS = "claims"  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
+
+
+class SeriesKey(NamedTuple):
+    """What names a series, in the store and in an analysis. `server` is the server version a stored series
+    ran on; an analysis's series runs on a line (analysis.py): a track (`16`, or a `track` label), one
+    server version, or every version ("*"), and keeps it here."""
+
+    scenario: str
+    variant: str
+    pool: str  # "" for a figure of the variant run as a whole
+    clients: int
+    point: int  # the sweep point (NO_POINT without a sweep)
+    server: str
+    metric: str
+
+    @property
+    def location(self) -> tuple:
+        """Where the metric was measured: the key without the metric (the metrics of one location move
+        together)."""
+        return self[:-1]
 
 
 @dataclass(frozen=True)
@@ -60,13 +82,7 @@ class PointRecord:
     """One run's figure for one series."""
 
     run_id: str
-    scenario: str
-    variant: str
-    pool: str  # "" for a figure of the variant run as a whole
-    clients: int
-    point: int  # the sweep point (NO_POINT without a sweep)
-    server: str
-    metric: str
+    key: SeriesKey
     status: str  # "ok", or how the variant run ended (its figures are kept, and left out of detection)
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom (None: not known)
@@ -123,12 +139,12 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
         first = runs[0]
         server = first.server or default_server
         point = NO_POINT if first.point is None else int(first.point)
-        status = next((r.status for r in runs if r.status != "ok"), "ok")
+        status = next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK)
         measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
         for pool in measured:
-            own = set(_flat_names(first.pools[pool].metrics))
+            own = set(_flat_names(first.pools[pool].metrics)) | set(PER_TXN_FIGURES)
             clients = int(first.pools[pool].clients)
-            rows = [r.flat_metrics(pool) for r in runs if pool in r.pools]
+            rows = [{**r.flat_metrics(pool), **per_txn(r.pools[pool].metrics)} for r in runs if pool in r.pools]
             for metric in _numbers(rows):
                 if metric in own:
                     where = (pool, clients)
@@ -150,7 +166,7 @@ def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int,
     se, df = est.se, est.df
     if len(values) == 1 and single is not None:  # the window's own error
         se, df = single.se, single.df
-    return PointRecord(record.run_id, record.scenario, variant, pool, clients, point, server, metric, status,
+    return PointRecord(record.run_id, SeriesKey(record.scenario, variant, pool, clients, point, server, metric), status,
                        float(est.mean), _finite(se), _finite(df), None, None, len(values),
                        tuple(float(v) for v in values))
 
@@ -163,9 +179,9 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         shown = c.ratio if c.ratio is not None else c.left
         if shown is None or not _number(shown.value):
             continue
-        status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else "ok"  # the point's status
-        out.append(PointRecord(record.run_id, record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server,
-                               c.claim, status, float(shown.value), None, None, _finite(shown.low),
+        status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
+        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, c.claim)
+        out.append(PointRecord(record.run_id, key, status, float(shown.value), None, None, _finite(shown.low),
                                _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
     return out
 

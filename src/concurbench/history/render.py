@@ -1,9 +1,12 @@
-"""An analysis as a report (terminal, Markdown, HTML tables), JSON and CSV.
+"""An analysis as a report (terminal, Markdown, HTML tables), JSON and CSV, with the store's findings.
 
-The JSON holds every series with every point, and a list `change_points`: each with `scenario`,
-`variant`, `pool`, `clients`, `metric` (the lead metric), `run` (the run id of the first run after
-the change), `version`, `change` (relative), `p`, `status` (confirmed or candidate), `way` (worse,
-better or neutral), the runs on either side, the levels before and after, whether the scenario
+The report lists the findings first (open ones: new, then acknowledged; the resolved are counted), then
+the change points, the series and the runs. The JSON holds every series with every point, a list
+`findings` (each with `id`, `state`, its series, `first_run`, `change`, `p`, the level before, the
+reason and when it was acted on) and a list `change_points`: each with `scenario`, `variant`, `pool`,
+`clients`, `metric` (the lead metric), `run` (the run id of the first run after the change),
+`version`, `change` (relative), `p`, `status` (confirmed or candidate), `way` (worse, better or
+neutral), the runs on either side, the levels before and after, whether the scenario or the release
 changed there, and `metrics`: every metric of that location that moved with it.
 """
 
@@ -12,11 +15,16 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
+from datetime import datetime
 
+from ..errors import ConfigError
 from ..report.tables import Report, Table, figure
+from ..results.model import RunStatus
 from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, relative
-from .detect import Level
-from .store import SeriesKey
+from .findings import OPEN, Finding, FindingState
+from .level import Level
+from .records import SeriesKey
 
 RECENT_RUNS = 20  # the runs table of a report lists this many of the newest runs
 
@@ -44,14 +52,15 @@ def run_cell(p: Point) -> str:
 
 def level_cell(level: Level) -> str:
     if level.low is None:
-        return f"{figure(level.mean)} (1 run)"
-    return f"{figure(level.mean)} [{figure(level.low)}, {figure(level.high)}] ({level.n} runs)"
+        return f"{figure(level.mean)}" + (" (1 run)" if level.n == 1 else "")
+    runs = f" ({level.n} runs)" if level.n else ""
+    return f"{figure(level.mean)} [{figure(level.low)}, {figure(level.high)}]{runs}"
 
 
-def report(a: Analysis, *, everything: bool = False) -> Report:
-    """Lines, the change points, the series (those with a change or a run left out; `everything`: all),
-    the runs (the newest RECENT_RUNS; `everything`: all)."""
-    confirmed = sum(1 for g in a.groups if g.status == "confirmed")
+def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = False) -> Report:
+    """Lines, the open findings, the change points, the series (those with a change or a run left out;
+    `everything`: all), the runs (the newest RECENT_RUNS; `everything`: all)."""
+    confirmed = sum(1 for g in a.groups if g.confirmed)
     candidates = len(a.groups) - confirmed
     lines = [f"Store: {a.store}; {len(a.runs)} run{'s' if len(a.runs) != 1 else ''}"
              + (f" from {a.runs[0].record.started[:10]} to {a.runs[-1].record.started[:10]}" if a.runs else ""),
@@ -62,7 +71,60 @@ def report(a: Analysis, *, everything: bool = False) -> Report:
              f"{a.method.confirm} runs, a candidate before (from {a.method.min_after})"]
     if not a.groups:
         lines.append("No change point: every series stayed within its noise.")
-    return Report("History", lines, [changes_table(a), series_table(a, everything), runs_table(a, everything)])
+    opened = [f for f in findings if f.state in OPEN]
+    lines.insert(0, f"Findings: {sum(f.state is FindingState.NEW for f in findings)} new, "
+                    f"{sum(f.state is FindingState.ACKNOWLEDGED for f in findings)} acknowledged, "
+                    f"{sum(f.state is FindingState.RESOLVED for f in findings)} resolved"
+                    + ("" if opened else " (none open)"))
+    return Report("History", lines, [findings_table(a, findings), changes_table(a), series_table(a, everything),
+                                     runs_table(a, everything)])
+
+
+def findings_table(a: Analysis, findings: list[Finding]) -> Table:
+    """The open findings, new first: what `history check` holds red (new) or was told about."""
+    table = Table("Open findings", ["Finding", "State", "Series", "Metric", "First run after", "Before", "After",
+                                    "Change", "p", "Reason"])
+    runs = {r.id: r for r in a.runs}
+    order = {FindingState.NEW: 0, FindingState.ACKNOWLEDGED: 1}
+    for f in sorted((f for f in findings if f.state in OPEN), key=lambda f: (order[f.state], f.id or 0)):
+        run = runs.get(f.first_run)
+        where = run.record.run_id + ", " + run.record.started[:16].replace("T", " ") if run else f"run #{f.first_run}"
+        table.rows.append([f.name, f.state.value, label(f.key), f.key.metric, where, level_cell(f.before),
+                           figure(f.after_mean), relative(f.change), f"{f.p:.2g}",
+                           (f.reason or "") + (f" ({f.acted[:10]})" if f.acted else "")])
+    resolved = sum(f.state is FindingState.RESOLVED for f in findings)
+    if resolved:
+        table.notes.append(f"{resolved} resolved finding{'s' if resolved != 1 else ''} (the metric came back) not "
+                           f"listed; --format json has them.")
+    table.notes.append("`concurbench history ack FINDING --reason TEXT` acknowledges a new finding.")
+    return table
+
+
+def since(a: Analysis, when: str) -> Analysis:
+    """The analysis as shown from `when` on (a date, a time or a run id): its change points and runs from
+    then; the series keep every point (the detection read them all)."""
+    start = _start(a, when)
+    return replace(a, runs=[r for r in a.runs if r.record.started >= start],
+                   groups=[g for g in a.groups if g.after_run.run.record.started >= start])
+
+
+def findings_since(a: Analysis, findings: list[Finding], when: str) -> list[Finding]:
+    start = _start(a, when)
+    runs = {r.id: r.record.started for r in a.runs}
+    return [f for f in findings if runs.get(f.first_run, "") >= start or f.state is FindingState.NEW]
+
+
+def _start(a: Analysis, when: str) -> str:
+    """`when` as a time the runs' start times compare with: a run id's start, or the date or time given."""
+    for r in a.runs:
+        if r.record.run_id == when:
+            return r.record.started
+    try:
+        datetime.fromisoformat(when)
+    except ValueError:
+        raise ConfigError(f"--since {when!r}: give a date (2026-12-01), a time (2026-12-01T02:00) or a run id of "
+                          f"the store") from None
+    return when
 
 
 def changes_table(a: Analysis) -> Table:
@@ -116,8 +178,9 @@ def _value(p) -> str:
 
 # JSON and CSV --------------------------------------------------------------------------------------------
 
-def as_json(a: Analysis) -> dict:
-    return {"store": a.store, "order": a.order,
+def as_json(a: Analysis, findings: list[Finding] = ()) -> dict:
+    runs = {r.id: r.record.run_id for r in a.runs}
+    return {"store": a.store, "order": a.order, "findings": [finding_json(f, runs) for f in findings],
             "method": {"window": a.method.window, "alpha": a.method.alpha, "min_change": a.method.min_change,
                        "confirm": a.method.confirm, "min_after": a.method.min_after},
             "runs": [_run_json(r) for r in a.runs],
@@ -125,12 +188,22 @@ def as_json(a: Analysis) -> dict:
             "change_points": [change_json(g) for g in a.groups]}
 
 
+def finding_json(f: Finding, runs: dict[int, str]) -> dict:
+    k = f.key
+    return {"id": f.name, "state": f.state.value, "scenario": k.scenario, "variant": k.variant, "pool": k.pool,
+            "clients": k.clients, "point": k.point, "line": k.server, "metric": k.metric,
+            "first_run": runs.get(f.first_run), "before_run": runs.get(f.before_run), "change": f.change, "p": f.p,
+            "before": f.before.as_dict(), "after_mean": f.after_mean, "found": f.found, "reason": f.reason,
+            "acted": f.acted, "resolved_run": runs.get(f.resolved_run) if f.resolved_run else None}
+
+
 def change_json(g: ChangeGroup) -> dict:
     lead = g.lead
     return {"scenario": g.key.scenario, "variant": g.key.variant, "pool": g.key.pool, "clients": g.key.clients,
             "point": g.key.point, "server": g.key.server, "metric": lead.metric, "run": g.after_run.run.record.run_id,
             "version": g.after_run.server, "change": lead.change, "p": lead.p, "status": g.status, "way": lead.way,
-            "scenario_changed": g.scenario_changed, "before_run": _point_ref(g.before_run),
+            "scenario_changed": g.scenario_changed, "release_changed": g.release_changed,
+            "before_run": _point_ref(g.before_run),
             "after_run": _point_ref(g.after_run), "before": lead.before.as_dict(), "after": lead.after.as_dict(),
             "metrics": [_moved_json(m) for m in g.moved]}
 
@@ -169,7 +242,7 @@ def _point_json(p: Point, values) -> dict:
     record, half = p.run.record, p.half
     low, high = (p.given_low, p.given_high) if half is None else (p.mean - half, p.mean + half)
     return {"run": record.run_id, "version": p.server, "status": p.status, "run_status": record.status,
-            "included": p.status == "ok" and record.status == "ok", "mean": p.mean, "low": low, "high": high,
+            "included": p.status == RunStatus.OK and record.status == RunStatus.OK, "mean": p.mean, "low": low, "high": high,
             "n": p.n, "values": values, "scenario_changed": p.scenario_changed}
 
 
@@ -191,7 +264,7 @@ def as_csv(a: Analysis) -> str:
                              "clients": s.key.clients, "point": s.key.point, "server": s.key.server,
                              "metric": s.key.metric, "run": p.run.record.run_id, "version": p.server,
                              "started": p.run.record.started, "commit": p.run.record.commit,
-                             "status": p.status if p.run.record.status == "ok" else p.run.record.status,
+                             "status": p.status if p.run.record.status == RunStatus.OK else p.run.record.status,
                              "included": int(p.included), "mean": p.mean, "low": p.low,
                              "high": p.high, "n": p.n, "scenario_changed": int(p.scenario_changed),
                              "change_status": c.status if c else "", "change": c.change if c else "",
@@ -199,7 +272,7 @@ def as_csv(a: Analysis) -> str:
     return buf.getvalue()
 
 
-def json_text(a: Analysis) -> str:
+def json_text(a: Analysis, findings: list[Finding] = ()) -> str:
     """Compact (one line): a store of a thousand runs is hundreds of thousands of points, and the indented
     form takes the pure-Python encoder, several times slower; pipe it to `jq .` to read it."""
-    return json.dumps(as_json(a), default=str, separators=(",", ":")) + "\n"
+    return json.dumps(as_json(a, findings), default=str, separators=(",", ":")) + "\n"

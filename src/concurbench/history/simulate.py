@@ -33,6 +33,55 @@ def series(rng: np.random.Generator, n: int, spread: float, *, wild_every: float
 
 
 @dataclass(frozen=True)
+class Simulated:
+    """A series with what the detector is given besides the values: each run's own error and its degrees of
+    freedom (None: not known), and whether the figure is a count."""
+
+    values: np.ndarray
+    se: np.ndarray | None = None
+    df: np.ndarray | None = None
+    discrete: bool = False
+
+
+def counts(rng: np.random.Generator, n: int, mean: float) -> Simulated:
+    """A count per run (errors, retries): Poisson with this mean, so most runs of a small mean tie at 0."""
+    return Simulated(rng.poisson(mean, n).astype(float), discrete=True)
+
+
+def pages(rng: np.random.Generator, n: int, low: int = 2, high: int = 3, page: int = 8192) -> Simulated:
+    """A size of a few pages that flips between `low` and `high` pages at random (equal chances): not a count,
+    but its runs tie often."""
+    return Simulated(page * rng.integers(low, high + 1, n).astype(float))
+
+
+def repeated(rng: np.random.Generator, n: int, spread: float, repeats: int, *, between: float = 0.5) -> Simulated:
+    """Runs of `repeats` repeats each: the run's mean with its standard error from the repeats (repeats - 1
+    degrees of freedom). A repeat moves by `spread`; a run as a whole by `between` x spread besides."""
+    level = 100 * (1 + between * spread * rng.standard_normal(n))
+    reps = level[:, None] * (1 + spread * rng.standard_normal((n, repeats)))
+    return Simulated(reps.mean(axis=1), reps.std(axis=1, ddof=1) / np.sqrt(repeats), np.full(n, repeats - 1.0))
+
+
+def rising(rng: np.random.Generator, n: int, spread: float, to: float, *, at: int | None = None) -> Simulated:
+    """A level that never moves while its noise rises from `spread` to `to` at run `at` (half way)."""
+    at = n // 2 if at is None else at
+    noise = rng.standard_normal(n) * np.where(np.arange(n) < at, spread, to)
+    return Simulated(np.maximum(100 * (1 + noise), 1e-3))
+
+
+def false_rate(make, method: Method, *, n: int, reps: int, seed: int) -> "FalseRate":
+    """Change points found in series without a change of level, `make(rng, n)` giving each (a Simulated)."""
+    rng = np.random.default_rng(seed)
+    confirmed = candidates = 0
+    for _ in range(reps):
+        s = make(rng, n)
+        found = detect(s.values, s.se, method=method, df=s.df, discrete=s.discrete)
+        confirmed += sum(c.confirmed for c in found)
+        candidates += sum(not c.confirmed for c in found)
+    return FalseRate(n * reps, confirmed, candidates)
+
+
+@dataclass(frozen=True)
 class FalseRate:
     runs: int
     confirmed: int

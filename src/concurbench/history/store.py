@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ..util import first_line
 from ..errors import ConfigError
-from .records import PointRecord, RunRecord
+from .level import Level
+from .findings import Expectation, Finding, FindingState
+from .records import PointRecord, RunRecord, SeriesKey
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
 
 DEFAULT_STORE = "history.db"
@@ -34,7 +37,10 @@ SCAN_SHARE = 0.3  # reading at least this share of the series, one scan of the p
 _RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters", "quick", "started", "ended",
                 "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
                 "format_version", "labels", "added")
-_SERIES_KEY = ("scenario", "variant", "pool", "point", "server", "metric")
+_FINDING_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "line", "metric", "first_run", "before_run",
+                    "change", "p", "before_mean", "before_low", "before_high", "before_n", "after_mean", "state", "found",
+                    "reason",
+                    "acted", "resolved_run")
 
 
 @dataclass(frozen=True)
@@ -46,15 +52,18 @@ class StoredRun:
     added: str
 
 
-@dataclass(frozen=True)
-class SeriesKey:
-    scenario: str
-    variant: str
-    pool: str
-    clients: int
-    point: int
-    server: str
-    metric: str
+class StoredPoint(NamedTuple):
+    """One point as the store holds it (a named tuple: a show reads hundreds of thousands of them)."""
+
+    run: int  # the run's row id (StoredRun.id)
+    status: str
+    mean: float
+    se: float | None
+    df: float | None
+    low: float | None
+    high: float | None
+    n: int
+    vals: str | None  # each repeat's value as JSON (None when not read)
 
 
 def is_url(location: str) -> bool:
@@ -166,6 +175,10 @@ class HistoryStore:
                 self._execute(statement)
         if version < SCHEMA_VERSION:
             self._execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
+            self._migrated()
+
+    def _migrated(self) -> None:
+        """A check of the migrated tables before the migration commits (the dialect's)."""
 
     def schema_version(self) -> int:
         row = self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()
@@ -188,16 +201,16 @@ class HistoryStore:
                 return False
             raise ConfigError(f"history store {self.name}: run {record.run_id} could not be added")
         run = int(row[0])
-        keys = sorted({_series_key(p) for p in points})
+        keys = sorted({p.key for p in points})
         self._executemany("INSERT INTO history_series (scenario, variant, pool, clients, point, server, metric) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", keys)
         ids = {}
         for sid, *key in self._execute("SELECT id, scenario, variant, pool, clients, point, server, metric "
                                        "FROM history_series WHERE scenario = ?", (record.scenario,)).fetchall():
-            ids[tuple(key)] = int(sid)
+            ids[SeriesKey(*key)] = int(sid)
         self._executemany("INSERT INTO history_points (run, series, status, mean, se, df, low, high, n, vals) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          [(run, ids[_series_key(p)], p.status, p.mean, p.se, p.df, p.low, p.high, p.n,
+                          [(run, ids[p.key], p.status, p.mean, p.se, p.df, p.low, p.high, p.n,
                             json.dumps(list(p.values))) for p in points])
         return True
 
@@ -225,28 +238,71 @@ class HistoryStore:
         where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
         rows = self._read(f"SELECT id, scenario, variant, pool, clients, point, server, metric FROM history_series "
                           f"{where}", params, "reading series")
-        return {int(r[0]): SeriesKey(*r[1:]) for r in rows}
+        return {int(r[0]): SeriesKey(r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], r[7]) for r in rows}
 
-    def points(self, series: list[int], *, values: bool = True, scenario: str | None = None) -> dict[int, list[tuple]]:
-        """The points of these series (of `scenario`, when given), by series id, as rows (run id, status,
-        mean, se, df, low, high, n, vals: each repeat's value as JSON, None without `values`)."""
+    def points(self, series: list[int], *, values: bool = True,
+               scenario: str | None = None) -> dict[int, list[StoredPoint]]:
+        """The points of these series (of `scenario`, when given), by series id (`vals` None without `values`)."""
         columns = f"p.series, p.run, p.status, p.mean, p.se, p.df, p.low, p.high, p.n, {'p.vals' if values else 'NULL'}"
-        out: dict[int, list[tuple]] = {s: [] for s in series}
+        out: dict[int, list[StoredPoint]] = {s: [] for s in series}
         if len(series) >= SCAN_SHARE * max(1, self._count_series(scenario)):  # most of them: one scan is faster
             where, params = ("JOIN history_series s ON s.id = p.series WHERE s.scenario = ?", (scenario,)) \
                 if scenario else ("", ())
             for row in self._read(f"SELECT {columns} FROM history_points p {where}", params, "reading points"):
                 bucket = out.get(row[0])
                 if bucket is not None:
-                    bucket.append(row[1:])
+                    bucket.append(StoredPoint._make(row[1:]))
             return out
         for start in range(0, len(series), 500):
             chunk = series[start:start + 500]
             marks = ", ".join("?" * len(chunk))
             for row in self._read(f"SELECT {columns} FROM history_points p WHERE p.series IN ({marks})", chunk,
                                   "reading points"):
-                out[row[0]].append(row[1:])
+                out[row[0]].append(StoredPoint._make(row[1:]))
         return out
+
+    # -- findings and expectations
+    def findings(self, scenario: str | None = None) -> list[Finding]:
+        """Every finding (of one scenario), oldest first."""
+        where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
+        rows = self._read(f"SELECT id, {', '.join(_FINDING_COLUMNS)} FROM history_findings {where} ORDER BY id",
+                          params, "reading findings")
+        return [_finding(r) for r in rows]
+
+    def finding(self, number: int) -> Finding | None:
+        rows = self._read(f"SELECT id, {', '.join(_FINDING_COLUMNS)} FROM history_findings WHERE id = ?", (number,),
+                          "reading a finding")
+        return _finding(rows[0]) if rows else None
+
+    def save_findings(self, new: list[Finding], changed: list[Finding]) -> list[Finding]:
+        """In one transaction: add the new findings, and write the state of the changed ones. Returns the new
+        ones with their ids."""
+        return self._transaction(lambda: self._save_findings(new, changed), "writing findings")
+
+    def _save_findings(self, new: list[Finding], changed: list[Finding]) -> list[Finding]:
+        out = []
+        marks = ", ".join("?" * len(_FINDING_COLUMNS))
+        for f in new:
+            row = self._execute(f"INSERT INTO history_findings ({', '.join(_FINDING_COLUMNS)}) VALUES ({marks}) "
+                                f"RETURNING id", _finding_row(f)).fetchone()
+            out.append(_with_id(f, int(row[0])))
+        for f in changed:
+            self._execute("UPDATE history_findings SET state = ?, reason = ?, acted = ?, resolved_run = ? WHERE id = ?",
+                          (f.state.value, f.reason, f.acted, f.resolved_run, f.id))
+        return out
+
+    def expectations(self) -> list[Expectation]:
+        rows = self._read("SELECT id, commit_id, release, reason, added FROM history_expectations ORDER BY id", (),
+                          "reading expectations")
+        return [Expectation(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+
+    def expect(self, expectation: Expectation, acknowledged: list[Finding]) -> None:
+        """Keep an announced change, and acknowledge the findings it covers, in one transaction."""
+        def work():
+            self._execute("INSERT INTO history_expectations (commit_id, release, reason, added) VALUES (?, ?, ?, ?)",
+                          (expectation.commit, expectation.release, expectation.reason, expectation.added))
+            self._save_findings([], acknowledged)
+        self._transaction(work, "writing an expectation")
 
     def _count_series(self, scenario: str | None) -> int:
         where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
@@ -281,6 +337,21 @@ class _SqliteStore(HistoryStore):
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
+
+    def ready(self, create: bool) -> None:
+        """As the store's, with foreign keys off meanwhile: a migration makes a referenced table again (SQLite
+        cannot switch them inside a transaction), and checks them itself before it commits."""
+        self.conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            super().ready(create)
+        finally:
+            self.conn.execute("PRAGMA foreign_keys = ON")
+
+    def _migrated(self) -> None:
+        broken = self._execute("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise ConfigError(f"history store {self.name}: migrating it would break {len(broken)} reference(s) "
+                              f"between its tables; it was left as it was")
 
     def _has_tables(self) -> bool:
         return self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history_meta'").fetchone() \
@@ -332,8 +403,25 @@ class _PostgresStore(HistoryStore):
         return ConfigError(f"history store {self.name}: {doing} failed: {_without(first_line(exc), self.location)}")
 
 
-def _series_key(p: PointRecord) -> tuple:
-    return (p.scenario, p.variant, p.pool, p.clients, p.point, p.server, p.metric)
+def _finding_row(f: Finding) -> tuple:
+    k = f.key
+    return (k.scenario, k.variant, k.pool, k.clients, k.point, k.server, k.metric, f.first_run, f.before_run, f.change,
+            f.p, f.before.mean, f.before.low, f.before.high, f.before.n, f.after_mean, f.state.value, f.found, f.reason,
+            f.acted, f.resolved_run)
+
+
+def _finding(row: tuple) -> Finding:
+    d = dict(zip(_FINDING_COLUMNS, row[1:]))
+    key = SeriesKey(d["scenario"], d["variant"], d["pool"], int(d["clients"]), int(d["point"]), d["line"], d["metric"])
+    return Finding(int(row[0]), key, int(d["first_run"]), int(d["before_run"]), d["change"], float(d["p"]),
+                   Level(float(d["before_mean"]), d["before_low"], d["before_high"], int(d["before_n"])),
+                   float(d["after_mean"]),
+                   FindingState(d["state"]), d["found"], d["reason"], d["acted"],
+                   None if d["resolved_run"] is None else int(d["resolved_run"]))
+
+
+def _with_id(f: Finding, number: int) -> Finding:
+    return replace(f, id=number)
 
 
 def _column(record: RunRecord, column: str):

@@ -10,9 +10,9 @@ refused (ConfigError) unless `force`; a changed scenario file (SHA-256), a diffe
 parameters, another host, a run or variant that did not finish ok, and variants found in one run only
 are returned as warnings.
 
-Direction. `tps` and any per-second rate (`*_per_s`) are better higher; any `*_ms` latency,
-`elapsed_s`, `failed`, `retries`, `late`, `skipped`, `errors.*` and `wal.bytes_per_txn` are better lower. Every other
-metric is neutral: reported, never gated.
+Direction. Which way is better is the metric catalogue's (results/catalogue.py): `tps` higher;
+latencies, lag, `elapsed_s`, failed, retried, late and skipped transactions, `errors.*` and
+`wal.bytes_per_txn` lower. A metric the catalogue calls neutral is reported, never gated.
 
 Default metrics: tps, latency mean/p50/p95/p99, every statement's mean (`statements.*.mean_ms`),
 and `elapsed_s` for fixed-count variants only. A fixed-count variant (pools with `transactions:`)
@@ -44,6 +44,8 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..figures import Better, Way, way_of
+from ..results.catalogue import CATALOGUE
 from ..results.model import Run, RunStatus, VariantRun
 from ..results.store import load_run
 from ..scenario.claims import server_matches
@@ -53,19 +55,8 @@ DEFAULT_METRICS = ("tps", "latency.mean_ms", "latency.p50_ms", "latency.p95_ms",
                    "statements.*.mean_ms")
 FIXED_COUNT_METRICS = ("elapsed_s",)
 ALPHA = 0.05
-HIGHER, LOWER, NEUTRAL = "higher", "lower", "neutral"
+NEUTRAL = Better.NEUTRAL
 REPEAT_HINT = "use --repeat 3 or more for a significance test"
-
-
-def direction(metric: str) -> str:
-    """Which way is better for a metric: HIGHER, LOWER or NEUTRAL (never gated)."""
-    last = metric.rsplit(".", 1)[-1]
-    if last == "tps" or last.endswith(("_per_s", "_per_sec", "_per_second")):
-        return HIGHER
-    if (last.endswith("_ms") or metric in ("elapsed_s", "failed", "retries", "late", "skipped", "wal.bytes_per_txn")
-            or metric.startswith("errors.")):
-        return LOWER
-    return NEUTRAL
 
 
 @dataclass(frozen=True)
@@ -157,7 +148,7 @@ class Row:
     contender: Estimate
     pct: float | None  # (contender - baseline) / |baseline| * 100; None when the baseline is 0
     direction: str
-    verdict: str  # better, worse, same, or neutral (a metric with no better direction)
+    verdict: Way  # better, worse, same, or neutral (a metric with no better direction)
     significant: bool | None  # None: untested, a side ran once
     p_value: float | None
     threshold: float | None
@@ -180,9 +171,14 @@ class Row:
     def label(self) -> str:
         if self.regression:
             return "regression" if self.significant else "regression (untested)"
-        if self.significant is False and self.verdict in ("better", "worse"):
+        if self.within_noise:
             return "within noise"
-        return self.verdict
+        return str(self.verdict)
+
+    @property
+    def within_noise(self) -> bool:
+        """Moved a better or worse way, but not significantly."""
+        return self.significant is False and self.verdict in (Way.BETTER, Way.WORSE)
 
     def as_dict(self) -> dict:
         return {"group": self.group, "variant": self.variant, "point": self.point, "pool": self.pool,
@@ -224,8 +220,8 @@ class Comparison:
         regressions = self.regressions
         return Summary(compared=len(self.rows), regressions=len(regressions),
                        untested_regressions=sum(1 for r in regressions if r.significant is None),
-                       improvements=sum(1 for r in self.rows if r.verdict == "better" and r.significant),
-                       within_noise=sum(1 for r in self.rows if r.label == "within noise"),
+                       improvements=sum(1 for r in self.rows if r.verdict is Way.BETTER and r.significant),
+                       within_noise=sum(1 for r in self.rows if r.within_noise),
                        gated=bool(self.thresholds))
 
     @property
@@ -327,7 +323,7 @@ def _notes(gate_patterns: list[str], available: set[str], b_groups: dict, c_grou
     """Warnings: gate patterns whose metrics have no better direction, and what ran in one run only."""
     out = []
     for pattern in gate_patterns:
-        if not any(fnmatchcase(m, pattern) and direction(m) != NEUTRAL for m in available):
+        if not any(fnmatchcase(m, pattern) and CATALOGUE.better(m) != NEUTRAL for m in available):
             neutral = sorted(m for m in available if fnmatchcase(m, pattern))
             out.append(f"--fail-above {pattern}: {', '.join(neutral[:5])} "
                        f"{'has' if len(neutral) == 1 else 'have'} no better direction, so nothing is gated")
@@ -449,7 +445,7 @@ def _select(names: list[str], patterns: list[str], matched: set[str], gated_only
         for name in names:
             if fnmatchcase(name, pattern):
                 matched.add(pattern)
-                if name not in chosen and not (gated_only and direction(name) == NEUTRAL):
+                if name not in chosen and not (gated_only and CATALOGUE.better(name) == NEUTRAL):
                     chosen.append(name)
     return chosen
 
@@ -459,13 +455,8 @@ def _row(first: VariantRun, key: tuple, pool: str, metric: str, b_values: list[f
     b, c = estimate(b_values), estimate(c_values)
     diff = c.mean - b.mean
     pct = None if b.mean == 0 else diff / abs(b.mean) * 100
-    way = direction(metric)
-    if way == NEUTRAL:
-        verdict = "neutral"
-    elif diff == 0:
-        verdict = "same"
-    else:
-        verdict = "better" if (diff > 0) == (way == HIGHER) else "worse"
+    way = CATALOGUE.better(metric)
+    verdict = way_of(way, diff)
     p_value = welch(b, c).p_value if b.n >= 2 and c.n >= 2 else None
     significant = None if p_value is None else p_value < ALPHA
     threshold = thresholds.for_metric(metric) if way != NEUTRAL else None
@@ -481,5 +472,5 @@ def _gate(rows: list[Row]) -> list[Row]:
     rows = list(rows)
     for i, p in zip(tested, holm([rows[i].p_value for i in tested])):
         rows[i] = replace(rows[i], p_adjusted=p, significant=p < ALPHA)
-    return [replace(r, regression=True) if r.verdict == "worse" and r.beyond and r.significant is not False else r
+    return [replace(r, regression=True) if r.verdict is Way.WORSE and r.beyond and r.significant is not False else r
             for r in rows]

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from rich.markup import escape
 from rich.table import Table
 
+from ..figures import Way
 from ..stats import Estimate
 from .compare import Comparison, REPEAT_HINT, Row, RunInfo
 
@@ -117,7 +118,7 @@ def terminal(comparison: Comparison, console) -> None:
         table.add_column("Significance")
         table.add_column("Verdict")
         for keys, row in body:
-            colour = {"better": "green", "worse": "red"}.get(row.verdict)
+            colour = {Way.BETTER: "green", Way.WORSE: "red"}.get(row.verdict)
             change = escape(change_cell(row))
             if colour:
                 change = f"[{colour}]{change}[/{colour}]"
@@ -126,7 +127,7 @@ def terminal(comparison: Comparison, console) -> None:
             label = escape(row.label)
             if row.regression:
                 label = f"[bold red]{label}[/bold red]"
-            elif row.significant is False or row.verdict == "neutral":
+            elif row.significant is False or row.verdict is Way.NEUTRAL:
                 label = f"[dim]{label}[/dim]"
             table.add_row(*[escape(k) for k in keys], escape(row.metric), value_cell(row.baseline),
                           value_cell(row.contender), change, escape(significance_cell(row)), label)

@@ -3,12 +3,66 @@
 Reports, CSV and claims read them flattened into dotted names by VariantRun.flat_metrics:
 `tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`, `wal.bytes_per_txn`,
 `multixact.created`, `waits.Lock:transactionid` (share of sampled sessions).
+
+POOL_FIGURES says what each of a pool's figures means (results/catalogue.py gathers it with the
+samplers' figures into the one metric catalogue); PER_TXN_FIGURES are the shares of a pool's
+scheduled transactions that failed, retried, ran late or were skipped, which the history derives from
+a pool's counts (per_txn) and gates as headline figures.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..engines.classes import ALL as ERROR_CLASSES
-from ..workload.stats import PoolStats
+from ..figures import Better, Figure, Kind
+
+if TYPE_CHECKING:  # the declarations here are read by `history add`, which should not import numpy
+    from ..workload.stats import PoolStats
+
+HIGHER, LOWER, NEUTRAL = Better.HIGHER, Better.LOWER, Better.NEUTRAL
+HEADLINE, DIAGNOSTIC, COUNT = Kind.HEADLINE, Kind.DIAGNOSTIC, Kind.COUNT
+
+# name -> the count it divides by the pool's scheduled transactions (committed + failed + skipped)
+PER_TXN_FIGURES = {"failed_per_txn": "failed", "retries_per_txn": "retries", "late_per_txn": "late",
+                   "skipped_per_txn": "skipped"}
+
+POOL_FIGURES = (
+    Figure("tps", "1/s", HIGHER, HEADLINE, "transactions committed per second of the window", window=True),
+    Figure("latency.mean_ms", "ms", LOWER, HEADLINE, "mean transaction latency", window=True),
+    Figure("latency.p95_ms", "ms", LOWER, HEADLINE, "95th percentile of transaction latency"),
+    Figure("latency.p99_ms", "ms", LOWER, HEADLINE, "99th percentile of transaction latency"),
+    Figure("latency.*", "ms", LOWER, DIAGNOSTIC, "transaction latency (median, maximum)"),
+    Figure("lag.mean_ms", "ms", LOWER, HEADLINE, "mean lag behind a rate-driven pool's schedule"),
+    Figure("lag.p99_ms", "ms", LOWER, HEADLINE, "99th percentile of the schedule lag"),
+    Figure("lag.*", "ms", LOWER, DIAGNOSTIC, "the largest schedule lag"),
+    *(Figure(name, "share", LOWER, HEADLINE, f"{count} per scheduled transaction")
+      for name, count in PER_TXN_FIGURES.items()),
+    Figure("failed", "txn", LOWER, COUNT, "transactions that failed (after their retries)"),
+    Figure("retries", "txn", LOWER, COUNT, "transactions retried after a serialization failure or deadlock"),
+    Figure("late", "txn", LOWER, COUNT, "transactions a rate-driven pool started late"),
+    Figure("skipped", "txn", LOWER, COUNT, "transactions a rate-driven pool skipped, being too far behind"),
+    Figure("errors.*", "errors", LOWER, COUNT, "errors by class (deadlock, serialization, lock timeout, ...)"),
+    Figure("transactions", "txn", NEUTRAL, COUNT, "transactions committed"),
+    Figure("sessions", "sessions", NEUTRAL, COUNT, "client sessions of the pool"),
+    Figure("statements_executed", "statements", NEUTRAL, COUNT, "statements executed"),
+    Figure("statements.*.count", "statements", NEUTRAL, COUNT, "executions of one statement"),
+    Figure("statements.*.mean_ms", "ms", LOWER, DIAGNOSTIC, "one statement's mean latency", window=True),
+    Figure("statements.*_ms", "ms", LOWER, DIAGNOSTIC, "one statement's latency percentiles"),
+    Figure("error_messages.*", "errors", NEUTRAL, COUNT, "the five most common error messages, by their text"),
+)
+
+
+def per_txn(metrics: dict) -> dict:
+    """The PER_TXN_FIGURES of a pool's metrics: None where the count is absent (a closed-loop pool has no
+    late or skipped) or nothing was scheduled."""
+    scheduled = sum(metrics.get(k) or 0 for k in ("transactions", "failed", "skipped"))
+    out = {}
+    for name, count in PER_TXN_FIGURES.items():
+        value = metrics.get(count)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = round(value / scheduled, 6) if scheduled else None
+    return out
 
 
 def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:

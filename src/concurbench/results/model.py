@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..figures import Better, Figure, Kind
 from ..scenario.claims import ClaimForm, claim_form, claim_of
 from ..scenario.model import Scenario
 from ..stats import Verdict
@@ -60,6 +61,13 @@ LEFT_OUT_CAUSES = (Cause.QUICK, Cause.OTHER_SERVER, Cause.NOT_CHOSEN)  # not eva
 
 STATUSES = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.INCOMPLETE, RunStatus.FAILED)  # of a variant run
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
+# the figures flat_metrics gives a variant run as a whole (besides its pools' and its samplers')
+RUN_FIGURES = (
+    Figure("elapsed_s", "s", Better.LOWER, Kind.DIAGNOSTIC,
+           "the measurement window used (the result of a variant that runs a fixed count of transactions)"),
+    Figure("probes.*.rows", "rows", Better.NEUTRAL, Kind.COUNT, "rows a probe returned"),
+    Figure("probes.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC, "a number a probe's first row gave"),
+)
 
 
 class FormatProblem(ValueError):

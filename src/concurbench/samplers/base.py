@@ -18,6 +18,7 @@ import threading
 import time
 from typing import Any, Callable, ClassVar, Sequence
 
+from ..figures import Figure
 from ..util import first_line
 from ..scenario.model import SamplerSpec
 
@@ -32,6 +33,9 @@ class Sampler:
     description: ClassVar[str] = ""
     default_interval: ClassVar[float] = 0.1
     early_opening: ClassVar[bool] = False  # without warm-up, the opening reading before the sessions connect
+    # what the summary's figures mean, by the names reports give them (`wal.bytes`, `database.deadlocks`);
+    # results/catalogue.py gathers them into the metric catalogue
+    figures: ClassVar[tuple[Figure, ...]] = ()
 
     def __init__(self, spec: SamplerSpec | None = None):
         self.spec = spec or SamplerSpec(self.name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..engines.quoting import tsql_name
 from ..errors import ConfigError, EngineError
+from ..figures import Better, Figure, Kind
 from .base import Sampler
 from .mssql_counters import LockWaits, PerfCounters, TempdbAllocation, VersionStore
 from .mssql_latches import TempdbLatches
@@ -97,6 +98,9 @@ class IndexPhysicalStats(Sampler):
     options = ("table", "database", "index")
     description = ("sys.dm_db_index_physical_stats (DETAILED) of one table before and after: levels, leaf pages, "
                    "ghost and version ghost records")
+    figures = (Figure("index_physical_stats.*space_used_pct", "%", Better.NEUTRAL, Kind.DIAGNOSTIC,
+                      "how full the leaf pages are"),
+               Figure("index_physical_stats.*", "", Better.NEUTRAL, Kind.SIZE, "levels, pages and records of the index"))
     # No NULL parameter: pyodbc declares None as a varchar of length 1, and ISNULL(?, DB_NAME()) takes
     # the type of its first argument, so DB_NAME() would be cut to one character.
     RESOLVE = "SELECT DB_ID() AS database_id, OBJECT_ID(?) AS object_id"
@@ -170,6 +174,8 @@ class SnapshotTransactions(Sampler):
     options = ("interval",)
     description = ("active snapshot (row-versioning) transactions: count, sessions, oldest age (s), "
                    "longest version chain traversed")
+    figures = (Figure("snapshot_transactions.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC,
+                      "snapshot transactions: how many, their age, the longest version chain"),)
     default_interval = 0.5
     QUERY = ("SELECT COUNT(*) AS active, COUNT(DISTINCT t.session_id) AS sessions, "
              "ISNULL(MAX(t.elapsed_time_seconds), 0) AS max_elapsed_s, "

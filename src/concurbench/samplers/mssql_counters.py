@@ -28,6 +28,7 @@ import time
 from typing import Callable
 
 from ..engines.quoting import tsql_literal
+from ..figures import Better, Figure, Kind
 from .base import Sampler
 from .mssql_rows import RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max
 
@@ -139,6 +140,9 @@ class PerfCounters(CounterSampler):
     name = "mssql_counters"
     description = ("performance counters per second: skipped ghosted records, lock requests (_Total), batch "
                    "requests, temp tables created, SQL compilations and re-compilations; version store size (KB)")
+    figures = (Figure("mssql_counters.version_store_kb_*", "kB", Better.NEUTRAL, Kind.SIZE, "the version store's size"),
+               Figure("mssql_counters.*_total*", "", Better.NEUTRAL, Kind.COUNT, "a counter's growth over the window"),
+               Figure("mssql_counters.*", "1/s", Better.NEUTRAL, Kind.DIAGNOSTIC, "counter rates: mean and peaks"))
     COUNTERS = (
         ("skipped_ghosted_per_s", "Access Methods", "Skipped Ghosted Records/sec", ""),
         ("lock_requests_per_s", "Locks", "Lock Requests/sec", "_Total"),
@@ -159,6 +163,13 @@ class LockWaits(CounterSampler):
     name = "mssql_lock_waits"
     description = ("Lock Waits/sec, Lock Wait Time (ms), Lock Requests/sec, Lock Timeouts/sec and deadlocks per "
                    "lock resource type (Key, Application, Object, Page, ..., _Total)")
+    figures = (Figure("mssql_lock_waits.deadlocks_total*", "deadlocks", Better.LOWER, Kind.COUNT, "deadlocks"),
+               Figure("mssql_lock_waits.timeouts_total*", "timeouts", Better.LOWER, Kind.COUNT, "lock timeouts"),
+               Figure("mssql_lock_waits.deadlocks_*", "1/s", Better.LOWER, Kind.DIAGNOSTIC, "deadlocks per second"),
+               Figure("mssql_lock_waits.timeouts_*", "1/s", Better.LOWER, Kind.DIAGNOSTIC, "lock timeouts per second"),
+               Figure("mssql_lock_waits.wait_ms_per_wait.*", "ms", Better.LOWER, Kind.DIAGNOSTIC, "mean lock wait"),
+               Figure("mssql_lock_waits.*_total*", "", Better.NEUTRAL, Kind.COUNT, "lock waits, requests, time waited"),
+               Figure("mssql_lock_waits.*", "1/s", Better.NEUTRAL, Kind.DIAGNOSTIC, "lock counter rates"))
     COUNTERS = (
         ("waits_per_s", "Locks", "Lock Waits/sec", EVERY),
         ("wait_ms_per_s", "Locks", "Lock Wait Time (ms)", EVERY),
@@ -193,6 +204,8 @@ class VersionStore(CounterSampler):
 
     name = "mssql_version_store"
     description = "version store size (KB), generation and cleanup rates (KB/s), units active, created and truncated"
+    figures = (Figure("mssql_version_store.size_kb_*", "kB", Better.NEUTRAL, Kind.SIZE, "the version store's size"),
+               Figure("mssql_version_store.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC, "version store rates and units"))
     COUNTERS = (
         ("size_kb", "Transactions", "Version Store Size (KB)", ""),
         ("generation_kb_per_s", "Transactions", "Version Generation rate (KB/s)", ""),
@@ -211,6 +224,8 @@ class TempdbAllocation(CounterSampler):
     name = "tempdb_allocation"
     description = ("Temp Tables Creation Rate, Temp Tables For Destruction, Worktables Created/sec, Workfiles "
                    "Created/sec, Worktables From Cache Ratio")
+    figures = (Figure("tempdb_allocation.*_total*", "", Better.NEUTRAL, Kind.COUNT, "objects created in the window"),
+               Figure("tempdb_allocation.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC, "tempdb allocation rates and ratios"))
     COUNTERS = (
         ("temp_tables_created_per_s", "General Statistics", "Temp Tables Creation Rate", ""),
         ("temp_tables_for_destruction", "General Statistics", "Temp Tables For Destruction", ""),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from ..figures import Better, Figure, Kind
 from .base import Sampler
 from .mssql_rows import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
 from .mssql_pages import PageNamer
@@ -50,6 +51,11 @@ class TempdbLatches(Sampler):
     options = ("interval", "min_task_samples", "resolve_pages")
     description = ("PAGELATCH waits on tempdb pages from sys.dm_os_waiting_tasks by PFS/GAM/SGAM/object, and "
                    "PAGELATCH_* wait statistics of the window")
+    figures = (Figure("tempdb_latches.*_share", "share", Better.NEUTRAL, Kind.SHARE, "share of waiting-task samples"),
+               Figure("tempdb_latches.pagelatch_wait_ms", "ms", Better.LOWER, Kind.DIAGNOSTIC, "PAGELATCH wait time"),
+               Figure("tempdb_latches.wait_ms.*", "ms", Better.LOWER, Kind.DIAGNOSTIC, "wait time by PAGELATCH type"),
+               Figure("tempdb_latches.*_waiting", "tasks", Better.NEUTRAL, Kind.DIAGNOSTIC, "tasks waiting per sample"),
+               Figure("tempdb_latches.*", "", Better.NEUTRAL, Kind.COUNT, "samples and waiting tasks"))
     default_interval = 0.1
     QUERY = ("SELECT wait_type, resource_description, COUNT(*) AS tasks FROM sys.dm_os_waiting_tasks "
              "WHERE wait_type LIKE N'PAGELATCH[_]%' AND resource_description LIKE N'2:%' "

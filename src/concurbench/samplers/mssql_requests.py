@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..figures import Better, Figure, Kind
 from .base import Sampler
 from .mssql_rows import dict_rows, pool_of
 
@@ -85,6 +86,11 @@ class Requests(Sampler):
     options = ("interval",)
     description = ("sys.dm_exec_requests: requests by wait type and resource type (KEY, APPLICATION, PAGE, ...), "
                    "blocking chains and their head blockers")
+    figures = (Figure("mssql_requests.share.*", "share", Better.NEUTRAL, Kind.SHARE, "share of waiting requests"),
+               Figure("mssql_requests.blocked_*", "requests", Better.NEUTRAL, Kind.DIAGNOSTIC, "blocked requests"),
+               Figure("mssql_requests.chain_depth_max", "sessions", Better.NEUTRAL, Kind.DIAGNOSTIC,
+                      "the deepest blocking chain"),
+               Figure("mssql_requests.*", "", Better.NEUTRAL, Kind.COUNT, "request samples by wait and resource"))
     default_interval = 0.2
     QUERY = ("SELECT s.session_id, s.program_name, r.blocking_session_id, r.wait_type, r.wait_time, "
              "r.wait_resource, r.command "

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..figures import Better, Figure, Kind
 from .base import Sampler
 from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, pool_of, wait_deltas
 
@@ -92,6 +93,11 @@ class WaitStats(Sampler):
     options = ("exclude_benign", "keep", "top", "interval")
     description = ("wait statistics over the window, server-wide (sys.dm_os_wait_stats) and of the load sessions "
                    "(sys.dm_exec_session_wait_stats): top waits by wait time, tasks and signal wait")
+    figures = (Figure("mssql_waits.window_s", "s", Better.NEUTRAL, Kind.DIAGNOSTIC, "seconds between the readings"),
+               Figure("mssql_waits.*tasks*", "tasks", Better.NEUTRAL, Kind.COUNT, "tasks that waited"),
+               Figure("mssql_waits.wait_types", "types", Better.NEUTRAL, Kind.COUNT, "wait types seen"),
+               Figure("mssql_waits.sessions.count", "sessions", Better.NEUTRAL, Kind.COUNT, "load sessions read"),
+               Figure("mssql_waits.*", "ms", Better.LOWER, Kind.DIAGNOSTIC, "time waited (total, by wait type)"))
     default_interval = 1.0
     QUERY = ("SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms "
              "FROM sys.dm_os_wait_stats")

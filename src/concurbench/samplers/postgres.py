@@ -10,8 +10,12 @@ from __future__ import annotations
 from collections import Counter
 
 from ..errors import EngineError
+from ..figures import Better, Figure, Kind
 from . import pgstats
 from .base import Sampler, numeric_delta
+
+LOWER, NEUTRAL = Better.LOWER, Better.NEUTRAL
+COUNT, SIZE, SHARE, DIAGNOSTIC = Kind.COUNT, Kind.SIZE, Kind.SHARE, Kind.DIAGNOSTIC
 
 
 def not_on(version_num: int, why: str) -> str:
@@ -36,6 +40,9 @@ class WaitEvents(Sampler):
     kind = "periodic"
     options = ("interval",)
     description = "wait events of every non-idle session but the sampler's own, sampled from pg_stat_activity"
+    figures = (Figure("waits.*", "share", NEUTRAL, SHARE, "share of sampled sessions in one wait event (CPU: none)",
+                      window=True),
+               Figure("wait_events.*", "samples", NEUTRAL, COUNT, "samples taken, sessions seen in them"))
     default_interval = 0.1
     QUERY = ("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) "
              "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
@@ -58,6 +65,10 @@ class WaitEvents(Sampler):
 class DatabaseCounters(CumulativeStats):
     name = "database"
     description = "pg_stat_database deltas for the run's database: commits, rollbacks, deadlocks, rows, blocks"
+    figures = (Figure("database.deadlocks", "deadlocks", LOWER, COUNT, "deadlocks detected"),
+               Figure("database.conflicts", "queries", LOWER, COUNT, "queries cancelled by recovery conflicts"),
+               Figure("database.temp_bytes", "B", NEUTRAL, SIZE, "bytes written to temporary files"),
+               Figure("database.*", "", NEUTRAL, COUNT, "pg_stat_database counters (commits, rows, blocks)"))
     QUERY = ("SELECT xact_commit, xact_rollback, deadlocks, conflicts, tup_returned, tup_fetched, tup_inserted, "
              "tup_updated, tup_deleted, blks_read, blks_hit, temp_bytes FROM pg_stat_database "
              "WHERE datname = current_database()")
@@ -75,6 +86,9 @@ class DatabaseCounters(CumulativeStats):
 class Wal(CumulativeStats):
     name = "wal"
     description = "WAL bytes written (LSN difference) and, where pg_stat_wal exists, records and full-page images"
+    figures = (Figure("wal.bytes_per_txn", "B", LOWER, DIAGNOSTIC, "WAL bytes per committed transaction"),
+               Figure("wal.bytes", "B", NEUTRAL, SIZE, "WAL bytes written in the window"),
+               Figure("wal.*", "", NEUTRAL, COUNT, "WAL records and full-page images"))
 
     def prepare(self, conn, version_num):
         super().prepare(conn, version_num)
@@ -105,6 +119,8 @@ class MultiXact(CumulativeStats):
 
     name = "multixact"
     description = "MultiXact IDs created, pg_stat_slru counters of the MultiXact caches, pg_multixact size on disk"
+    figures = (Figure("multixact.disk_bytes_*", "B", NEUTRAL, SIZE, "pg_multixact's size on disk, its growth"),
+               Figure("multixact.*", "", NEUTRAL, COUNT, "MultiXact IDs created, SLRU cache counters"))
     SLRU = ("SELECT CASE WHEN lower(replace(name, '_', '')) = 'multixactoffset' THEN 'offset' ELSE 'member' END, "
             "blks_zeroed, blks_hit, blks_read, blks_written FROM pg_stat_slru "
             "WHERE lower(replace(name, '_', '')) IN ('multixactoffset', 'multixactmember')")
@@ -155,6 +171,10 @@ class TableStats(CumulativeStats):
     name = "table_stats"
     options = ("tables",)
     description = "pg_stat_user_tables and pg_stat_user_indexes deltas (rows, HOT updates, index entries read)"
+    figures = (Figure("table_stats.index_entries_per_fetch", "entries", LOWER, DIAGNOSTIC,
+                      "index entries walked per row fetched"),
+               Figure("table_stats.n_*_tup", "rows", NEUTRAL, SIZE, "live and dead rows at the end"),
+               Figure("table_stats.*", "", NEUTRAL, COUNT, "table and index activity"))
     # one statement, so tables and indexes come from one statistics snapshot (before 15 a snapshot
     # lasts a transaction, and each statement here is one)
     QUERY = ("SELECT * FROM (SELECT coalesce(sum(seq_scan), 0), coalesce(sum(seq_tup_read), 0), "
@@ -202,6 +222,7 @@ class Io(CumulativeStats):
 
     name = "io"
     description = "pg_stat_io deltas (16+): reads, writes, extends, hits, evictions, fsyncs; absent before 16"
+    figures = (Figure("io.*", "", NEUTRAL, COUNT, "pg_stat_io operations"),)
     QUERY = ("SELECT coalesce(sum(reads), 0), coalesce(sum(writes), 0), coalesce(sum(extends), 0), "
              "coalesce(sum(hits), 0), coalesce(sum(evictions), 0), coalesce(sum(fsyncs), 0) FROM pg_stat_io")
     KEYS = ("reads", "writes", "extends", "hits", "evictions", "fsyncs")
@@ -227,6 +248,7 @@ class Checkpointer(CumulativeStats):
 
     name = "checkpointer"
     description = "checkpoints (timed, requested) and buffers written by them; pg_stat_checkpointer (17+) or pg_stat_bgwriter"
+    figures = (Figure("checkpointer.*", "", NEUTRAL, COUNT, "checkpoints and the buffers they wrote"),)
     NEW = "SELECT num_timed, num_requested, buffers_written FROM pg_stat_checkpointer"
     OLD = "SELECT checkpoints_timed, checkpoints_req, buffers_checkpoint FROM pg_stat_bgwriter"
 

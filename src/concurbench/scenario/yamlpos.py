@@ -56,10 +56,10 @@ def _line_col(text: str, offset: int) -> tuple[int, int]:
 _OPENED_AT = {"while scanning a quoted scalar": "the quoted string that starts here is never closed"}
 
 
-def load_yaml(path: Path) -> Any:
+def load_yaml(path: Path, what: str = "scenario file") -> Any:
     """Parse a YAML file into ruamel's round-trip nodes (which carry positions)."""
     yaml = YAML(typ="rt")
-    text = read_text(path)
+    text = read_text(path, what)
     try:
         return yaml.load(text)
     except MarkedYAMLError as exc:
@@ -101,8 +101,9 @@ def join(path: str, key) -> str:
 class Checker:
     """Collects every problem of one file, each with line, column and field path."""
 
-    def __init__(self, file: Path):
+    def __init__(self, file: Path, what: str = "scenario"):
         self.file = str(file)
+        self.what = what  # what the file is, for the heading of the problems
         self.problems: list[Problem] = []
 
     # -- positions -------------------------------------------------------
@@ -215,7 +216,7 @@ class Checker:
     def fail(self) -> None:
         if self.problems:
             count = len(self.problems)
-            head = f"{self.file}: {count} problem{'s' if count > 1 else ''} in the scenario"
+            head = f"{self.file}: {count} problem{'s' if count > 1 else ''} in the {self.what}"
             raise ConfigError("\n".join([head, *(f"  {p}" for p in self.problems)]), problems=self.problems)
 
 

@@ -1,0 +1,210 @@
+"""Simulated nights of a CI job with many gated series, to measure the gate's false-red rate per night and
+its power (tests/unit/test_history_gate.py with small sizes, benchmarks/history_gate.py with the sizes of
+docs/history.md).
+
+A night runs `groups` run groups (one scenario on one server line), each with `locations` locations
+(variant, pool, clients), each with the headline figures a pool reports: tps, latency mean, p95 and
+p99, and the shares of its transactions that failed and were retried. What moves them:
+
+  - each location's run-to-run spread, drawn between 2% and 10% (log-uniform);
+  - tps and latency move together (latency's noise is tps's, reversed, plus a third of its own); the
+    p95 shares 60% of it, the p99 30%, each with its own noise besides, the p99's heavy-tailed
+    (Student's t with 4 degrees of freedom);
+  - the machine: every series of a run group shares a factor of half the spread, and one run in
+    `wild_every` of a run group is wild (that factor five times wider: a busy night slows it all);
+  - one value in `spike_every` of a series is wild on its own (five times its spread);
+  - failed and retried transactions are counts (Poisson, a mean of 0.1 to 3 a run, so most runs tie
+    at 0 or 1) over about 10,000 transactions.
+
+`independent=True` takes the correlation away (no shared factor; every series' wild runs its own, one
+in `wild_every`): the worst case for a per-night bound.
+
+The gate is the one of gate.py on arrays: each night every series is searched by the detector
+(detect.py) unless its largest plain two-sample t over all splits stays below PREFILTER_T (a series
+that far from any change cannot reach the night's threshold: benchmarks/history_gate.py --full checks
+that skipping them changes nothing), the worse-way changes of at least the minimum change that are
+not findings yet are the candidates, and Benjamini-Hochberg over the night's series at `alpha` makes
+the findings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..figures import Better
+from .detect import Method, detect
+from .findings import same_change
+from .gatefile import MIN_AFTER, MIN_BEFORE
+
+METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms", "failed_per_txn", "retries_per_txn")
+BETTER = (Better.HIGHER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER)
+PREFILTER_T = 3.5
+TXNS = 10_000
+
+
+@dataclass(frozen=True)
+class Model:
+    groups: int
+    locations: int = 4
+    wild_every: float = 20
+    spike_every: float = 50
+    independent: bool = False
+
+    @property
+    def series(self) -> int:
+        return self.groups * self.locations * len(METRICS)
+
+
+def night_values(rng: np.random.Generator, model: Model, nights: int) -> np.ndarray:
+    """An array (series, nights) of positive figures, series in location-major order (METRICS each)."""
+    g, loc = model.groups, model.locations
+    spread = np.exp(rng.uniform(math.log(0.02), math.log(0.10), (g, loc, 1)))
+    shared = 0.5 * rng.standard_normal((g, 1, nights))
+    wild = rng.random((g, 1, nights)) < 1 / model.wild_every
+    shared = np.where(wild, 5 * shared, shared)
+    if model.independent:
+        shared = np.zeros_like(shared)
+    base = rng.standard_normal((g, loc, nights))
+    if model.independent:
+        base = np.where(rng.random((g, loc, nights)) < 1 / model.wild_every, 5 * base, base)
+    tps_z = base + shared  # in units of the location's spread
+    own = rng.standard_normal((g, loc, nights, 3))
+    lat_z = -tps_z + own[..., 0] / 3
+    p95_z = 0.6 * lat_z + 0.8 * own[..., 1]
+    p99_z = 0.3 * lat_z + 1.2 * rng.standard_t(4, (g, loc, nights))
+    out = []
+    for z, level in ((tps_z, 1000.0), (lat_z, 4.0), (p95_z, 9.0), (p99_z, 15.0)):
+        spiked = np.where(rng.random(z.shape) < 1 / model.spike_every, 5 * rng.standard_normal(z.shape), z)
+        out.append(np.maximum(level * (1 + spread * spiked), level * 0.05))
+    for means in ((0.1, 0.5, 3.0), (0.3, 1.0, 3.0)):
+        lam = rng.choice(means, (g, loc, 1))
+        out.append(rng.poisson(np.broadcast_to(lam, (g, loc, nights))) / TXNS)
+    return np.stack(out, axis=2).reshape(g * loc * len(METRICS), nights)
+
+
+def better_of(index: int) -> Better:
+    return BETTER[index % len(METRICS)]
+
+
+@dataclass
+class Tally:
+    nights: int = 0
+    red_nights: int = 0  # nights on which a finding was made (in a history without any change: false)
+    findings: int = 0
+    causes: int = 0  # findings grouped by their first run and run group
+    first_red: list[int] = field(default_factory=list)  # per history: the night of its first finding (-1: none)
+
+
+def run_history(values: np.ndarray, method: Method, alpha: float, *, first_night: int, model: Model,
+                prefilter: bool = True) -> tuple[list[tuple[int, int, int]], int]:
+    """Check night by night from `first_night` to the last: the findings made, as (night, series, first
+    run), and how many series the detector searched."""
+    n_series, nights = values.shape
+    found: dict[int, list[int]] = {}
+    made: list[tuple[int, int, int]] = []
+    searched = 0
+    for night in range(first_night, nights + 1):
+        x = values[:, :night]
+        suspects = np.nonzero(_largest_t(x) >= PREFILTER_T)[0] if prefilter else np.arange(n_series)
+        tested = []
+        for s in suspects:
+            searched += 1
+            better = better_of(int(s))
+            changes = detect(x[s], method=method)
+            cands = [c for c in changes if _worse(c, better, method.min_change)
+                     and not any(same_change(c.index, f) for f in found.get(int(s), []))]
+            if cands:
+                tested.append((min(c.p for c in cands) / 2 * len(cands), int(s), cands))
+        ps = sorted(p for p, _, _ in tested)
+        passing = [p for k, p in enumerate(ps, 1) if p <= k * alpha / n_series]
+        limit = max(passing) if passing else -1.0
+        for p, s, cands in tested:
+            if p <= limit:
+                for c in cands:
+                    found.setdefault(s, []).append(c.index)
+                    made.append((night, s, c.index))
+    return made, searched
+
+
+def _worse(c, better: Better, min_change: float) -> bool:
+    if c.before.n < MIN_BEFORE or c.after.n < MIN_AFTER:
+        return False
+    if c.change is None:
+        return better is Better.LOWER
+    moved_up = c.change > 0
+    return abs(c.change) >= min_change and moved_up == (better is Better.LOWER)
+
+
+def _largest_t(x: np.ndarray) -> np.ndarray:
+    """Each row's largest two-sample t (plain means, the robust noise of neighbour differences) over every
+    split leaving two runs or more a side."""
+    y = np.where(x > 0, np.log(np.maximum(x, 1e-300)), 0.0)
+    y = np.where((x > 0).all(axis=1, keepdims=True), y, x)
+    n = y.shape[1]
+    if n < 5:
+        return np.zeros(len(y))
+    d = np.abs(np.diff(y, axis=1))
+    sigma = 1.4826 * np.median(d, axis=1) / math.sqrt(2)
+    sigma = np.maximum(sigma, np.sqrt(np.mean(d ** 2, axis=1) / 2) / 3)
+    sigma = np.maximum(sigma, 1e-9)
+    c = np.cumsum(y, axis=1)
+    total = c[:, -1:]
+    k = np.arange(2, n - 1)
+    left = c[:, k - 1] / k
+    right = (total - c[:, k - 1]) / (n - k)
+    t = np.abs(right - left) / (sigma[:, None] * np.sqrt(1 / k + 1 / (n - k)))
+    return t.max(axis=1)
+
+
+def false_red(model: Model, method: Method, alpha: float, *, histories: int, nights: int, first_night: int,
+              seed: int, prefilter: bool = True) -> Tally:
+    """Histories without any change: the nights (from `first_night` on) on which the gate made a finding."""
+    rng = np.random.default_rng(seed)
+    tally = Tally()
+    for _ in range(histories):
+        values = night_values(rng, model, nights)
+        made, _ = run_history(values, method, alpha, first_night=first_night, model=model, prefilter=prefilter)
+        tally.nights += nights - first_night + 1
+        red = {night for night, _, _ in made}
+        tally.red_nights += len(red)
+        tally.findings += len(made)
+        per = len(METRICS) * model.locations
+        tally.causes += len({(night, s // per, first) for night, s, first in made})
+        tally.first_red.append(min(red) if red else -1)
+    return tally
+
+
+def step_power(method: Method, alpha: float, *, family: int, step: float, spread: float, reps: int, seed: int,
+               before: tuple[int, int] = (20, 28), after: int = 5, wild_every: float | None = 20) -> list[float]:
+    """One location whose tps steps down by `step` (and its latency up as much) under `spread`, among a
+    night's `family` gated series (the others without change): the share of histories red on that step
+    (a finding within one run of it) by each run after it, 1 to `after`. The other series are taken as
+    making no finding (they would only lower the night's threshold for this one)."""
+    rng = np.random.default_rng(seed)
+    by = np.zeros(after)
+    for _ in range(reps):
+        k = int(rng.integers(*before))
+        n = k + after
+        z = rng.standard_normal(n)
+        if wild_every:
+            z = np.where(rng.random(n) < 1 / wild_every, 5 * z, z)
+        tps = 1000 * (1 + spread * z)
+        lat = 4 * (1 - spread * z + spread / 3 * rng.standard_normal(n))
+        tps[k:] *= 1 - step
+        lat[k:] /= 1 - step
+        x = np.stack([tps, lat])
+        for j in range(1, after + 1):
+            tested = []
+            for s in range(2):
+                cands = [c for c in detect(x[s, :k + j], method=method)
+                         if _worse(c, BETTER[s], method.min_change) and abs(c.index - k) <= 1]
+                if cands:
+                    tested.append(min(c.p for c in cands) / 2 * len(cands))
+            ps = sorted(tested)
+            if any(p <= r * alpha / family for r, p in enumerate(ps, 1)):
+                by[j - 1:] += 1
+                break
+    return list(by / reps)
