@@ -20,7 +20,7 @@ from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
 from concurbench.scenario.distributions import Distribution, parse_distribution
 from concurbench.workload import fastloop
-from concurbench.workload.pool import LoadGenerator
+from concurbench.workload.pool import MEASURE, LoadGenerator, LoadProgress
 from concurbench.workload.session import Session
 
 pytestmark = pytest.mark.integration
@@ -165,12 +165,12 @@ class Killer:
         self.killed_at: int | None = None
         self.killed = 0
 
-    def __call__(self, info: dict) -> None:
-        if self.killed_at is None and info["phase"] == "measure" and info["transactions"] > 0:
+    def __call__(self, info: LoadProgress) -> None:
+        if self.killed_at is None and info.phase == MEASURE and info.transactions > 0:
             with psycopg.connect(self.conninfo, autocommit=True) as conn:
                 self.killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                                            "WHERE application_name = %s", (f"concurbench:{self.pool}",)).fetchone()[0]
-            self.killed_at = info["transactions"]
+            self.killed_at = info.transactions
 
 
 @pytest.mark.parametrize("think", [0.0, 0.02])
