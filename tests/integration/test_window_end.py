@@ -21,6 +21,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from concurbench.results.model import RunStatus, Workers
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 from concurbench.scenario.model import Pool, Statement
@@ -281,7 +282,7 @@ def test_a_killed_worker_makes_the_variant_run_incomplete(server, admin, running
     assert outcome.status == "incomplete"
     assert "victim" in outcome.error.message and "1 of 2 worker processes reported" in outcome.error.message
     result = outcome.results[0]
-    assert result.status == "incomplete" and result.workers == {"started": 2, "reported": 1}
+    assert result.status is RunStatus.INCOMPLETE and result.workers == Workers(started=2, reported=1)
     assert any("worker process 1 of 2 (2 sessions of pool writers) exited (killed by SIGKILL) without sending "
                "its results" in m for m in result.messages), result.messages
     assert outcome.claims and all(c.verdict == "not evaluated" for c in outcome.claims)
