@@ -43,8 +43,9 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class Cause:
-    """The red findings that start at one run: one line of the summary, one test case of the JUnit report."""
+class FindingGroup:
+    """One cause: the red findings that start at one run; one line of the summary, one test case of the JUnit
+    report. (Not results.model.Cause, which says why a claim's verdict is what it is.)"""
 
     run: Point  # the first run after the change (of the first finding)
     findings: list[Finding]
@@ -65,7 +66,7 @@ class GateResult:
     red: list[Finding]  # new findings on series that had a run in the check
     resolved: list[Finding]  # resolved by this check
     stale: list[Finding]  # new findings on series without a run in the check (not red)
-    causes: list[Cause] = field(default_factory=list)
+    causes: list[FindingGroup] = field(default_factory=list)
 
     @property
     def regression(self) -> bool:
@@ -153,7 +154,7 @@ def with_causes(result: GateResult, checked: list[str] | None) -> GateResult:
                 and abs(line.get(g.after_run.run.id, -9) - line.get(first, -99)) <= 1 for m in g.moved
                 if (g.key.location, m.metric) not in named and m.way is not Way.BETTER]
         now = {f.id: _now(f, mine[f.id]) for f in items if f.id in mine}
-        causes.append(Cause(point, items, sorted(also, key=lambda m: (_count(m.metric), m.p))[:8], mine, now))
+        causes.append(FindingGroup(point, items, sorted(also, key=lambda m: (_count(m.metric), m.p))[:8], mine, now))
     causes.sort(key=lambda c: c.run.run.record.started)
     return replace(result, checked=checked, causes=causes)
 

@@ -11,13 +11,13 @@ from xml.sax.saxutils import escape, quoteattr
 
 from .analysis import relative
 from .findings import finding_name
-from .gate import Cause, GateResult
+from .gate import FindingGroup, GateResult
 from .records import SeriesKey
 
 MOST_ALSO = 5  # what else moved: at most this many metrics named in a cause's line
 
 
-def cause_line(cause: Cause) -> str:
+def cause_line(cause: FindingGroup) -> str:
     """One line: the run where the change starts (version, commit, labels), its findings by location."""
     p = cause.run
     r = p.run.record
@@ -79,7 +79,7 @@ def junit(result: GateResult) -> str:
             + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def _before_server(cause: Cause) -> str:
+def _before_server(cause: FindingGroup) -> str:
     """The version of the run before, where the change came with a new release."""
     for f in cause.findings:
         s = cause.series.get(f.id)
@@ -95,12 +95,12 @@ def _place(key: SeriesKey) -> str:
     return where + (f" · {key.clients} client{'s' if key.clients != 1 else ''}" if key.clients else "")
 
 
-def _ids(cause: Cause) -> str:
+def _ids(cause: FindingGroup) -> str:
     names = [finding_name(n) for n in sorted(f.id or 0 for f in cause.findings)]
     return names[0] if len(names) == 1 else f"{names[0]}-{names[-1]}" if _consecutive(cause) else ", ".join(names)
 
 
-def _consecutive(cause: Cause) -> bool:
+def _consecutive(cause: FindingGroup) -> bool:
     ids = sorted(f.id or 0 for f in cause.findings)
     return ids == list(range(ids[0], ids[0] + len(ids)))
 
