@@ -309,6 +309,10 @@ class StandInConnection:
         server = self.server
         if sql.startswith("SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1"):
             return StandInCursor(("sees_all",), [(int(server.view_server_state),)])
+        if sql.startswith("SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE program_name IN ("):
+            names = re.findall(r"N'((?:[^']|'')*)'", sql)
+            seen = server.sessions if server.view_server_state else []
+            return StandInCursor(("count",), [(sum(x.program in names for x in seen),)])
         if sql.startswith("SELECT session_id, login_name, host_name, program_name FROM sys.dm_exec_sessions "
                           "WHERE database_id = DB_ID(?)"):
             seen = server.sessions if server.view_server_state else []

@@ -55,3 +55,14 @@ def test_the_capabilities_an_engine_lacks_do_nothing():
 def test_postgres_tells_a_lost_connection_from_a_failed_statement():
     assert postgres.is_connection_error(psycopg.OperationalError("server closed the connection unexpectedly"))
     assert not postgres.is_connection_error(psycopg.errors.DeadlockDetected("deadlock detected"))
+
+
+def test_sql_servers_sessions_named_quotes_each_name_stand_in(monkeypatch):
+    """Stand-in for SQL Server (none can run here): the query counts other sessions by program name, each
+    name a quoted literal, and no names asks the server nothing."""
+    sent = []
+    monkeypatch.setattr(sqlserver, "scalar", lambda conn, sql: sent.append(sql) or 2)
+    assert sqlserver.sessions_named(None, ["concurbench:a", "it's"]) == 2
+    assert sent == ["SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE program_name IN (N'concurbench:a', N'it''s') "
+                    "AND session_id <> @@SPID"]
+    assert sqlserver.sessions_named(None, []) == 0 and len(sent) == 1

@@ -113,3 +113,7 @@ class Engine(Protocol):
 
     def session_id(self, conn: Any) -> int:
         """The server's id of the connection's session (backend pid, @@SPID)."""
+
+    def sessions_named(self, conn: Any, names: list[str]) -> int:
+        """How many sessions other than this connection's have one of these application names (the ones the
+        server still lists: a closed session's backend may still be ending)."""

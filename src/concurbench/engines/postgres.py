@@ -149,6 +149,11 @@ def session_id(conn: psycopg.Connection) -> int:
     return conn.info.backend_pid
 
 
+def sessions_named(conn: psycopg.Connection, names: list[str]) -> int:
+    return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = ANY(%s) "
+                        "AND pid <> pg_backend_pid()", (list(names),)).fetchone()[0]
+
+
 def statement_channel(conn: psycopg.Connection, statements: list[tuple[str, str]], params, protocol: str):
     return StatementChannel(conn, statements, params, protocol)
 

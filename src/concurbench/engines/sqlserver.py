@@ -18,6 +18,7 @@ from . import mssql_differences, odbc
 from . import mssql_guards as guards
 from . import mssql_config as mc
 from .blocking import BlockingChannel, Dialect
+from .quoting import tsql_literal
 from .classes import CONNECTION, plain
 
 BEGIN, COMMIT = "BEGIN TRANSACTION", "COMMIT TRANSACTION"
@@ -81,6 +82,15 @@ def begin_isolated(conn, isolation: str) -> None:
 
 def session_id(conn) -> int:
     return int(scalar(conn, "SELECT @@SPID"))
+
+
+def sessions_named(conn, names: list[str]) -> int:
+    """Without VIEW SERVER STATE the view lists this session only: then nothing is waited for."""
+    if not names:
+        return 0
+    listed = ", ".join(tsql_literal(n) for n in names)
+    return int(scalar(conn, f"SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE program_name IN ({listed}) "
+                            "AND session_id <> @@SPID") or 0)
 
 
 def _drain(cursor) -> None:

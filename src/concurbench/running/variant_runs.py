@@ -24,6 +24,9 @@ from .servers import ServerSession, deferred_interrupts
 from .warmup import warm_up
 
 
+SESSIONS_GONE_S = 10.0  # the longest wait for a variant's sessions to leave the server
+
+
 class VariantRuns:
     """Makes the variant runs of a scenario, one at a time, on the servers the runner gives it."""
 
@@ -38,9 +41,12 @@ class VariantRuns:
         pools = resolve_clients(variant.pools, point)
         self.progress.on_variant(VariantStarted(variant.name, point, {p.name: p.clients for p in pools},
                                                 variant.duration, variant.warmup, variant.fixed_count))
+        self._sessions_gone(conn)  # the variant before's
         for step in variant.setup:
             eng.run_script(conn, step.sql, step.origin)
         warm = self._warm_up(server, variant, pools)
+        if warm is not None:
+            self._sessions_gone(conn)  # the warm-up pass's
         probes: dict = {}
         self._probe(conn, variant, "before", probes)
         started = time.time()
@@ -67,6 +73,15 @@ class VariantRuns:
             warmup_pass=warm)
         self.progress.on_variant_done(VariantDone(result))
         return result
+
+    def _sessions_gone(self, conn) -> None:
+        """Wait (at most SESSIONS_GONE_S) until the server lists no pool session of this scenario: a closed
+        session's backend may still be ending, dropping its temp tables and locks, and what the next step
+        sets up or probes should not meet it."""
+        names = sorted({application_name(p.name) for v in self.scenario.variants for p in v.pools})
+        deadline = time.monotonic() + SESSIONS_GONE_S
+        while self.engine.sessions_named(conn, names) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
     def _warm_up(self, server: ServerSession, variant: Variant, pools) -> WarmupPass | None:
         """The variant's warm-up pass (warmup.py), when it has one; the server is no longer fresh after it."""
