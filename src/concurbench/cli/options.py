@@ -8,7 +8,7 @@ import click
 
 from ..api import Target
 from ..errors import ConfigError
-from ..provisioners.registry import APPLY, SERVER_SETTINGS
+from ..provisioners.options import APPLY, SERVER_SETTINGS
 
 DSN_OPTIONS = (
     click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),

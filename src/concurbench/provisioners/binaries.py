@@ -24,7 +24,7 @@ import zipfile
 from pathlib import Path
 
 from ..errors import ConfigError, ProvisionError
-from . import registry
+from .options import TargetOptions
 from .base import home_dir, make_readable
 from .local import LocalPostgres
 
@@ -245,8 +245,8 @@ class BinariesPostgres(LocalPostgres):
         return {**super().describe(), "package": f"{PACKAGE}=={self.release}"}
 
 
-def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> BinariesPostgres:
+def _factory(engine: str, settings: dict, options: TargetOptions) -> BinariesPostgres:
     return BinariesPostgres(options.server_version, settings, run_id=options.run_id, keep=options.keep)
 
 
-registry.register("binaries", {"postgres": _factory})
+FACTORIES = {"postgres": _factory}  # registry.py: the binaries target

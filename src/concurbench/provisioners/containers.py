@@ -31,7 +31,7 @@ from ..engines.mssql_limits import (MEMORY_DEFAULT, at_least_cpus, pinned_cpus, 
                                     sql_memory_limit_mb)
 from ..engines.registry import MSSQL, POSTGRES, EngineSpec
 from ..errors import ConfigError, ProvisionError
-from . import registry
+from .options import TargetOptions
 
 LABEL_RUN = "concurbench.run_id"
 LABEL_KIND = "concurbench.kind"
@@ -46,7 +46,7 @@ MSSQL_MEMORY_DEFAULT = MEMORY_DEFAULT
 PASSWORD_SYMBOLS = "!#%*+-=?@^_"  # none of them needs quoting in a conninfo, an ODBC string or a shell
 
 # -- pure pieces: images, passwords, container configurations ---------------------------------------
-def image_of(engine: EngineSpec, options: registry.TargetOptions) -> str:
+def image_of(engine: EngineSpec, options: TargetOptions) -> str:
     """--image, else the image the scenario pins for the version (`server: images:`), else the engine's official
     image of the version (the engine's default version when none is asked for)."""
     if options.image:

@@ -32,7 +32,8 @@ from typing import Callable
 from ..util import first_line
 from ..engines.registry import spec
 from ..errors import ProvisionError
-from . import docker_engine, docker_mssql, registry
+from . import docker_engine, docker_mssql
+from .options import TargetOptions
 from .base import Connection, OwnServer, PullListener
 from .containers import (LABEL_SERVER, DockerHost, container_labels, cpu_limit, cpu_list, cpu_pinning, cpus_offered,
                          generate_password, image_of)
@@ -291,9 +292,9 @@ class DockerServer(OwnServer):
         return f"{self.recipe.hint()}; remove it with `docker rm -f -v {self.container_name}` or `concurbench gc`"
 
 
-def _factory(engine: str, settings: dict, options: registry.TargetOptions) -> DockerServer:
+def _factory(engine: str, settings: dict, options: TargetOptions) -> DockerServer:
     return DockerServer(engine, image_of(spec(engine), options), settings, run_id=options.run_id, host_network=options.host_network,
                         keep=options.keep, ready_timeout=options.ready_timeout, listener=options.listener)
 
 
-registry.register("docker", {"postgres": _factory, "mssql": _factory})
+FACTORIES = {"postgres": _factory, "mssql": _factory}  # registry.py: the docker target

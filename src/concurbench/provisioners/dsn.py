@@ -35,10 +35,10 @@ from ..engines.quoting import pg_literal, pg_name, pg_setting
 from ..util import first_line
 from ..engines import pg_settings
 from ..errors import ConfigError, ProvisionError
-from . import owned, registry
+from . import owned
 from ..engines.base import ChangePolicy
 from .base import Connection, Leftover
-from .registry import AS_IS
+from .options import AS_IS
 from .dsn_mssql import ExistingSqlServer
 
 MAINTENANCE = ("postgres", "template1")  # where CREATE and DROP DATABASE run from, in this order
@@ -403,4 +403,4 @@ def _postgres(engine: str, settings: dict, options) -> ExistingServer:
                           keep_database=options.keep_database)
 
 
-registry.register("dsn", {"postgres": _postgres, "mssql": _sql_server})
+FACTORIES = {"postgres": _postgres, "mssql": _sql_server}  # registry.py: the dsn target

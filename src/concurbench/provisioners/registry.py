@@ -3,44 +3,20 @@
 A target registers one factory for each engine it runs; a factory takes the engine, the scenario's
 server settings and the target options, and returns an object following the Provisioner protocol
 (base.py). A target asked for an engine it has no factory for is refused here, in one place. Adding
-a target is its factories and one `register` line.
+a target is its module's FACTORIES and one line in TARGETS.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
-from typing import Callable
-
 from ..engines.registry import spec
 from ..errors import ConfigError
 from ..util import suggest
-from .base import PullListener
+from . import binaries, docker, dsn
 from .embedded import EmbeddedPostgres
+from .options import APPLY, AS_IS, SERVER_SETTINGS, Factory, TargetOptions
 
-APPLY, AS_IS = "apply", "as-is"  # --server-settings: the scenario's settings applied, or the server taken as it is
-SERVER_SETTINGS = (APPLY, AS_IS)
+__all__ = ["APPLY", "AS_IS", "SERVER_SETTINGS", "TARGETS", "TargetOptions", "make_provisioner"]
 
-
-@dataclass(frozen=True)
-class TargetOptions:
-    target: str = "embedded"
-    server_version: str | None = None  # one version; a matrix is expanded before this
-    dsn: str | None = None
-    password_env: str | None = None
-    image: str | None = None
-    images: tuple[tuple[str, str], ...] = ()  # the scenario's server.images: an image pinned per version
-    host_network: bool = False
-    keep: bool = False
-    allow_server_changes: bool = False
-    server_settings: str = APPLY  # AS_IS: a dsn server's settings are left as they are, and differences recorded
-    keep_database: bool = False  # dsn: keep the database the run created (provisioners/owned.py)
-    run_id: str | None = None
-    ready_timeout: float | None = None  # docker: seconds a container has to accept connections (None: the engine's)
-    listener: PullListener | None = field(default=None, compare=False, repr=False)  # told of an image pull
-
-
-Factory = Callable[[str, dict, TargetOptions], object]
 
 
 def _embedded(engine: str, settings: dict, options: TargetOptions):
@@ -52,15 +28,13 @@ def _embedded(engine: str, settings: dict, options: TargetOptions):
 
 TARGETS: dict[str, dict[str, Factory]] = {  # target -> engine -> factory
     "embedded": {"postgres": _embedded},
+    "binaries": binaries.FACTORIES,
+    "docker": docker.FACTORIES,
+    "dsn": dsn.FACTORIES,
 }
 
 
-def register(name: str, factories: dict[str, Factory]) -> None:
-    TARGETS[name] = dict(factories)
-
-
 def make_provisioner(engine: str, settings: dict, options: TargetOptions):
-    _load_optional()
     factories = TARGETS.get(options.target)
     if factories is None:
         raise ConfigError(f"unknown target '{options.target}'{suggest(options.target, TARGETS)}; "
@@ -80,12 +54,3 @@ def make_provisioner(engine: str, settings: dict, options: TargetOptions):
                           f"{options.target} target's server is its own and goes at the end (--keep keeps it)")
     return factory(engine, dict(settings), options)
 
-
-def _load_optional() -> None:
-    """Targets in their own modules register themselves when imported."""
-    for module in ("binaries", "docker", "dsn"):
-        try:
-            importlib.import_module(f"{__package__}.{module}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__package__}.{module}":
-                raise
