@@ -10,10 +10,17 @@ A series is keyed by the scenario's name, not its file's hash, and runs on a lin
   version  one series through every server version in version order ("16.9" before "16.10"), runs of
            one version in the order they started.
 
+A run made while others kept a large share of the machine's CPUs busy (records.py's `busy`) runs on a
+line of its own, its line's name with BUSY after it: a busy spell is judged against the runs made on a
+busy machine, never mixed into a quiet series' level and noise, where it would pass for a regression of
+the server and hide the next real step. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
+no series.
+
 A run whose scenario file or parameters differ from the run before it in its series is marked there,
 and a change point at it says that the scenario changed with it; a run on another server version than
 the run before it is marked as a release change. A point whose run failed or ended early is kept and
-shown, and left out of the detection.
+shown, and left out of the detection. A rare event's count keeps its exposure (the transactions it is
+out of), and the detector judges its rate with it.
 
 What a metric means (its better direction, whether it is a count) is the metric catalogue's. Change
 points of several metrics of one location (scenario, variant, pool, clients, point, line) within one
@@ -36,13 +43,14 @@ from ..results.catalogue import CATALOGUE, claim_figure
 from ..results.model import RunStatus
 from ..stats.tdist import t_quantile
 from .detect import Change, Level, Method, detect
-from .records import CLAIMS, SeriesKey
+from .records import CLAIMS, RunKind, SeriesKey
 from .store import HistoryStore, StoredRun
 
 ORDERS = ("track", "time", "version")
 Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
 TRACK_LABEL = "track"  # a run's label that names its track (otherwise the server's major version)
+BUSY = " busy"  # after a line's name: the runs of that line made on a busy machine
 
 
 class Point(NamedTuple):
@@ -60,6 +68,8 @@ class Point(NamedTuple):
     given_high: float | None
     n: int
     vals: str | None  # each repeat's value, as JSON (None when not read)
+    count: float | None  # a rare event's count, and the transactions it is out of (None: not a count)
+    exposure: float | None
 
     @property
     def included(self) -> bool:
@@ -179,20 +189,31 @@ def major(version: str) -> str:
 def line_of(run: StoredRun, server: str, order: str) -> str:
     """The line a run's point of a series runs on, in this order (see the module's docstring)."""
     if order == "time":
-        return server
-    if order == "version":
-        return ALL_SERVERS
-    return run.record.labels.get(TRACK_LABEL) or major(server)
+        line = server
+    elif order == "version":
+        line = ALL_SERVERS
+    else:
+        line = run.record.labels.get(TRACK_LABEL) or major(server)
+    return line + BUSY if run.record.busy else line
+
+
+def quiet_line(line: str) -> str:
+    """A line's name without BUSY."""
+    return line[:-len(BUSY)] if line.endswith(BUSY) else line
 
 
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
             order: str = "track", method: Method = Method(), directions: dict[str, str] | None = None,
-            values: bool = False) -> Analysis:
-    """Every series of the store (of one scenario, of metrics matching the globs), its change points and
-    their groups; with `values`, each point's repeats are read too."""
-    runs = {r.id: r for r in store.runs(scenario)}
-    keys = {sid: k for sid, k in store.series(scenario).items() if not metrics or any(fnmatchcase(k.metric, g)
-                                                                                          for g in metrics)}
+            values: bool = False, select=None, runs: list[StoredRun] | None = None,
+            groups: bool = True) -> Analysis:
+    """Every series of the store (of one scenario, of metrics matching the globs, and, given `select`, whose
+    key it takes), its change points and their groups; with `values`, each point's repeats are read too.
+    `runs` are the store's runs when the caller has read them already."""
+    runs = {r.id: r for r in (runs if runs is not None else store.runs(scenario))
+            if r.record.kind is RunKind.MEASURED and (scenario is None or r.record.scenario == scenario)}
+    keys = {sid: k for sid, k in store.series(scenario).items() if (not metrics or any(fnmatchcase(k.metric, g)
+                                                                                           for g in metrics))
+            and (select is None or select(k))}
     stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
     for sid, key in keys.items():
@@ -214,7 +235,7 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     for s in series:
         s.changes = _detect(s, method)
     return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,
-                    _groups(series, directions or {}))
+                    _groups(series, directions or {}) if groups else [])
 
 
 def _mark_changes(points: list[Point], signature: dict[int, tuple]) -> list[Point]:
@@ -235,11 +256,17 @@ def _canon(parameters: dict) -> tuple:
 
 
 def _detect(s: Series, method: Method) -> list[Change]:
-    pts = s.included
+    return detect_points(s.included, s.key, method)
+
+
+def detect_points(pts: list[Point], key: SeriesKey, method: Method) -> list[Change]:
+    """The change points of these points of a series (a rare event's rate with its exposure where every point
+    has them)."""
     if len(pts) < method.min_after + 2:
         return []
     return detect([p.mean for p in pts], [p.error for p in pts], method, df=[p.df for p in pts],
-                  discrete=figure_of(s.key).discrete)
+                  discrete=figure_of(key).discrete, counts=[p.count for p in pts],
+                  exposure=[p.exposure for p in pts])
 
 
 def figure_of(key: SeriesKey) -> Figure:
