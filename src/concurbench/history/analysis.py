@@ -34,6 +34,8 @@ import functools
 import json
 import math
 import re
+
+import numpy as np
 from dataclasses import dataclass, field
 from typing import NamedTuple
 from fnmatch import fnmatchcase
@@ -42,7 +44,7 @@ from ..figures import Better, Figure, Way, way_of
 from ..results.catalogue import CATALOGUE, claim_figure
 from ..results.model import RunStatus
 from ..stats.tdist import t_quantile
-from .detect import Change, Level, Method, detect
+from .detect import QUIET_T, Change, Level, Method, detect, largest_shift_t
 from .records import CLAIMS, RunKind, SeriesKey
 from .store import HistoryStore, StoredRun
 
@@ -205,10 +207,12 @@ def quiet_line(line: str) -> str:
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
             order: str = "track", method: Method = Method(), directions: dict[str, str] | None = None,
             values: bool = False, select=None, runs: list[StoredRun] | None = None,
-            groups: bool = True) -> Analysis:
+            groups: bool = True, quiet=None) -> Analysis:
     """Every series of the store (of one scenario, of metrics matching the globs, and, given `select`, whose
     key it takes), its change points and their groups; with `values`, each point's repeats are read too.
-    `runs` are the store's runs when the caller has read them already."""
+    `runs` are the store's runs when the caller has read them already. `quiet(key)` says which series may be
+    left unsearched when no split of theirs moves by QUIET_T plain t (a gate's series that holds no open
+    finding: it could not reach the night's threshold; see detect.largest_shift_t)."""
     runs = {r.id: r for r in (runs if runs is not None else store.runs(scenario))
             if r.record.kind is RunKind.MEASURED and (scenario is None or r.record.scenario == scenario)}
     keys = {sid: k for sid, k in store.series(scenario).items() if (not metrics or any(fnmatchcase(k.metric, g)
@@ -216,13 +220,19 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
             and (select is None or select(k))}
     stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
+    lines: dict[tuple[int, str], str] = {}  # (run, server) -> line: the same for every series of a run
     for sid, key in keys.items():
+        on: dict[str, list[Point]] = {}
         for row in stored.get(sid, ()):
             run = runs.get(row.run)
             if run is not None:
-                line = line_of(run, key.server, order)
-                merged.setdefault(key._replace(server=line), []).append(
-                    Point(run, key.server, False, False, *row[1:]))
+                line = lines.get((row.run, key.server))
+                if line is None:
+                    line = lines[(row.run, key.server)] = line_of(run, key.server, order)
+                bucket = on.get(line)
+                if bucket is None:
+                    bucket = on[line] = merged.setdefault(key._replace(server=line), [])
+                bucket.append(Point(run, key.server, False, False, *row[1:]))
     rank = {r.id: i for i, r in enumerate(sorted(runs.values(), key=lambda r: (r.record.started, r.id)))}
     signature = {r.id: (r.record.scenario_sha256, _canon(r.record.parameters), r.record.quick) for r in runs.values()}
     series = []
@@ -233,7 +243,7 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.clients, s.key.point,
                                version_key(s.key.server), s.key.metric))
     for s in series:
-        s.changes = _detect(s, method)
+        s.changes = [] if quiet is not None and quiet(s.key) and _quiet(s) else _detect(s, method)
     return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,
                     _groups(series, directions or {}) if groups else [])
 
@@ -253,6 +263,15 @@ def _mark_changes(points: list[Point], signature: dict[int, tuple]) -> list[Poin
 
 def _canon(parameters: dict) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in parameters.items()))
+
+
+def _quiet(s: Series) -> bool:
+    """No split of the series moves it by QUIET_T plain t (rare events with their exposure are always searched:
+    the plain t is for continuous figures)."""
+    pts = s.included
+    if any(p.exposure for p in pts):
+        return False
+    return float(largest_shift_t(np.array([[p.mean for p in pts]]))[0]) < QUIET_T
 
 
 def _detect(s: Series, method: Method) -> list[Change]:

@@ -67,7 +67,7 @@ def with_causes(result, checked: list[str] | None, store: HistoryStore | None = 
     for f in sorted(result.red, key=lambda f: (f.key.scenario, f.key.server, f.kind, _at(ranks, f) or (-1, -1))):
         at = _at(ranks, f)
         last = groups[-1][-1] if groups else None
-        if last is not None and _same_line(last, f) and last.kind is f.kind is FindingKind.CHANGE and at is not None \
+        if last is not None and _same_line(last, f) and last.kind is f.kind and at is not None \
                 and span[-1] is not None and overlap((at[0] - SLACK, at[1] + SLACK), span[-1]):
             groups[-1].append(f)
             span[-1] = (min(span[-1][0], at[0]), max(span[-1][1], at[1]))
@@ -114,12 +114,19 @@ def _before_point(items: list[Finding], series: dict) -> Point | None:
 
 
 def _also(store: HistoryStore, a: Analysis, groups: list[list[Finding]], runs, directions) -> dict[int, list]:
-    """For each cause: what else moved at its start, in the not-gated series of its variants on its line (a
-    second, small analysis: the gate's own reads only the gated series)."""
-    variants = {(f.key.scenario, f.key.variant) for items in groups for f in items}
+    """For each cause: what else moved at its start, in the not-gated series of its findings' places and of their
+    variants as a whole (waits, WAL) on its line (a second, small analysis: the gate's own reads only the gated
+    series)."""
+    places = {(f.key.scenario, f.key.variant, f.key.pool, f.key.clients, f.key.point) for items in groups
+              for f in items}
+    variants = {place[:2] for place in places}
     gated = {s.key for s in a.series}
+    gated_stored = {k._replace(server="") for k in gated}
     other = analyse(store, order=a.order, method=a.method, directions=directions, runs=runs,
-                    select=lambda k: (k.scenario, k.variant) in variants)
+                    select=lambda k: (k.scenario, k.variant) in variants
+                    and (k.pool == "" or (k.scenario, k.variant, k.pool, k.clients, k.point) in places)
+                    and k._replace(server="") not in gated_stored,
+                    quiet=lambda k: True)
     ranks = line_ranks(other)
     out: dict[int, list] = {}
     for i, items in enumerate(groups):

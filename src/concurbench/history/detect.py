@@ -64,6 +64,7 @@ BAND_Z = 1.0  # each run of a short side lies beyond the other side's level by t
 TRUST = 5  # a side with fewer runs than this is believed only run by run (see _believable)
 NEWEST = 7  # the newest-runs test takes the newest min_after to NEWEST - 1 runs as a side of their own
 WELCH = 10  # with this many runs on both sides, each side's noise is its own (Welch's form)
+QUIET_T = 3.5  # a series whose largest plain t over all splits stays below this cannot pass the gate's bar
 PLACE_LR = 6.0  # the runs a change could start at: where the mean-shift statistic squared is within this of its top
 
 
@@ -612,3 +613,28 @@ def _level(xs: np.ndarray) -> Level:
         return Level(mean, None, None, n)
     half = t_quantile(0.975, n - 1) * float(np.std(xs, ddof=1)) / math.sqrt(n)
     return Level(mean, mean - half, mean + half, n)
+
+
+def largest_shift_t(x: np.ndarray) -> np.ndarray:
+    """Each row's largest two-sample t over every split leaving two runs or more a side: plain means (of the
+    logs, for rows of positive figures) and the robust noise of neighbour differences, never below a third of
+    their root mean square. A cheap bound: a series below QUIET_T here is far from any change the gate could
+    make a finding of among hundreds of series (benchmarks/history_gate.py --full checks that skipping them
+    changes no finding)."""
+    x = np.asarray(x, dtype=float)
+    y = np.where(x > 0, np.log(np.maximum(x, 1e-300)), 0.0)
+    y = np.where((x > 0).all(axis=1, keepdims=True), y, x)
+    n = y.shape[1]
+    if n < 5:
+        return np.zeros(len(y))
+    d = np.abs(np.diff(y, axis=1))
+    sigma = 1.4826 * np.median(d, axis=1) / math.sqrt(2)
+    sigma = np.maximum(sigma, np.sqrt(np.mean(d ** 2, axis=1) / 2) / 3)
+    sigma = np.maximum(sigma, 1e-9)
+    c = np.cumsum(y, axis=1)
+    total = c[:, -1:]
+    k = np.arange(2, n - 1)
+    left = c[:, k - 1] / k
+    right = (total - c[:, k - 1]) / (n - k)
+    t = np.abs(right - left) / (sigma[:, None] * np.sqrt(1 / k + 1 / (n - k)))
+    return t.max(axis=1)

@@ -82,10 +82,12 @@ def check(store: HistoryStore, spec: GateSpec, *, runs: set[int] | None = None, 
     make the night's findings, write them and the states changed, and group the red ones by cause."""
     def work() -> GateResult:
         stored = store.runs(scenario)
+        findings = store.findings(scenario)
+        open_ = {f.key for f in findings if f.state in OPEN}
         a = analyse(store, scenario=scenario, metrics=metrics, order=order, method=method, directions=directions,
-                    runs=stored, groups=False,
+                    runs=stored, groups=False, quiet=lambda k: k not in open_,
                     select=lambda k: spec.gated(figure_of(k), k.metric, method.min_change) is not None)
-        result, made, changed = evaluate(a, spec, store.findings(scenario), store.expectations(), runs, now)
+        result, made, changed = evaluate(a, spec, findings, store.expectations(), runs, now)
         result = saved(result, store.save_findings(made, changed))
         if result.lapsed:
             store.lapse(result.lapsed)
@@ -120,7 +122,7 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
         rank = ranks.get((s.key.scenario, s.key.server), {})
         found = [c for c in _candidates(s, gated) if not _known(c, mine, rank)]
         tested[s.key] = (gated, found)
-    for u in upgrades([s for s in a.series if s.key in checked_keys], a.method):
+    for u in upgrades(a.series, a.method, checked_keys):
         gated, found = tested[u.series.key]
         if any(f.kind is FindingKind.UPGRADE for f in by_key.get(u.series.key, [])) or not _worse(u.change, gated):
             continue
@@ -145,8 +147,7 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
     busy = sorted({line for r in a.runs if runs is not None and r.id in runs for line in [machine_line(r.record)]
                    if line})
     result = GateResult(spec, a, None, len(checked_keys), made, red, resolved, stale,
-                        unjudged=unjudged([s for s in a.series if (s.key.scenario, s.key.server) in lines], lines,
-                                          a.method.window), busy=busy, lapsed=gone)
+                        unjudged=unjudged(a.series, lines), busy=busy, lapsed=gone)
     return result, made, list(changed.values())
 
 

@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..figures import Better
-from .detect import Method, detect
+from .detect import QUIET_T, Method, detect, largest_shift_t
 from .findings import overlap
 from .gatefile import MIN_AFTER, MIN_BEFORE
 
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms", "failed_per_txn", "retries_per_txn")
 BETTER = (Better.HIGHER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER)
-PREFILTER_T = 3.5
+PREFILTER_T = QUIET_T
 TXNS = 10_000
 RATES = (4, 5)  # the METRICS that are a rare event's share of the transactions
 
@@ -158,7 +158,7 @@ def run_history(values, method: Method, alpha: float, *, first_night: int, model
     searched = 0
     for night in range(first_night, nights + 1):
         x = values[:, :night]
-        suspects = np.nonzero(_largest_t(x) >= PREFILTER_T)[0] if prefilter else np.arange(n_series)
+        suspects = np.nonzero(largest_shift_t(x) >= PREFILTER_T)[0] if prefilter else np.arange(n_series)
         if prefilter and counts and nights_ is not None:  # the prefilter's t is for continuous figures
             rates = np.nonzero(np.isfinite(nights_.exposure[:, 0]))[0]
             suspects = np.union1d(suspects, rates)
@@ -196,27 +196,6 @@ def _worse(c, better: Better, min_change: float) -> bool:
         return better is Better.LOWER
     moved_up = c.change > 0
     return abs(c.change) >= min_change and moved_up == (better is Better.LOWER)
-
-
-def _largest_t(x: np.ndarray) -> np.ndarray:
-    """Each row's largest two-sample t (plain means, the robust noise of neighbour differences) over every
-    split leaving two runs or more a side."""
-    y = np.where(x > 0, np.log(np.maximum(x, 1e-300)), 0.0)
-    y = np.where((x > 0).all(axis=1, keepdims=True), y, x)
-    n = y.shape[1]
-    if n < 5:
-        return np.zeros(len(y))
-    d = np.abs(np.diff(y, axis=1))
-    sigma = 1.4826 * np.median(d, axis=1) / math.sqrt(2)
-    sigma = np.maximum(sigma, np.sqrt(np.mean(d ** 2, axis=1) / 2) / 3)
-    sigma = np.maximum(sigma, 1e-9)
-    c = np.cumsum(y, axis=1)
-    total = c[:, -1:]
-    k = np.arange(2, n - 1)
-    left = c[:, k - 1] / k
-    right = (total - c[:, k - 1]) / (n - k)
-    t = np.abs(right - left) / (sigma[:, None] * np.sqrt(1 / k + 1 / (n - k)))
-    return t.max(axis=1)
 
 
 def false_red(model: Model, method: Method, alpha: float, *, histories: int, nights: int, first_night: int,

@@ -19,6 +19,7 @@ program, or one whose history tables lack their schema version, is refused and l
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
@@ -396,6 +397,8 @@ class _SqliteStore(HistoryStore):
         if not path.exists() and not create:
             raise ConfigError(f"history store {location} does not exist: add runs first with `concurbench history "
                               f"add RUN_DIR... --store {location}`")
+        if not path.exists() and create:
+            _made_whole(path)
         if path.is_file() and path.stat().st_size == 0 and not init:
             raise ConfigError(f"history store {location} is an empty file, not a history store (a failed copy or "
                               f"fetch leaves one); nothing was written. Fetch the store again, or, to start a new "
@@ -481,6 +484,31 @@ class _PostgresStore(HistoryStore):
                                f"({first_line(exc)}); grant it CREATE on the schema (GRANT CREATE ON SCHEMA public "
                                f"TO role) or let a role that may add the first run")
         return ConfigError(f"history store {self.name}: {doing} failed: {_without(first_line(exc), self.location)}")
+
+
+def _made_whole(path: Path) -> None:
+    """A new SQLite store made beside `path` with its tables, then linked into place in one step: no other
+    writer ever sees it empty (an empty file is what a failed fetch leaves, and is refused). When another
+    writer made the store first, theirs is kept."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in create_statements("sqlite"):
+                conn.execute(statement)
+            conn.execute("INSERT INTO history_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError(f"history store {path} cannot be created: {first_line(exc)}") from None
+    finally:
+        temp.unlink(missing_ok=True)
 
 
 def _finding_value(f: Finding, column: str):

@@ -48,12 +48,14 @@ class Unjudged:
     why: str
 
 
-def upgrades(series: list[Series], method: Method) -> list[Upgrade]:
-    """Each series on a major's line with an earlier major to compare with, and enough runs of its own first
-    level (MIN_AFTER) against a last level of MIN_BEFORE runs there."""
+def upgrades(series: list[Series], method: Method, only: set | None = None) -> list[Upgrade]:
+    """Each series (of `only`'s keys, when given) on a major's line with an earlier major to compare with, and
+    enough runs of its own first level (MIN_AFTER) against a last level of MIN_BEFORE runs there."""
     by_place = _by_place(series)
     out = []
     for s in series:
+        if only is not None and s.key not in only:
+            continue
         found = baseline_of(s, by_place)
         if found is None:
             continue
@@ -85,14 +87,20 @@ def baseline_of(s: Series, by_place: dict | None = None) -> tuple[Series, list[P
                      key=lambda o: version_key(quiet_line(o.key.server)), reverse=True)
     for other in earlier:
         before = _last_level(other)
-        if before and job_labels(before) == job_labels(after):
+        if before and same_job(before, after):
             return other, before, after
     return None
 
 
-def unjudged(series: list[Series], checked: set, window: int) -> list[Unjudged]:
-    """The lines checked tonight (scenario, line) whose series can be judged neither against a level of their
-    own (fewer than MIN_BEFORE + MIN_AFTER runs) nor against an earlier major, and why."""
+def same_job(before: list[Point], after: list[Point]) -> bool:
+    """Every label the runs of `before` carry alike (other than `track`) is on each run of `after` alike: the
+    same job, whatever labels differ run by run (a run id, a night)."""
+    return all(p.run.record.labels.get(k) == v for k, v in job_labels(before).items() for p in after)
+
+
+def unjudged(series: list[Series], checked: set) -> list[Unjudged]:
+    """The lines checked tonight (`checked`: scenario, line) whose series can be judged neither against a level
+    of their own (fewer than MIN_BEFORE + MIN_AFTER runs) nor against an earlier major, and why."""
     by_place = _by_place(series)
     lines: dict[tuple[str, str], list[Series]] = {}
     for s in series:
@@ -126,8 +134,8 @@ def _why(items: list[Series], by_place: dict) -> str:
     if not others:
         return (f"no earlier major holds this scenario's series{busy}, and its own level needs "
                 f"{MIN_BEFORE + MIN_AFTER} runs")
-    mine = job_labels(s.included)
     theirs = job_labels(_last_level(others[0]) or others[0].included)
+    mine = {k: s.included[0].run.record.labels.get(k, "(none)") for k in theirs} if s.included else {}
     return (f"the earlier major {quiet_line(others[0].key.server)}'s runs carry other job labels "
             f"({_labels(theirs)} against {_labels(mine)}); give both the same, or relabel them "
             f"(`concurbench history label RUN... --set KEY=VALUE`)")
