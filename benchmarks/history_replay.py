@@ -133,15 +133,16 @@ def now() -> str:
 
 
 def cli(*args, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    """A concurbench command in a process of its own; on Ctrl-C (or SIGTERM here) it is sent SIGINT and given a
-    minute to keep what it measured and let go of what it made, as a user's Ctrl-C would."""
+    """A concurbench command in a process of its own; on Ctrl-C (or SIGTERM here) it is sent SIGTERM, which it takes
+    as a Ctrl-C (a process started in the background ignores SIGINT), and given a minute to keep what it measured
+    and let go of what it made; then it is killed."""
     proc = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
     try:
         out, err = proc.communicate(timeout=timeout)
     except BaseException:
         if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGTERM)
             try:
                 proc.communicate(timeout=60)
             except subprocess.TimeoutExpired:
@@ -410,19 +411,25 @@ def record(args) -> None:
                 "repeat": 3 if plan == "job-queue" else 1, "cpu_model": cpu_model(), "cpus": os.cpu_count(),
                 "started": now(), "ended": None}
         print(f"{date_line()}; {len(nights)} nights of {scenario.name} on {where}; out {out}\n")
-        acked = False
+        acked, done_nights = False, []
         for night in nights:
+            done_nights.append(night)
             if cluster is not None:
                 cluster.configure(night.server)
             night.labels = {**LABELS, "night": str(night.night)}
             night.started = now()
-            with ExitStack() as busy:
-                alive = busy.enter_context(neighbour()) if night.neighbour else None
-                done = cli("run", scenario, *target, "--repeat", meta["repeat"], "--out", runs, "--history", store,
-                           *[a for k, v in night.params.items() for a in ("--param", f"{k}={v}")],
-                           *[a for k, v in night.labels.items() for a in ("--label", f"{k}={v}")],
-                           env=env, timeout=RUN_TIMEOUT)
-                night.neighbour_alive = alive() if alive else None
+            try:
+                with ExitStack() as busy:
+                    alive = busy.enter_context(neighbour()) if night.neighbour else None
+                    done = cli("run", scenario, *target, "--repeat", meta["repeat"], "--out", runs, "--history",
+                               store, *[a for k, v in night.params.items() for a in ("--param", f"{k}={v}")],
+                               *[a for k, v in night.labels.items() for a in ("--label", f"{k}={v}")],
+                               env=env, timeout=RUN_TIMEOUT)
+                    night.neighbour_alive = alive() if alive else None
+            except KeyboardInterrupt:
+                night.ended, night.run_error = now(), "interrupted (its run directory, if any, is under runs/)"
+                write_plan(out, meta, done_nights)
+                raise
             night.ended, night.run_exit = now(), done.returncode
             run_dir = Path(last_line(done.stdout)) if done.stdout.strip() else None
             if run_dir is not None and (run_dir / "manifest.json").is_file():
@@ -435,10 +442,10 @@ def record(args) -> None:
                 if night.check_exit == 5 and ack_first and not acked:
                     night.acked, acked = ack_new(store, f"{night.injected} on purpose (replay night {night.night})"), True
                 shown = figures(out / night.run_dir, watched)
-            write_plan(out, meta, nights)
+            write_plan(out, meta, done_nights)
             print(table.row(night, shown), flush=True)
         meta["ended"] = now()
-        write_plan(out, meta, nights)
+        write_plan(out, meta, done_nights)
     print_findings(store)
     print(f"\n{time.perf_counter() - started:.0f} s")
 
