@@ -11,9 +11,10 @@ A series is keyed by the scenario's name, not its file's hash, and runs on a lin
            one version in the order they started.
 
 A run made while others kept a large share of the machine's CPUs busy (records.py's `busy`) runs on a
-line of its own, its line's name with BUSY after it: a busy spell is judged against the runs made on a
-busy machine, never mixed into a quiet series' level and noise, where it would pass for a regression of
-the server and hide the next real step. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
+line of its own, its line's name followed by the share of the CPUs others took, to the nearest quarter
+(`16 (busy 50%)`: one CPU of two): a busy spell is judged against the runs made beside a neighbour of
+the same size, never mixed into a quiet series' level and noise, where it would pass for a regression
+of the server and hide the next real step. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
 no series.
 
 A run whose scenario file or parameters differ from the run before it in its series is marked there,
@@ -52,7 +53,8 @@ ORDERS = ("track", "time", "version")
 Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
 TRACK_LABEL = "track"  # a run's label that names its track (otherwise the server's major version)
-BUSY = " busy"  # after a line's name: the runs of that line made on a busy machine
+QUIET_MIN_SERIES = 200  # from this many series, those far from any change may go unsearched (analyse's `quiet`)
+BUSY = " (busy "  # after a line's name: the runs of that line made on a busy machine, and the share others took
 
 
 class Point(NamedTuple):
@@ -196,12 +198,17 @@ def line_of(run: StoredRun, server: str, order: str) -> str:
         line = ALL_SERVERS
     else:
         line = run.record.labels.get(TRACK_LABEL) or major(server)
-    return line + BUSY if run.record.busy else line
+    share = run.record.busy_share
+    return line if share is None else f"{line}{BUSY}{share:.0%})"
 
 
 def quiet_line(line: str) -> str:
-    """A line's name without BUSY."""
-    return line[:-len(BUSY)] if line.endswith(BUSY) else line
+    """A line's name without its busy share."""
+    return line.split(BUSY)[0]
+
+
+def is_busy(line: str) -> bool:
+    return BUSY in line
 
 
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
@@ -211,8 +218,9 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     """Every series of the store (of one scenario, of metrics matching the globs, and, given `select`, whose
     key it takes), its change points and their groups; with `values`, each point's repeats are read too.
     `runs` are the store's runs when the caller has read them already. `quiet(key)` says which series may be
-    left unsearched when no split of theirs moves by QUIET_T plain t (a gate's series that holds no open
-    finding: it could not reach the night's threshold; see detect.largest_shift_t)."""
+    left unsearched when no split of theirs moves by QUIET_T plain t, once QUIET_MIN_SERIES series or more
+    are analysed (a gate's series that holds no open finding: among that many it could not reach the night's
+    threshold; see detect.largest_shift_t)."""
     runs = {r.id: r for r in (runs if runs is not None else store.runs(scenario))
             if r.record.kind is RunKind.MEASURED and (scenario is None or r.record.scenario == scenario)}
     keys = {sid: k for sid, k in store.series(scenario).items() if (not metrics or any(fnmatchcase(k.metric, g)
@@ -242,6 +250,7 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
         series.append(Series(key, _mark_changes(items, signature)))
     series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.clients, s.key.point,
                                version_key(s.key.server), s.key.metric))
+    quiet = quiet if len(series) >= QUIET_MIN_SERIES else None
     for s in series:
         s.changes = [] if quiet is not None and quiet(s.key) and _quiet(s) else _detect(s, method)
     return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,

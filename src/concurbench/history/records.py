@@ -106,6 +106,17 @@ class RunRecord:
         """Others kept a large share of the machine's CPUs busy while the run's load paused."""
         return bool(self.machine.get("busy"))
 
+    @property
+    def busy_share(self) -> float | None:
+        """On a busy machine, the share of its CPUs others kept busy, to the nearest quarter (a quarter at least,
+        all at most); None on a quiet one."""
+        if not self.busy:
+            return None
+        others, cpus = self.machine.get("others"), self.machine.get("cpus")
+        if not others or not cpus:
+            return 1.0
+        return min(1.0, max(0.25, round(4 * others / cpus) / 4))
+
 
 @dataclass(frozen=True)
 class PointRecord:
@@ -182,8 +193,7 @@ def settings_of(run: Run) -> dict:
     the server reported in effect (where the run read them)."""
     out: dict[str, dict] = {}
     for server in run.servers:
-        found = server.extra.get("settings_in_effect")
-        mine = {**(found if isinstance(found, dict) else {}), **server.settings}
+        mine = {**(server.settings_in_effect or {}), **server.settings}
         if mine:
             out.setdefault(server.version_short, {}).update({str(k): str(v) for k, v in mine.items()})
     return out

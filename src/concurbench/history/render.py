@@ -21,7 +21,7 @@ from datetime import datetime
 from ..errors import ConfigError
 from ..report.tables import Report, Table, figure
 from ..results.model import RunStatus
-from .analysis import ALL_SERVERS, BUSY, Analysis, ChangeGroup, Moved, Point, Series, major, relative
+from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, major, relative
 from .expect import WINDOW
 from .findings import OPEN, Expectation, Finding, FindingKind, FindingState
 from .level import Level
@@ -84,7 +84,8 @@ def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = Fals
     busy = sum(1 for r in a.runs if r.record.busy)
     if busy:
         lines.append(f"{busy} run{'s were' if busy != 1 else ' was'} made on a busy machine (others kept a large "
-                     f"share of its CPUs busy while the run's load paused): on lines of their own, marked{BUSY}")
+                     f"share of its CPUs busy while the run's load paused): on lines of their own, marked with the share "
+                     f"others took, such as `16 (busy 50%)`")
     return Report("History", lines, tables)
 
 

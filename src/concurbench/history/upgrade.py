@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .analysis import BUSY, TRACK_LABEL, Point, Series, quiet_line, version_key
+from .analysis import TRACK_LABEL, Point, Series, is_busy, quiet_line, version_key
 from .detect import Change, Method, compare
 from .gatefile import MIN_AFTER, MIN_BEFORE
 from .analysis import figure_of
@@ -81,7 +81,8 @@ def baseline_of(s: Series, by_place: dict | None = None) -> tuple[Series, list[P
     after = _first_level(s)
     suffix = line[len(major):]
     earlier = sorted((other for other in by_place.get(_place(s), []) if other is not s
-                      and other.key.server.endswith(suffix) and MAJOR.fullmatch(quiet_line(other.key.server))
+                      and other.key.server[len(quiet_line(other.key.server)):] == suffix
+                      and MAJOR.fullmatch(quiet_line(other.key.server))
                       and quiet_line(other.key.server) != major
                       and version_key(quiet_line(other.key.server)) < version_key(major)),
                      key=lambda o: version_key(quiet_line(o.key.server)), reverse=True)
@@ -130,7 +131,7 @@ def _why(items: list[Series], by_place: dict) -> str:
         return f"its track `{major}` has {len(s.included)} run(s); a level of its own needs {MIN_BEFORE + MIN_AFTER}"
     others = [o for o in by_place.get(_place(s), []) if o is not s and MAJOR.fullmatch(quiet_line(o.key.server))
               and version_key(quiet_line(o.key.server)) < version_key(major)]
-    busy = " on a busy machine" if s.key.server.endswith(BUSY) else ""
+    busy = " on a machine this busy" if is_busy(s.key.server) else ""
     if not others:
         return (f"no earlier major holds this scenario's series{busy}, and its own level needs "
                 f"{MIN_BEFORE + MIN_AFTER} runs")
