@@ -85,7 +85,7 @@ def test_a_store_of_schema_1_is_migrated_and_takes_a_second_client_count(tmp_pat
                   for t in ("history_runs", "history_series", "history_points")}
         series_before = conn.execute("SELECT * FROM history_series ORDER BY id").fetchall()
     with open_store(path) as store:
-        assert store.schema_version() == schema.SCHEMA_VERSION == 2
+        assert store.schema_version() == schema.SCHEMA_VERSION == 3
         assert store.findings() == [] and store.expectations() == []
         key = next(iter(store.series().values()))
         rec = record(1)

@@ -1,14 +1,18 @@
 """`history`: a store of runs over time, their series and change points, and a CI gate on them.
 
-    concurbench history add RUN_DIR... [--store S] [--label KEY=VALUE ...]
+    concurbench history init PATH|URL
+    concurbench history add RUN_DIR... [--store S] [--label KEY=VALUE ...] [--create]
     concurbench history show [--store S] [--scenario NAME] [--metric GLOB] [--since WHEN] [--format F]
     concurbench history check [--store S] [--run RUN_ID ...] [--gate FILE] [--junit FILE] [--summary FILE]
     concurbench history ack FINDING... --reason TEXT   |   ack --commit SHA|--release VERSION --reason TEXT
+    concurbench history merge SOURCE [--store TARGET]
 
-`add` and `ack` live here, `show` and `check` in history_report.py (imported when called: `add` stays
-well under a second). Exit codes: 0 fine, 5 `check` found a regression, 2 bad input (a path that is not
-a run directory, a store that cannot be read or written, a finding that does not exist); `run --history`
-exits 6 when the run ended well but could not be added.
+`init`, `add`, `ack` and `merge` live here, `show` and `check` in history_report.py (imported when called:
+`add` stays well under a second). Exit codes: 0 fine, 5 `check` found a regression, 2 bad input (a path
+that is not a run directory, a store that cannot be read or written, an empty or foreign file where a
+store belongs, a label with a control character, a finding that does not exist, a merge of two copies
+holding different runs under one id); `run --history` exits 6 when the run ended well but could not be
+added.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ import click
 
 from ..errors import ConfigError
 from ..history.findings import Expectation, FindingState, parse_finding
-from ..history.records import read_run
-from ..history.store import DEFAULT_STORE, open_store, shown
+from ..history.merge import merge as merge_stores
+from ..history.records import check_labels, read_run
+from ..history.schema import SCHEMA_VERSION
+from ..history.store import DEFAULT_STORE, init_store, open_store, shown
 from .console import err, out
 from .lazy import LazyGroup
 
@@ -43,12 +49,20 @@ def parse_pairs(values: tuple[str, ...], what: str, allowed: tuple[str, ...] | N
     return out_
 
 
-def add_runs(store: str | None, run_dirs, labels: dict[str, str]) -> list[tuple[str, bool, int]]:
+def parse_labels(values: tuple[str, ...]) -> dict[str, str]:
+    """`--label KEY=VALUE` options, checked as the history keeps labels (records.check_labels)."""
+    labels = parse_pairs(values, "--label")
+    check_labels(labels, "--label")
+    return labels
+
+
+def add_runs(store: str | None, run_dirs, labels: dict[str, str], *, init: bool = False) \
+        -> list[tuple[str, bool, int]]:
     """Read every run directory first (a bad one stops all before anything is written), then add each in
-    its own transaction: (run id, added, points) per run."""
+    its own transaction: (run id, added, points) per run. `init`: an empty file is taken as a new store."""
     read = [read_run(path, labels) for path in run_dirs]
     done = []
-    with open_store(store, create=True) as s:
+    with open_store(store, create=True, init=init) as s:
         for record, points in read:
             done.append((record.run_id, s.add(record, points), len(points)))
     return done
@@ -78,10 +92,28 @@ def history_options(func):
 
 
 @click.group(name="history", cls=LazyGroup,
-             where={"add": "history:add", "show": "history_report:show", "check": "history_report:check",
-                    "ack": "history:ack"})
+             where={"init": "history:init", "add": "history:add", "show": "history_report:show",
+                    "check": "history_report:check", "ack": "history:ack", "merge": "history:merge_into"})
 def history() -> None:
     """Runs over time: a store of runs, the change points of every series, and a CI gate on them."""
+
+
+@click.command(name="init")
+@click.argument("location", metavar="PATH|URL")
+def init(location: str) -> None:
+    """Make an empty history store on purpose: a missing or empty file, or a PostgreSQL database without the
+    history tables. A store already there is left as it is (its runs are counted); another program's file
+    is refused."""
+    made, runs, migrated = init_store(location)
+    held = f"{shown(location)} is a history store already ({runs} run{'' if runs == 1 else 's'})"
+    if made:
+        text = f"made an empty history store: {shown(location)}"
+    elif migrated is not None:
+        text = (f"{held}; it was brought from schema version {migrated} to {SCHEMA_VERSION}, as any command does, "
+                f"and nothing else was changed")
+    else:
+        text = f"{held}; nothing was changed"
+    out.print(text, highlight=False, soft_wrap=True)
 
 
 @click.command(name="add")
@@ -89,11 +121,34 @@ def history() -> None:
 @click.option("--store", default=None, metavar="PATH|URL", help=STORE_HELP)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="A label kept with the run (branch, CI run id, a server build's commit); repeatable.")
-def add(run_dirs: tuple[Path, ...], store: str | None, labels: tuple[str, ...]) -> None:
+@click.option("--create", is_flag=True,
+              help="Take an empty file as a new store (as `history init` does); without it an empty file, what a "
+                   "failed copy leaves, is refused.")
+def add(run_dirs: tuple[Path, ...], store: str | None, labels: tuple[str, ...], create: bool) -> None:
     """Add RUN_DIRs (run directories, merged shards included) to the history store. A run already there
     changes nothing; every run is added in one transaction of its own."""
-    for run_id, added, points in add_runs(store, run_dirs, parse_pairs(labels, "--label")):
+    for run_id, added, points in add_runs(store, run_dirs, parse_labels(labels), init=create):
         out.print(f"{'added' if added else 'already held'}: {run_id} ({points} figures)", highlight=False)
+
+
+@click.command(name="merge")
+@click.argument("source", metavar="SOURCE")
+@click.option("--store", default=None, metavar="PATH|URL",
+              help=f"The store merged into: an SQLite file (default {DEFAULT_STORE} here) or a postgresql:// URL.")
+def merge_into(source: str, store: str | None) -> None:
+    """Bring into the store what SOURCE (another copy of it: a path or URL) holds and it lacks, in one
+    transaction: runs, findings (one per change, in the furthest state), expectations and the log. A run
+    id held with other files in the two is refused; merging again changes nothing."""
+    with open_store(source) as theirs, open_store(store, create=True) as mine:
+        done = merge_stores(theirs, mine)
+        if not done.anything and not done.log_entries:
+            out.print(f"nothing to merge: {mine.name} holds everything {theirs.name} holds", highlight=False,
+                      soft_wrap=True)
+            return
+        out.print(f"merged {theirs.name} into {mine.name}: {done.runs} run(s) ({done.points} figures), "
+                  f"{done.findings_added} finding(s) added, {done.findings_changed} finding(s) changed, "
+                  f"{done.expectations} expectation(s), {done.relabelled} run(s) relabelled, {done.log_entries} "
+                  f"log entr{'y' if done.log_entries == 1 else 'ies'}", highlight=False, soft_wrap=True)
 
 
 @click.command(name="ack")
