@@ -253,13 +253,13 @@ def test_a_new_major_without_a_baseline_says_why_and_a_relabel_gives_it_one(tmp_
     assert done.exit_code == 0, done.output
     with open_store(nights.path) as s:
         (entry,) = s.logs()
-        assert entry.action == "label" and entry.detail["set"] == {"branch": "main"}
+        assert entry.action == "relabel" and entry.detail["set"] == {"branch": "main"}
         assert entry.detail["before"][old[0]] == {"night": "0", "branch": "dev"}
     results = [nights.check(nights.add(slower(FLAT, "a", 0.5), server="17.1", labels={"branch": "main"}))
                for _ in range(2)]
     assert results[-1].regression and results[-1].causes[0].upgrade is not None
     refused(cli("label", "nowhere", "--set", "x=y", "--store", nights.path), "not in the history store")
-    refused(cli("label", old[0], "--set", "x=two\nlines", "--store", nights.path), "newline")
+    refused(cli("label", old[0], "--set", "x=two\nlines", "--store", nights.path), "control character")
 
 
 # units, thresholds, concurrency ---------------------------------------------------------------------------

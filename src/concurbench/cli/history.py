@@ -1,15 +1,19 @@
 """`history`: a store of runs over time, their series and change points, and a CI gate on them.
 
-    concurbench history add RUN_DIR... [--store S] [--label KEY=VALUE ...]
+    concurbench history init PATH|URL
+    concurbench history add RUN_DIR... [--store S] [--label KEY=VALUE ...] [--create]
     concurbench history show [--store S] [--scenario NAME] [--metric GLOB] [--since WHEN] [--format F]
     concurbench history check [--store S] [--run RUN_ID ...] [--gate FILE] [--junit FILE] [--summary FILE]
     concurbench history ack FINDING... --reason TEXT   |   ack --commit SHA|--release VERSION --reason TEXT
     concurbench history label RUN_ID... --set KEY=VALUE ... [--unset KEY ...]
+    concurbench history merge SOURCE [--store TARGET]
 
-`add`, `ack` and `label` live here, `show` and `check` in history_report.py (imported when called: `add` stays
-well under a second). Exit codes: 0 fine, 5 `check` found a regression, 2 bad input (a path that is not
-a run directory, a store that cannot be read or written, a finding that does not exist); `run --history`
-exits 6 when the run ended well but could not be added.
+`init`, `add`, `ack`, `label` and `merge` live here, `show` and `check` in history_report.py (imported when called:
+`add` stays well under a second). Exit codes: 0 fine, 5 `check` found a regression, 2 bad input (a path
+that is not a run directory, a store that cannot be read or written, an empty or foreign file where a
+store belongs, a label with a control character, a finding that does not exist, a merge of two copies
+holding different runs under one id); `run --history` exits 6 when the run ended well but could not be
+added.
 """
 
 from __future__ import annotations
@@ -27,20 +31,14 @@ from ..history.analysis import analyse, major, version_key
 from ..history.causes import line_ranks
 from ..history.expect import WINDOW, covers
 from ..history.findings import Expectation, FindingState, parse_finding
-from ..history.records import read_run
-from ..history.store import DEFAULT_STORE, open_store, shown
+from ..history.merge import merge as merge_stores
+from ..history.records import check_labels, read_run
+from ..history.schema import SCHEMA_VERSION
+from ..history.store import DEFAULT_STORE, LogAction, init_store, open_store, shown
 from .console import err, out
 from .lazy import LazyGroup
 
 STORE_HELP = f"The history store: an SQLite file (default {DEFAULT_STORE} here) or a postgresql:// URL."
-
-
-def parse_labels(values: tuple[str, ...], what: str = "--label") -> dict[str, str]:
-    """KEY=VALUE labels as a dict, each checked (check_label)."""
-    out_ = parse_pairs(values, what)
-    for key, value in out_.items():
-        check_label(key, value, what)
-    return out_
 
 
 def parse_pairs(values: tuple[str, ...], what: str, allowed: tuple[str, ...] | None = None) -> dict[str, str]:
@@ -57,23 +55,20 @@ def parse_pairs(values: tuple[str, ...], what: str, allowed: tuple[str, ...] | N
     return out_
 
 
-def check_label(key: str, value: str, what: str) -> None:
-    """A label's key is a word of letters, digits, `_`, `-`, `.` and `/`; neither it nor its value holds a
-    control character."""
-    if not re.fullmatch(r"[A-Za-z0-9_.\-/]+", key):
-        raise ConfigError(f"{what} {key!r}: a label's key is letters, digits and _ - . / (no spaces, no =), such as "
-                          f"branch or ci_run; nothing was written")
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-        raise ConfigError(f"{what} {key}={value!r}: a label's value may not hold a newline or another control "
-                          f"character (the gate's summary gives each cause one line); nothing was written")
+def parse_labels(values: tuple[str, ...], what: str = "--label") -> dict[str, str]:
+    """`--label KEY=VALUE` options, checked as the history keeps labels (records.check_labels)."""
+    labels = parse_pairs(values, what)
+    check_labels(labels, what)
+    return labels
 
 
-def add_runs(store: str | None, run_dirs, labels: dict[str, str]) -> list[tuple[str, bool, int]]:
+def add_runs(store: str | None, run_dirs, labels: dict[str, str], *, init: bool = False) \
+        -> list[tuple[str, bool, int]]:
     """Read every run directory first (a bad one stops all before anything is written), then add each in
-    its own transaction: (run id, added, points) per run."""
+    its own transaction: (run id, added, points) per run. `init`: an empty file is taken as a new store."""
     read = [read_run(path, labels) for path in run_dirs]
     done = []
-    with open_store(store, create=True) as s:
+    with open_store(store, create=True, init=init) as s:
         for record, points in read:
             done.append((record.run_id, s.add(record, points), len(points)))
     return done
@@ -103,10 +98,29 @@ def history_options(func):
 
 
 @click.group(name="history", cls=LazyGroup,
-             where={"add": "history:add", "show": "history_report:show", "check": "history_report:check",
-                    "ack": "history:ack", "label": "history:label"})
+             where={"init": "history:init", "add": "history:add", "show": "history_report:show",
+                    "check": "history_report:check", "ack": "history:ack", "merge": "history:merge_into",
+                    "label": "history:label"})
 def history() -> None:
     """Runs over time: a store of runs, the change points of every series, and a CI gate on them."""
+
+
+@click.command(name="init")
+@click.argument("location", metavar="PATH|URL")
+def init(location: str) -> None:
+    """Make an empty history store on purpose: a missing or empty file, or a PostgreSQL database without the
+    history tables. A store already there is left as it is (its runs are counted); another program's file
+    is refused."""
+    made, runs, migrated = init_store(location)
+    held = f"{shown(location)} is a history store already ({runs} run{'' if runs == 1 else 's'})"
+    if made:
+        text = f"made an empty history store: {shown(location)}"
+    elif migrated is not None:
+        text = (f"{held}; it was brought from schema version {migrated} to {SCHEMA_VERSION}, as any command does, "
+                f"and nothing else was changed")
+    else:
+        text = f"{held}; nothing was changed"
+    out.print(text, highlight=False, soft_wrap=True)
 
 
 @click.command(name="add")
@@ -114,11 +128,34 @@ def history() -> None:
 @click.option("--store", default=None, metavar="PATH|URL", help=STORE_HELP)
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
               help="A label kept with the run (branch, CI run id, a server build's commit); repeatable.")
-def add(run_dirs: tuple[Path, ...], store: str | None, labels: tuple[str, ...]) -> None:
+@click.option("--create", is_flag=True,
+              help="Take an empty file as a new store (as `history init` does); without it an empty file, what a "
+                   "failed copy leaves, is refused.")
+def add(run_dirs: tuple[Path, ...], store: str | None, labels: tuple[str, ...], create: bool) -> None:
     """Add RUN_DIRs (run directories, merged shards included) to the history store. A run already there
     changes nothing; every run is added in one transaction of its own."""
-    for run_id, added, points in add_runs(store, run_dirs, parse_labels(labels)):
+    for run_id, added, points in add_runs(store, run_dirs, parse_labels(labels), init=create):
         out.print(f"{'added' if added else 'already held'}: {run_id} ({points} figures)", highlight=False)
+
+
+@click.command(name="merge")
+@click.argument("source", metavar="SOURCE")
+@click.option("--store", default=None, metavar="PATH|URL",
+              help=f"The store merged into: an SQLite file (default {DEFAULT_STORE} here) or a postgresql:// URL.")
+def merge_into(source: str, store: str | None) -> None:
+    """Bring into the store what SOURCE (another copy of it: a path or URL) holds and it lacks, in one
+    transaction: runs, findings (one per change, in the furthest state), expectations and the log. A run
+    id held with other files in the two is refused; merging again changes nothing."""
+    with open_store(source) as theirs, open_store(store, create=True) as mine:
+        done = merge_stores(theirs, mine)
+        if not done.anything and not done.log_entries:
+            out.print(f"nothing to merge: {mine.name} holds everything {theirs.name} holds", highlight=False,
+                      soft_wrap=True)
+            return
+        out.print(f"merged {theirs.name} into {mine.name}: {done.runs} run(s) ({done.points} figures), "
+                  f"{done.findings_added} finding(s) added, {done.findings_changed} finding(s) changed, "
+                  f"{done.expectations} expectation(s), {done.relabelled} run(s) relabelled, {done.log_entries} "
+                  f"log entr{'y' if done.log_entries == 1 else 'ies'}", highlight=False, soft_wrap=True)
 
 
 @click.command(name="ack")
@@ -248,8 +285,7 @@ def label(run_ids: tuple[str, ...], sets: tuple[str, ...], unsets: tuple[str, ..
 def relabel(store: str | None, run_ids: tuple[str, ...], sets: dict[str, str], unsets: tuple[str, ...]) -> list[str]:
     if not sets and not unsets:
         raise ConfigError("history label: give --set KEY=VALUE or --unset KEY (or both)")
-    for key in unsets:
-        check_label(key, "", "--unset")
+    check_labels({key: "" for key in unsets}, "--unset")
     with open_store(store) as s:
         held = {r.record.run_id: r for r in s.runs()}
         missing = [r for r in run_ids if r not in held]
@@ -261,6 +297,6 @@ def relabel(store: str | None, run_ids: tuple[str, ...], sets: dict[str, str], u
         labels = {r.id: {**{k: v for k, v in r.record.labels.items() if k not in unsets}, **sets} for r in chosen}
         detail = {"runs": [r.record.run_id for r in chosen], "set": sets, "unset": list(unsets),
                   "before": {r.record.run_id: r.record.labels for r in chosen}}
-        s.relabel([r.id for r in chosen], labels, ("label", detail))
+        s.relabel([r.id for r in chosen], labels, (LogAction.RELABEL, detail))
     return [f"relabelled: {r.record.run_id} ({', '.join(f'{k}={v}' for k, v in sorted(labels[r.id].items())) or 'no labels'})"
             for r in chosen]

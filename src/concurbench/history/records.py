@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -136,9 +137,26 @@ class PointRecord:
     exposure: float | None = None  # ... and the scheduled transactions it is out of
 
 
+def check_labels(labels: dict[str, str], what: str = "label") -> None:
+    """Labels as the history keeps and shows them: a key that is not empty and holds no `=`, and no control
+    character (a newline would break the one line per cause of a gate's summary) in key or value; else a
+    ConfigError naming the label."""
+    for key, value in labels.items():
+        text = f"{key}={value}"
+        if not str(key).strip():
+            raise ConfigError(f"{what} {text!r}: the key is empty; give KEY=VALUE (branch=main)")
+        if "=" in str(key):
+            raise ConfigError(f"{what} {text!r}: a key may not hold '='; give KEY=VALUE (branch=main)")
+        bad = next((c for c in text if unicodedata.category(c) == "Cc"), None)
+        if bad is not None:
+            raise ConfigError(f"{what} {text!r}: holds a control character ({bad!r}); a label is one line of "
+                              f"printable text")
+
+
 def read_run(path: Path | str, labels: dict[str, str] | None = None) -> tuple[RunRecord, list[PointRecord]]:
     """A run directory's records. A path that is not a run directory, a newer format or a damaged file is a
-    ConfigError naming the file (load_run's)."""
+    ConfigError naming the file (load_run's); so are labels the history cannot keep (check_labels)."""
+    check_labels(labels or {})
     path = Path(path)
     if not path.is_dir():
         raise ConfigError(f"{path}: not a run directory (no such directory); give the directory `concurbench run` "

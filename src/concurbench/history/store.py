@@ -14,6 +14,10 @@ password is used to connect and never shown: messages name the store without it.
 A store is made on purpose: a missing file is created by the first add, but an empty file (what a
 failed copy leaves) is a store only through `history init` or `--create`, and an SQLite file of another
 program, or one whose history tables lack their schema version, is refused and left as it is.
+
+Two copies of a store (the nightly job's and a person's) come together through merge.py, which reads
+one store in one consistent view (`reading`) and writes the other in one transaction, with the run
+each row id stands for; a relabel's log entry names the runs by run id, so a merge can replay it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import os
 import sqlite3
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -121,6 +126,22 @@ def open_store(location: str | Path | None = None, *, create: bool = False, init
     return store
 
 
+def init_store(location: str | Path) -> tuple[bool, int, int | None]:
+    """`history init`: make an empty store on purpose (a missing or empty file, a database without the history
+    tables). Returns (made, runs, migrated from): on a store already there, nothing is made and its runs are
+    counted (an older schema is migrated, as any command does, and its version returned); another program's
+    file is a ConfigError, left as it is."""
+    with open_store(location, init=True) as store:
+        return store.created, store.count_runs(), store.migrated_from
+
+
+class LogAction(StrEnum):
+    """What a log entry of the store records."""
+
+    RELABEL = "relabel"  # runs given other labels (its detail's `labels`: run id -> the labels given)
+    MERGE = "merge"  # another copy of the store merged into this one (merge.py)
+
+
 class HistoryStore:
     dialect = ""
 
@@ -129,12 +150,17 @@ class HistoryStore:
         self.name = shown(location)
         self.conn = None
         self._inside = False  # within a transaction: reads do not end it
+        self.created = False  # the tables were made when the store was opened
+        self.migrated_from: int | None = None  # the older schema version it was brought from when opened
 
     # -- the dialect's part
     def _begin(self) -> None:
         raise NotImplementedError
 
     def _has_tables(self) -> bool:
+        raise NotImplementedError
+
+    def _begin_read(self) -> None:
         raise NotImplementedError
 
     def _sql(self, text: str) -> str:
@@ -188,6 +214,22 @@ class HistoryStore:
         of it. The gate's analysis and the findings it writes are one such transaction."""
         return self._transaction(work, doing)
 
+    def reading(self, work, doing: str = "reading the store"):
+        """work() with its reads in one transaction that writes nothing: one consistent view of a store others
+        may be writing (a merge reads its source so)."""
+        if self._inside:
+            return work()
+        try:
+            self._begin_read()
+            self._inside = True
+            try:
+                return work()
+            finally:
+                self._inside = False
+                self.conn.rollback()
+        except (sqlite3.Error, psycopg.Error) as exc:
+            raise self._problem(exc, doing) from None
+
     def ready(self, create: bool) -> None:
         """Check the schema's version: create the tables (with `create`), migrate an older one, refuse a newer one."""
         self._transaction(lambda: self._ready(create), "opening the store")
@@ -200,6 +242,7 @@ class HistoryStore:
             for statement in create_statements(self.dialect):
                 self._execute(statement)
             self._execute("INSERT INTO history_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.created = True
             return
         row = self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()
         if row is None or not str(row[0]).isdigit():
@@ -216,6 +259,7 @@ class HistoryStore:
         if version < SCHEMA_VERSION:
             self._execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             self._migrated()
+            self.migrated_from = version
 
     def _migrated(self) -> None:
         """A check of the migrated tables before the migration commits (the dialect's)."""
@@ -225,14 +269,15 @@ class HistoryStore:
         self.conn.rollback()
         return int(row[0])
 
-    def add(self, record: RunRecord, points: list[PointRecord]) -> bool:
-        """Add one run with its points in one transaction: True when added, False when it was there already."""
-        return self._transaction(lambda: self._add(record, points), f"adding run {record.run_id}")
+    def add(self, record: RunRecord, points: list[PointRecord], added: str | None = None) -> bool:
+        """Add one run with its points in one transaction: True when added, False when it was there already.
+        `added`: when it first went into a store (a merge keeps the other copy's; now by default)."""
+        return self._transaction(lambda: self._add(record, points, added), f"adding run {record.run_id}")
 
-    def _add(self, record: RunRecord, points: list[PointRecord]) -> bool:
+    def _add(self, record: RunRecord, points: list[PointRecord], added: str | None = None) -> bool:
         if self._known(record):
             return False
-        values = [_column(record, c) for c in _RUN_COLUMNS[:-1]] + [datetime.now(timezone.utc).isoformat()]
+        values = [_column(record, c) for c in _RUN_COLUMNS[:-1]] + [added or datetime.now(timezone.utc).isoformat()]
         marks = ", ".join("?" * len(_RUN_COLUMNS))
         row = self._execute(f"INSERT INTO history_runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks}) "
                             f"ON CONFLICT (run_id) DO NOTHING RETURNING id", values).fetchone()
@@ -273,6 +318,25 @@ class HistoryStore:
         rows = self._read(f"SELECT id, {', '.join(_RUN_COLUMNS)} FROM history_runs {where} ORDER BY started, id",
                           params, "reading runs")
         return [StoredRun(int(r[0]), _record(r[1:]), r[-1]) for r in rows]
+
+    def count_runs(self) -> int:
+        return int(self._read("SELECT count(*) FROM history_runs", (), "counting runs")[0][0])
+
+    def run_points(self, runs: dict[int, str]) -> dict[str, list[PointRecord]]:
+        """The points of these runs (row id -> run id) as records, by run id."""
+        out: dict[str, list[PointRecord]] = {run_id: [] for run_id in runs.values()}
+        ids = sorted(runs)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            columns = ", ".join("p." + c for c in _POINT_COLUMNS)
+            rows = self._read(f"SELECT p.run, s.scenario, s.variant, s.pool, s.clients, s.point, s.server, s.metric, "
+                              f"{columns} FROM history_points p JOIN history_series s ON s.id = p.series "
+                              f"WHERE p.run IN ({', '.join('?' * len(chunk))})", chunk, "reading points")
+            for run, *key, status, mean, se, df, low, high, n, vals, count, exposure in rows:
+                out[runs[int(run)]].append(PointRecord(
+                    runs[int(run)], SeriesKey(key[0], key[1], key[2], int(key[3]), int(key[4]), key[5], key[6]),
+                    status, mean, se, df, low, high, int(n), tuple(json.loads(vals)), count, exposure))
+        return out
 
     def series(self, scenario: str | None = None) -> dict[int, SeriesKey]:
         where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
@@ -337,6 +401,17 @@ class HistoryStore:
                           (), "reading expectations")
         return [Expectation(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
 
+    def keep_expectations(self, new: list[Expectation], changed: list[Expectation]) -> None:
+        """In one transaction: add these expectations as they are (when added, and lapsed), and write the reason
+        and lapse of the changed ones."""
+        def work():
+            self._executemany("INSERT INTO history_expectations (commit_id, release, reason, added, lapsed) "
+                              "VALUES (?, ?, ?, ?, ?)",
+                              [(e.commit, e.release, e.reason, e.added, e.lapsed) for e in new])
+            self._executemany("UPDATE history_expectations SET reason = ?, lapsed = ? WHERE id = ?",
+                              [(e.reason, e.lapsed, e.id) for e in changed])
+        self._transaction(work, "writing expectations")
+
     def lapse(self, expectations: list[Expectation]) -> None:
         """Keep when each of these expectations' windows lapsed."""
         self._transaction(lambda: self._executemany("UPDATE history_expectations SET lapsed = ? WHERE id = ?",
@@ -344,15 +419,23 @@ class HistoryStore:
 
     # -- labels and the log
     def relabel(self, runs: list[int], labels: dict[int, dict[str, str]], entry: tuple[str, dict]) -> None:
-        """Give these runs (row ids) these labels, and log it, in one transaction."""
+        """Give these runs (row ids) these labels, and log it, in one transaction. The entry's detail gains
+        `labels`, each run's new labels by run id: what a merge replays on another copy of the store."""
         def work():
-            self._executemany("UPDATE history_runs SET labels = ? WHERE id = ?",
-                              [(json.dumps(labels[r], sort_keys=True), r) for r in runs])
-            self._log(*entry)
+            self.set_labels({r: labels[r] for r in runs})
+            ids = {int(r[0]): r[1] for r in self._read("SELECT id, run_id FROM history_runs", (), "reading runs")}
+            action, detail = entry
+            self._log(action, {**detail, "labels": {ids[r]: labels[r] for r in runs}})
         self._transaction(work, "relabelling runs")
 
-    def log(self, action: str, detail: dict) -> None:
-        self._transaction(lambda: self._log(action, detail), "writing the log")
+    def set_labels(self, labels: dict[int, dict[str, str]]) -> None:
+        """Give runs (row ids) these labels, logging nothing (a merge replays a logged relabel so)."""
+        self._transaction(lambda: self._executemany("UPDATE history_runs SET labels = ? WHERE id = ?", [
+            (json.dumps(value, sort_keys=True), run) for run, value in labels.items()]), "relabelling runs")
+
+    def log(self, action: str, detail: dict, at: str | None = None) -> None:
+        """Keep a log entry (`at`: when it was done, now by default; a merge keeps the other copy's)."""
+        self._transaction(lambda: self._log(action, detail, at), "writing the log")
 
     def _log(self, action: str, detail: dict, at: str | None = None) -> None:
         self._execute("INSERT INTO history_log (at, action, detail) VALUES (?, ?, ?)",
@@ -398,7 +481,7 @@ class _SqliteStore(HistoryStore):
             raise ConfigError(f"history store {location} does not exist: add runs first with `concurbench history "
                               f"add RUN_DIR... --store {location}`")
         if not path.exists() and create:
-            _made_whole(path)
+            self.created = _made_whole(path)
         if path.is_file() and path.stat().st_size == 0 and not init:
             raise ConfigError(f"history store {location} is an empty file, not a history store (a failed copy or "
                               f"fetch leaves one); nothing was written. Fetch the store again, or, to start a new "
@@ -412,6 +495,9 @@ class _SqliteStore(HistoryStore):
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
+
+    def _begin_read(self) -> None:
+        self.conn.execute("BEGIN")
 
     def ready(self, create: bool) -> None:
         """As the store's, with foreign keys off meanwhile: a migration makes a referenced table again (SQLite
@@ -474,6 +560,9 @@ class _PostgresStore(HistoryStore):
     def _begin(self) -> None:
         self._execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
 
+    def _begin_read(self) -> None:
+        self._execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
     def _has_tables(self) -> bool:
         return self._execute("SELECT to_regclass('history_meta')").fetchone()[0] is not None
 
@@ -486,10 +575,10 @@ class _PostgresStore(HistoryStore):
         return ConfigError(f"history store {self.name}: {doing} failed: {_without(first_line(exc), self.location)}")
 
 
-def _made_whole(path: Path) -> None:
+def _made_whole(path: Path) -> bool:
     """A new SQLite store made beside `path` with its tables, then linked into place in one step: no other
     writer ever sees it empty (an empty file is what a failed fetch leaves, and is refused). When another
-    writer made the store first, theirs is kept."""
+    writer made the store first, theirs is kept (False)."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.new")
     try:
         conn = sqlite3.connect(temp, isolation_level=None)
@@ -503,8 +592,9 @@ def _made_whole(path: Path) -> None:
             conn.close()
         try:
             os.link(temp, path)
+            return True
         except FileExistsError:
-            pass
+            return False
     except (sqlite3.Error, OSError) as exc:
         raise ConfigError(f"history store {path} cannot be created: {first_line(exc)}") from None
     finally:
