@@ -318,7 +318,7 @@ def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
     y, w, room = s.y[idx], s.w[idx], s.room[idx]
     left, right = valid & (where < tau[:, None]), valid & (where >= tau[:, None])
     if s.counts:
-        return _count_tests(s, y * s.exposure[idx], s.exposure[idx], left, right)
+        return _count_tests(s, _tamed(y, room, left, right) * s.exposure[idx], s.exposure[idx], left, right)
     mu_l, wl = _huber(y, w, room, left)
     mu_r, wr = _huber(y, w, room, right)
     n_l, n_r = (tau - lo).astype(float), (hi - tau).astype(float)
@@ -345,6 +345,15 @@ def _side_scale(sq: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The winsorized scale of the masked residuals of each row (NaN with fewer than two)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(mask, sq, 0.0).sum(axis=1) / (mask.sum(axis=1) - 1)
+
+
+def _tamed(y: np.ndarray, room: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Counts with each run held within its room (HUBER_C of its noise) of its side's median: one wild night's
+    burst of failures weighs as a run two noise units out, as a wild run does in the Huber means, and cannot
+    make a side's total by itself; a step, which moves the side's median, is left whole."""
+    mid_l, mid_r = _masked_median(y, left), _masked_median(y, right)
+    mid = np.where(left, mid_l[:, None], np.where(right, mid_r[:, None], y))
+    return np.clip(y, mid - room, mid + room)
 
 
 def _count_tests(s: _Series, k: np.ndarray, e: np.ndarray, left: np.ndarray, right: np.ndarray) -> _Tests:
