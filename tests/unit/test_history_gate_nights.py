@@ -346,3 +346,22 @@ def test_two_checks_at_once_make_one_finding(tmp_path):
         findings = s.findings()
     assert len(results) == 2 and len(findings) == 2  # tps and latency of variant a, once
     assert sorted(len(r.made) for r in results) == [0, 2]
+
+
+def test_a_new_machine_starts_a_new_level_and_is_not_a_regression(tmp_path):
+    """The CI runner's hardware changed under the job: the runs on the new machine are 40% slower, a level of
+    their own told as a machine change, never a finding; a real step on the new machine later is found among
+    its own runs."""
+    nights = Nights(tmp_path / "h.db", seed=21)
+    for _ in range(12):
+        nights.add(FLAT, cpu="Intel Xeon")
+    new_machine = slower(FLAT, "a", 0.4)
+    for i in range(9):
+        result = nights.check(nights.add(new_machine, cpu="AMD EPYC"))
+        assert not result.regression and not result.made
+        if i < 7:
+            assert any("the machine changed at run" in line and "Intel Xeon x2 -> AMD EPYC x2" in line
+                       for line in result.machines)
+    assert "New machine:" not in gate_report.markdown_summary(result)  # judged among its own runs by now
+    reds = [nights.check(nights.add(slower(new_machine, "b", 0.25), cpu="AMD EPYC")).regression for _ in range(3)]
+    assert reds[-1]

@@ -23,6 +23,11 @@ the run before it is marked as a release change. A point whose run failed or end
 shown, and left out of the detection. A rare event's count keeps its exposure (the transactions it is
 out of), and the detector judges its rate with it.
 
+A series never mixes machines silently: where the machine (CPU model and CPUs) changes between two
+runs of a series, a new level starts (the runs on each machine are searched on their own, so no change
+point, and no finding, spans the two); the change is told as such (`machine_starts`), not as a
+regression.
+
 What a metric means (its better direction, whether it is a count) is the metric catalogue's. Change
 points of several metrics of one location (scenario, variant, pool, clients, point, line) within one
 run of each other are one change: a metric with a better direction (throughput, latency) leads before
@@ -37,7 +42,7 @@ import math
 import re
 
 import numpy as np
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 from fnmatch import fnmatchcase
 
@@ -158,6 +163,16 @@ class Series:
     def included(self) -> list[Point]:
         """The points the detection uses (runs that ended normally), in order."""
         return [p for p in self.points if p.included]
+
+    @functools.cached_property
+    def machine_starts(self) -> list[int]:
+        """Where another machine's runs start among the included points (indices; none for one machine)."""
+        return machine_starts(self.included)
+
+    def segment(self, index: int) -> tuple[int, int]:
+        """The included points [start, end) run on the same machine as the point at `index`."""
+        bounds = [0, *self.machine_starts, len(self.included)]
+        return next((a, b) for a, b in zip(bounds, bounds[1:]) if a <= index < b)
 
 
 @dataclass(frozen=True)
@@ -289,12 +304,32 @@ def _detect(s: Series, method: Method) -> list[Change]:
 
 def detect_points(pts: list[Point], key: SeriesKey, method: Method) -> list[Change]:
     """The change points of these points of a series (a rare event's rate with its exposure where every point
-    has them)."""
-    if len(pts) < method.min_after + 2:
-        return []
-    return detect([p.mean for p in pts], [p.error for p in pts], method, df=[p.df for p in pts],
-                  discrete=figure_of(key).discrete, counts=[p.count for p in pts],
-                  exposure=[p.exposure for p in pts])
+    has them), each machine's runs on their own (indices into `pts`)."""
+    bounds = [0, *machine_starts(pts), len(pts)]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        part = pts[a:b]
+        if len(part) < method.min_after + 2:
+            continue
+        found = detect([p.mean for p in part], [p.error for p in part], method, df=[p.df for p in part],
+                       discrete=figure_of(key).discrete, counts=[p.count for p in part],
+                       exposure=[p.exposure for p in part])
+        out += [replace(c, index=c.index + a, low=c.starts[0] + a, high=c.starts[1] + a) for c in found]
+    return out
+
+
+def machine_starts(pts: list[Point]) -> list[int]:
+    """Where the machine changes among these points: the index of each first run on another machine than the
+    run before it with a known machine (runs that recorded none belong to the machine around them)."""
+    out, last = [], None
+    for i, p in enumerate(pts):
+        now = p.run.record.machine_id
+        if now is None:
+            continue
+        if last is not None and now != last:
+            out.append(i)
+        last = now
+    return out
 
 
 def figure_of(key: SeriesKey) -> Figure:

@@ -69,6 +69,7 @@ class GateResult:
     unjudged: list[Unjudged] = field(default_factory=list)  # lines nothing can judge yet, and why
     busy: list[str] = field(default_factory=list)  # the checked runs made on a busy machine, in a few words
     lapsed: list[Expectation] = field(default_factory=list)  # expectations whose window lapsed in this check
+    machines: list[str] = field(default_factory=list)  # lines whose machine changed lately, in a few words
 
     @property
     def regression(self) -> bool:
@@ -139,15 +140,18 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
             for c in _hochberg(alpha, items)]
     after = [changed.get(f.id, f) for f in findings]
     resolved = [f for f in changed.values() if f.state is FindingState.RESOLVED]
-    red = [f for f in after + made if f.state is FindingState.NEW and f.key in checked_keys]
-    stale = [f for f in after if f.state is FindingState.NEW and f.key not in checked_keys and f.key in series]
+    current = {f.id for f in after + made if f.key in checked_keys and _on_newest_machine(f, series[f.key])}
+    red = [f for f in after + made if f.state is FindingState.NEW and (f.id is None or f.id in current)
+           and f.key in checked_keys]
+    stale = [f for f in after if f.state is FindingState.NEW and f.key in series and f.id not in current]
     gone = [replace(e, lapsed=now) for e in expectations if e.lapsed is None
             and any(lapsed(e, s) for s in a.series if s.key in checked_keys)]
     lines = {(k.scenario, k.server) for k in checked_keys}
     busy = sorted({line for r in a.runs if runs is not None and r.id in runs for line in [machine_line(r.record)]
                    if line})
     result = GateResult(spec, a, None, len(checked_keys), made, red, resolved, stale,
-                        unjudged=unjudged(a.series, lines), busy=busy, lapsed=gone)
+                        unjudged=unjudged(a.series, lines), busy=busy, lapsed=gone,
+                        machines=_machine_changes([s for s in a.series if s.key in checked_keys]))
     return result, made, list(changed.values())
 
 
@@ -155,6 +159,35 @@ def saved(result: GateResult, made: list[Finding]) -> GateResult:
     """The result with the findings it made as the store keeps them (with their ids)."""
     kept = [f for f in result.red if f.id is not None]
     return replace(result, made=made, red=kept + [f for f in made if f.state is FindingState.NEW])
+
+
+def _on_newest_machine(f: Finding, s: Series) -> bool:
+    """The finding started on the machine the series' newest runs ran on (a finding of the machine before is not
+    red: its series is a new level there, judged on its own)."""
+    pts = s.included
+    at = next((i for i, p in enumerate(pts) if p.run.id == f.first_run), None)
+    return at is None or s.segment(at)[1] == len(pts)
+
+
+def _machine_changes(series: list[Series]) -> list[str]:
+    """Lines whose newest machine started within the runs a level needs, once per scenario and line."""
+    out = {}
+    for s in series:
+        pts = s.included
+        if not s.machine_starts or len(pts) - s.machine_starts[-1] >= MIN_BEFORE + MIN_AFTER:
+            continue
+        start = s.machine_starts[-1]
+        old, new = pts[start - 1].run.record, pts[start].run.record
+        out.setdefault((s.key.scenario, s.key.server),
+                       f"{s.key.scenario} on {s.key.server}: the machine changed at run {new.run_id} "
+                       f"({_machine(old)} -> {_machine(new)}): a new level starts there, not a regression; its runs "
+                       f"are judged among themselves from the {MIN_BEFORE + MIN_AFTER}th on")
+    return list(out.values())
+
+
+def _machine(record) -> str:
+    model, cpus = record.machine_id or ("unknown CPU", "?")
+    return f"{model} x{cpus}"
 
 
 def _judged(f: Finding, s: Series, gated: Gated, method: Method, now: str) -> Finding | None:

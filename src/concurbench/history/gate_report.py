@@ -81,6 +81,8 @@ def markdown_summary(result: GateResult) -> str:
     if result.stale:
         out += [f"Not red: {len(result.stale)} new finding{'s' if len(result.stale) != 1 else ''} on series without a "
                 f"run in this check ({', '.join(f.name for f in result.stale[:10])})", ""]
+    for line in result.machines:
+        out += [f"New machine: {line}.", ""]
     for u in result.unjudged:
         out += [f"No baseline: {u.scenario} on {u.line} ({u.runs} run{'s' if u.runs != 1 else ''}): {u.why}.", ""]
     for e in result.lapsed:

@@ -1,7 +1,7 @@
 """A finding judged again each night: its present size, and whether the metric came back.
 
-A finding's present level is the level of its series' newest runs since the finding started: the runs
-from its first run on are searched by the detector on their own (so the old level cannot hide a change
+A finding's present level is the level of its series' newest runs since the finding started, on the
+machine it was found on: the runs from its first run on are searched by the detector on their own (so the old level cannot hide a change
 back, nor a long history swallow a short spell), and the last level found there, at least MIN_AFTER
 runs, is the present one. Where releases are interleaved on a line, only the runs of the newest release
 count. The present size is that level against the level before the finding.
@@ -47,7 +47,7 @@ def present(f: Finding, s: Series, method: Method) -> Present | None:
     at = next((i for i, p in enumerate(pts) if p.run.id == f.first_run), None)
     if at is None:
         return None
-    since = pts[at:]
+    since = pts[at:s.segment(at)[1]]  # on the finding's machine: another's runs are a level of their own
     if len(since) < MIN_AFTER:
         return None
     changes = [c for c in detect_points(since, s.key, method) if c.after.n >= MIN_AFTER]

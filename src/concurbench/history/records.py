@@ -108,6 +108,12 @@ class RunRecord:
         return bool(self.machine.get("busy"))
 
     @property
+    def machine_id(self) -> tuple[str, int] | None:
+        """What makes two runs' machines the same one for a series: CPU model and CPUs (None: not recorded)."""
+        model, cpus = self.machine.get("cpu_model"), self.machine.get("cpus")
+        return (str(model), int(cpus)) if model and cpus else None
+
+    @property
     def busy_share(self) -> float | None:
         """On a busy machine, the share of its CPUs others kept busy, to the nearest quarter (a quarter at least,
         all at most); None on a quiet one."""

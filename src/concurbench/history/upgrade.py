@@ -94,9 +94,11 @@ def baseline_of(s: Series, by_place: dict | None = None) -> tuple[Series, list[P
 
 
 def same_job(before: list[Point], after: list[Point]) -> bool:
-    """Every label the runs of `before` carry alike (other than `track`) is on each run of `after` alike: the
-    same job, whatever labels differ run by run (a run id, a night)."""
-    return all(p.run.record.labels.get(k) == v for k, v in job_labels(before).items() for p in after)
+    """Every label the runs of `before` carry alike (other than `track`) is on each run of `after` alike, and
+    all ran on one machine: the same job, whatever labels differ run by run (a run id, a night)."""
+    machines = {p.run.record.machine_id for p in before + after} - {None}
+    return len(machines) <= 1 and all(p.run.record.labels.get(k) == v for k, v in job_labels(before).items()
+                                      for p in after)
 
 
 def unjudged(series: list[Series], checked: set) -> list[Unjudged]:
@@ -160,11 +162,11 @@ def _by_place(series: list[Series]) -> dict[tuple, list[Series]]:
 
 def _first_level(s: Series) -> list[Point]:
     pts = s.included
-    first = s.changes[0].index if s.changes else len(pts)
+    first = min([c.index for c in s.changes] + s.machine_starts + [len(pts)])
     return pts[:first]
 
 
 def _last_level(s: Series) -> list[Point]:
     pts = s.included
-    last = s.changes[-1].index if s.changes else 0
+    last = max([c.index for c in s.changes] + s.machine_starts + [0])
     return pts[last:]
