@@ -81,9 +81,8 @@ def with_causes(result, checked: list[str] | None, store: HistoryStore | None = 
 
 
 def _cause(items: list[Finding], series: dict, ranks: dict, moved: list[Moved]) -> FindingGroup | None:
-    starts = [f.first_run for f in items]
     line = ranks.get((items[0].key.scenario, items[0].key.server), {})
-    first = max(set(starts), key=lambda r: (starts.count(r), line.get(r, -1)))
+    first = _start(items, line)
     items = sorted(items, key=lambda f: (f.key.location, f.key.metric))
     mine = {f.id: series[f.key] for f in items if f.key in series}
     point = next((p for f in items if f.key in series for p in series[f.key].points if p.run.id == first), None)
@@ -97,6 +96,19 @@ def _cause(items: list[Finding], series: dict, ranks: dict, moved: list[Moved]) 
     server = before.server if before is not None and before.server != point.server else ""
     return FindingGroup(point, items, sorted((m for _, m in also), key=lambda m: (_count(m.metric), m.p))[:MOST_ALSO],
                         mine, now, evidence, server)
+
+
+def _start(items: list[Finding], line: dict[int, int]) -> int:
+    """The run a cause is told at: the one most of its findings could start at (their intervals hold it; one
+    metric's change placed a run late does not move it), the earliest of a tie."""
+    places = {r: line.get(r, -1) for f in items for r in (f.first_run, *f.starts)}
+    held = {r: sum(1 for f in items if _within(line, f, at)) for r, at in places.items()}
+    return max(places, key=lambda r: (held[r], -places[r]))
+
+
+def _within(line: dict[int, int], f: Finding, at: int) -> bool:
+    low, high = (line.get(r) for r in f.starts)
+    return low is not None and high is not None and low <= at <= high
 
 
 def _before_point(items: list[Finding], series: dict) -> Point | None:
