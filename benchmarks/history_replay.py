@@ -95,14 +95,16 @@ LOGGING = {"log_statement": "all"}
 DELAY = {"commit_delay": "300", "commit_siblings": "0"}
 
 
-def job_queue_nights() -> list[Night]:
-    """The 36 nights of issue 46's replay."""
+def job_queue_nights(first: dict | None = None) -> list[Night]:
+    """The 36 nights of issue 46's replay; `first`: the settings of nights 19-26 (default: logging every
+    statement)."""
+    first = first or LOGGING
     nights = []
     for n in range(1, 37):
         if n <= 3 or 9 <= n <= 11:
             nights.append(Night(n, "busy neighbour (1 CPU)", neighbour=True))
         elif 19 <= n <= 26:
-            nights.append(Night(n, "log_statement=all", server=dict(LOGGING)))
+            nights.append(Night(n, ", ".join(f"{k}={v}" for k, v in first.items()), server=dict(first)))
         elif n >= 27:
             nights.append(Night(n, "commit_delay=300µs", server=dict(DELAY)))
         else:
@@ -384,12 +386,25 @@ def watched_settings(nights: list[Night]) -> set[str]:
 
 
 # -- the two modes ---------------------------------------------------------------------------------------------------
+def _settings(text: str | None) -> dict | None:
+    """`--first NAME=VALUE[,NAME=VALUE]` as settings (None: the plan's own)."""
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip():
+            raise PlanError(f"--first {text!r}: expected NAME=VALUE[,NAME=VALUE], such as log_statement=all")
+        out[name.strip()] = value.strip()
+    return out
+
+
 def record(args) -> None:
     from concurbench.results.store import cpu_model
 
     plan = args.plan
     nights = chosen(commit_delay_nights(args.flat, args.slow, args.fixed, args.delay) if plan == "commit-delay"
-                    else job_queue_nights(), args.nights)
+                    else job_queue_nights(_settings(args.first)), args.nights)
     ack_first = args.ack_first or plan == "commit-delay"
     out = args.out or Path(tempfile.mkdtemp(prefix="history-replay-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -499,6 +514,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", choices=sorted(SCENARIOS), default="commit-delay")
     ap.add_argument("--flat", type=int, default=14, help="commit-delay: quiet nights before the regression")
     ap.add_argument("--slow", type=int, default=10, help="commit-delay: nights with commit_delay")
+    ap.add_argument("--first", default=None, metavar="NAME=VALUE[,...]",
+                    help="job-queue: the server settings of nights 19-26, the first regression (default "
+                         "log_statement=all); the owner sets them with ALTER SYSTEM and takes them back on night 27")
     ap.add_argument("--fixed", type=int, default=12, help="commit-delay: nights after the fix")
     ap.add_argument("--delay", type=int, default=2000, help="commit-delay: commit_delay of the slow nights, µs")
     ap.add_argument("--nights", default=None, help="only these nights of the plan, each with its own injection "

@@ -26,13 +26,21 @@ MOST_ALSO = 8  # what else moved: at most this many metrics kept with a cause
 
 
 @dataclass(frozen=True)
+class Also:
+    """Something else that moved at a cause's start: where (the location's key without its metric) and how."""
+
+    where: tuple
+    moved: Moved
+
+
+@dataclass(frozen=True)
 class FindingGroup:
     """One cause: the red findings that could start at the same runs; one line of the summary, one test
     case of the JUnit report. (Not results.model.Cause, which says why a claim's verdict is what it is.)"""
 
     run: Point  # the first run after the change (where most of its findings start)
     findings: list[Finding]
-    also: list[Moved]  # what else moved at that run, in series that are not findings (the likely why)
+    also: list[Also]  # what else moved at that run, in series that are not findings (the likely why)
     series: dict[int, Series]  # finding id -> its series
     change: dict[int, float | None]  # finding id -> its present size (as found, where none was measured since)
     evidence: list[str] = field(default_factory=list)  # what else changed at that run
@@ -94,7 +102,8 @@ def _cause(items: list[Finding], series: dict, ranks: dict, moved: list[Moved]) 
     before = _before_point(items, series)
     evidence = changed(before.run.record, point.run.record, before.server, point.server) if before else []
     server = before.server if before is not None and before.server != point.server else ""
-    return FindingGroup(point, items, sorted((m for _, m in also), key=lambda m: (_count(m.metric), m.p))[:MOST_ALSO],
+    also = [Also(where[0], m) for where, m in also]
+    return FindingGroup(point, items, sorted(also, key=lambda a: (_count(a.moved.metric), a.moved.p))[:MOST_ALSO],
                         mine, now, evidence, server)
 
 

@@ -42,7 +42,10 @@ def cause_line(cause: FindingGroup) -> str:
     if cause.evidence:
         line += ". Changed at that run: " + "; ".join(cause.evidence)
     if cause.also:
-        line += ". Also moved there: " + ", ".join(f"{m.metric} {relative(m.change)}" for m in cause.also[:MOST_ALSO])
+        places = {f.key.location for f in cause.findings}
+        line += ". Also moved there: " + ", ".join(
+            (f"{_place(SeriesKey(*a.where, ''))} " if len(places) > 1 or a.where not in places else "")
+            + f"{a.moved.metric} {relative(a.moved.change)}" for a in cause.also[:MOST_ALSO])
     return line
 
 
