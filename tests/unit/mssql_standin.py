@@ -24,7 +24,8 @@ Microsoft's documentation says SQL Server would:
 - sp_configure sets an option's `value`, and RECONFIGURE makes it the value in use only for an option
   that is dynamic (sys.configurations.is_dynamic; `user connections` is not); @@MAX_CONNECTIONS is
   `user connections` (32,767 when 0); sys.dm_exec_sessions shows a login without VIEW SERVER STATE
-  only its own session, and sys.dm_os_sys_info is refused to it (error 300).
+  only its own session, and sys.dm_os_sys_info is refused to it (error 300);
+- HAS_PERMS_BY_NAME(NULL, NULL, permission) is 1 for the server permissions the login holds (`permissions`).
 
 Any other statement is an AssertionError, so a test notices SQL it did not expect.
 
@@ -85,6 +86,11 @@ class StandInSqlServer:
     sessions: list["StandInSession"] = field(default_factory=list)  # other sessions
     properties: dict[str, dict[str, str]] = field(default_factory=dict)  # database -> extended properties
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
+    login: str = "bench"
+    permissions: set[str] = field(default_factory=lambda: {"ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS"})
+
+    def product_version(self) -> str:
+        return PRODUCT_VERSION
 
     @classmethod
     def with_tempdb_files(cls, count: int, holding_pages: bool) -> "StandInSqlServer":
@@ -307,6 +313,11 @@ class StandInConnection:
 
     def _sessions_and_properties(self, sql: str, params: tuple):
         server = self.server
+        if sql.startswith("SELECT CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition, "
+                          "CAST(SERVERPROPERTY('ProductVersion')"):  # running/needs.py's SERVER_FACTS
+            granted = [int(p in server.permissions) for p in ("ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS")]
+            return StandInCursor(("engine_edition", "product_version", "login", "xe", "trace", "settings"),
+                                 [(3, server.product_version(), server.login, *granted)])
         if sql.startswith("SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1"):
             return StandInCursor(("sees_all",), [(int(server.view_server_state),)])
         if sql.startswith("SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE program_name IN ("):
