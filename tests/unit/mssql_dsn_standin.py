@@ -75,6 +75,7 @@ class StandInDsnServer(StandInSqlServer):
     xel_files: list[str] = field(default_factory=list)
     connections: list = field(default_factory=list)
     version: str = VERSIONS["2022"]
+    data_dir: str = DATA_DIR  # SERVERPROPERTY('InstanceDefaultDataPath')
     now: float = 0.0  # the server's clock, in seconds
     next_trace: int = 2  # trace 1 is the default trace
     database_ids: dict[str, int] = field(default_factory=dict)
@@ -180,6 +181,10 @@ class StandInDsnConnection(StandInConnection):
     def _observers(self, sql: str, params: tuple):  # noqa: C901 - one answer per statement
         server = self.server
         server.expire()
+        if sql.startswith("SELECT @@VERSION AS version"):  # server_info: this server's version
+            return StandInCursor(("version", "product_version", "product_level", "product_update_level", "edition",
+                                  "engine_edition"), [(server.version, server.product_version(), "RTM", None,
+                                                       "Developer Edition (64-bit)", 3)])
         if sql == "SELECT DB_ID() AS database_id":
             return StandInCursor(("database_id",), [(server.database_id(self.database),)])
         if "SERVERPROPERTY('EngineEdition')" in sql and "@@VERSION" in sql:
@@ -222,6 +227,8 @@ class StandInDsnConnection(StandInConnection):
             if m.group(2) == "START":
                 assert not found["running"], "START of a running session is an error"
                 found["running"] = True
+                if found["filename"]:  # the event_file target makes its first file
+                    server.xel_files.append(found["filename"][:-4] + f"_0_{134343910972710000 + len(server.xel_files)}.xel")
                 found["stop_at"] = None if found["max_duration"] is None else server.now + found["max_duration"]
             else:
                 assert found["running"], "STOP of a session that does not run is an error"
@@ -289,7 +296,7 @@ class StandInDsnConnection(StandInConnection):
                                  [(i, t["status"], t["path"]) for i, t in server.traces.items()
                                   if "concurbench-" in t["path"]])
         if "SERVERPROPERTY('InstanceDefaultDataPath')" in sql:
-            return StandInCursor(("data_dir",), [(DATA_DIR,)])
+            return StandInCursor(("data_dir",), [(server.data_dir,)])
         if sql.startswith("SELECT DISTINCT file_name FROM sys.fn_xe_file_target_read_file"):
             rx = re.compile(re.escape(params[0]).replace(r"\*", ".*") + r"\Z")
             names = [f for f in server.xel_files if rx.match(f)]

@@ -27,7 +27,8 @@ Microsoft's documentation says SQL Server would:
   only its own session, and sys.dm_os_sys_info is refused to it (error 300);
 - HAS_PERMS_BY_NAME(NULL, NULL, permission) is 1 for the server permissions the login holds (`permissions`).
 
-Any other statement is an AssertionError, so a test notices SQL it did not expect.
+Any other statement is an AssertionError, so a test notices SQL it did not expect; a statement matching one of
+`fail`'s patterns raises that pattern's error once (a server that refuses it).
 
 `CannedDmvs` is a simpler stand-in for the samplers' tests: canned rows per exact query.
 """
@@ -87,6 +88,7 @@ class StandInSqlServer:
     properties: dict[str, dict[str, str]] = field(default_factory=dict)  # database -> extended properties
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
     login: str = "bench"
+    fail: dict[str, Exception] = field(default_factory=dict)  # a statement matching the pattern raises this, once
     permissions: set[str] = field(default_factory=lambda: {"ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS"})
 
     def product_version(self) -> str:
@@ -170,6 +172,10 @@ class StandInConnection:
     def _run(self, sql: str, params: tuple):
         server = self.server
         server.log.append((self.database, sql))
+        for pattern, error in list(server.fail.items()):
+            if re.search(pattern, sql):
+                del server.fail[pattern]
+                raise error
         m = re.fullmatch(r"EXEC sys\.sp_executesql N'((?:[^']|'')*)'", sql, re.S)
         if m:  # a change of database inside lasts only until the statement ends
             outer = self.database

@@ -223,6 +223,10 @@ class ExistingSqlServer:
             return [exc.message]
         notes = []
         for item in found:
+            if item.by_hand:  # files on the server's disk: said, and listed by gc, never forgotten
+                notes.append(f"a killed run of this machine left {item.kind} {item.name} ({item.detail}); "
+                             f"{item.by_hand}")
+                continue
             try:
                 sweep.remove(item)
             except ProvisionError as exc:

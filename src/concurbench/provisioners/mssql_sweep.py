@@ -147,12 +147,12 @@ class Sweep:
 
     def of_dead_runs(self, host: str, alive: Callable[[int], bool]) -> list[Leftover]:
         """What `leftovers` finds (as gc decides) that a run of `host` left whose process is gone (`alive(pid)`
-        false, a check of this machine's own): what a starting run removes. Files only where they can be removed
-        from here; anything whose maker is not known is left to gc."""
+        false, a check of this machine's own): what a starting run removes (files only an administrator can remove
+        carry `by_hand`, for the run to say); anything whose maker is not known is left to gc."""
         out = []
         for item in self.leftovers():
             owner = self.found[(item.kind, item.name)].get("owner")
-            if owner is None or not owner.on(host) or alive(owner.pid) or item.by_hand:
+            if owner is None or not owner.on(host) or alive(owner.pid):
                 continue
             out.append(item)
         return out

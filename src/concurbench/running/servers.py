@@ -98,6 +98,8 @@ class ServerSession:
             self.progress.on_warning(RunWarning(
                 f"--server-settings as-is: this server runs the scenario without some of its settings, so its figures "
                 f"are not those of the scenario's (the article's) setup: {ServerInfo.from_dict(facts).differences_text()}"))
+        if self.connection.notes:  # what a killed run of this machine left, removed or said at the start
+            facts["found_at_start"] = list(self.connection.notes)
         if self.unrunnable:
             facts["skipped_variants"] = {name: [n.says() for n in needs] for name, needs in self.unrunnable.items()}
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
