@@ -152,11 +152,6 @@ class Outcome(RunOutcome):
         """How to reach each server left running (Target.keep), from the provisioners that can say so."""
         return [hint for p in self.provisioners if (hint := p.connect_hint()) is not None]
 
-    def files_left(self) -> list[str]:
-        """The files observers wrote on a server that could not remove them (a dsn server), as patterns, once each."""
-        return list(dict.fromkeys(pattern for r in self.results for b in r.background
-                                  if b.get("files") and not b.get("files_removed") for pattern in b["files"]))
-
 
 @dataclass
 class ClaimsTable:

@@ -36,7 +36,6 @@ class Harness:
         self.server = server
         self.lock = lock  # one statement at a time on the stand-in, whichever harness sends it
         self.ready = threading.Event()
-        self.done = threading.Event()
         self.error: str | None = None
         parent, child = _CONTEXT.Pipe()
         self.process = _CONTEXT.Process(target=_child, args=(child, body), daemon=True)
@@ -53,11 +52,6 @@ class Harness:
         self.process.join(10)
         self._thread.join(10)
         assert not self._thread.is_alive(), "the stand-in did not see the killed harness's connections close"
-
-    def finish(self, timeout: float = 30) -> None:
-        self.process.join(timeout)
-        self._thread.join(timeout)
-        assert self.process.exitcode == 0 and self.error is None, self.error or f"exit {self.process.exitcode}"
 
     # -- the test's side ---------------------------------------------------------------------------------
     def _serve(self, pipe) -> None:

@@ -224,6 +224,10 @@ def test_standin_a_second_run_leaves_the_first_runs_sessions_alone(server, tmp_p
     outcome = runner(scenario, tmp_path, [arm], "2022").run()  # a second run, from this same machine
     assert outcome.error is None and outcome.results[0].status == RunStatus.OK
     assert "error" not in outcome.results[0].background[0]
+    mine = outcome.run.servers[0].extra["run_id"]
+    [left] = outcome.files_left()  # the run's end line names them
+    assert left == f"/var/opt/mssql/data/concurbench_{mine}_xe_0_*.xel" if arm == "xe_event_file" else \
+        left.startswith(f"/var/opt/mssql/data/concurbench-{mine}_trace-") and left.endswith("Z*.trc")
     assert ours(server) == theirs  # the first run's session, trace, database and record, as they were
     first.kill()
     again = runner(scenario, tmp_path, ["baseline"], "2022").run()  # now gone: its leftovers go

@@ -84,6 +84,11 @@ class RunOutcome:
     def claims_failed(self) -> int:
         return self.run.claims_failed
 
+    def files_left(self) -> list[str]:
+        """The files observers wrote on a server that could not remove them (a dsn server), as patterns, once each."""
+        return list(dict.fromkeys(pattern for r in self.results for b in r.background
+                                  if b.get("files") and not b.get("files_removed") for pattern in b["files"]))
+
 
 class Runner:
     """Runs a scenario on one server, or on several in turn (a version matrix), into one run directory."""
