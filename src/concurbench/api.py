@@ -59,7 +59,10 @@ class Target:
     password is never shown) and `password_env` (the environment variable holding the password),
     `allow_server_changes` (let the scenario change server-wide settings, restored at the end) and
     `server_settings` (`apply`, or `as-is`: leave the server's settings and record the differences),
-    `keep_database` (keep the database of its own a dsn run created; it is dropped at the end otherwise).
+    `keep_database` (keep the database of its own a dsn run created; it is dropped at the end otherwise),
+    `database` (the name of the database a dsn run creates or uses, instead of the DSN's or the default),
+    `xe_without_max_duration` (SQL Server 2019 and 2022: let an Extended Events observer run on a dsn server,
+    which a killed run would leave running until the next run or gc removes it).
     `keep`: leave the server running at the end."""
 
     name: str = "embedded"
@@ -71,6 +74,8 @@ class Target:
     allow_server_changes: bool = False
     server_settings: str = APPLY
     keep_database: bool = False
+    database: str | None = None
+    xe_without_max_duration: bool = False
     keep: bool = False
 
     def versions_for(self, scenario: Scenario, default: Iterable[str | None] = (None,)) -> list[str | None]:
@@ -89,7 +94,8 @@ class Target:
         return TargetOptions(target=self.name, server_version=version, dsn=self.dsn, password_env=self.password_env,
                              image=self.image, images=scenario.images, host_network=self.host_network, keep=self.keep,
                              allow_server_changes=self.allow_server_changes, server_settings=self.server_settings,
-                             keep_database=self.keep_database, listener=listener)
+                             keep_database=self.keep_database, database=self.database,
+                             xe_without_max_duration=self.xe_without_max_duration, listener=listener)
 
     def provisioners(self, scenario: Scenario, *, listener: Listener | None = None, settings: bool = True,
                      default_versions: Iterable[str | None] = (None,)) -> list:
@@ -103,17 +109,20 @@ class Target:
 def run(scenario: Scenario | str | Path, *, target: Target | None = None, out_dir: str | Path = "results",
         quick: bool = False, params: dict[str, str] | None = None, variants: Iterable[str] = (),
         processes: int | None = None, repeat: int = 1, check: CheckPolicy | None = None,
-        shard: Shard | str | None = None, listener: Listener | None = None) -> Outcome:
+        shard: Shard | str | None = None, listener: Listener | None = None, skip_unrunnable: bool = False) -> Outcome:
     """Run `scenario` (a file, or one loaded with load_scenario) on `target` into a run directory under
     `out_dir`; returns the outcome (`outcome.run` is the Run, `outcome.error` the error of a run that did
     not end ok). `quick`, `params` (parameter overrides) apply when loading a file; `variants` runs only
     these; `repeat` runs each variant N times interleaved; `check` repeats runs until the claims are
-    decided (CheckPolicy); `shard` ("I/N") runs one share of the run. `listener` hears the progress."""
+    decided (CheckPolicy); `shard` ("I/N") runs one share of the run; `skip_unrunnable` runs the variants a
+    server concurbench does not own can run and skips the others (otherwise such a run is refused at start).
+    `listener` hears the progress."""
     model = _scenario(scenario, quick, params)
     shard = Shard.parse(shard) if isinstance(shard, str) else shard  # with check: refused by the Runner
     target = target or Target()
     return _run(model, target, listener or Listener(), out_dir=out_dir, processes=processes,
-                variants=list(variants) or None, repeat=repeat, check=check, shard=shard)
+                variants=list(variants) or None, repeat=repeat, check=check, shard=shard,
+                skip_unrunnable=skip_unrunnable)
 
 
 def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quick: bool = False,
@@ -127,7 +136,8 @@ def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quic
     provisioners = target.provisioners(model, listener=listener, settings=False)
     with sigterm_interrupts():
         return [probe_target(model, provisioner, target=target.name, variants=chosen,
-                             allow_server_changes=target.allow_server_changes, as_is=target.server_settings == AS_IS)
+                             allow_server_changes=target.allow_server_changes, as_is=target.server_settings == AS_IS,
+                             xe_without_max_duration=target.xe_without_max_duration)
                 for provisioner in provisioners]
 
 

@@ -18,6 +18,7 @@ import sys
 import psutil
 import psycopg
 import pytest
+from psycopg.conninfo import make_conninfo
 from users_server import PASSWORD, ROOT, concurbench, dsn_args, run_dir
 from waiting import wait_until
 
@@ -180,3 +181,31 @@ def test_a_hangup_or_a_lost_connection_ends_the_run_and_drops_its_database(users
     assert (ROOT / out.strip().splitlines()[-1] / "manifest.json").exists()  # what was measured is kept
     assert wait_until(lambda: "concurbench" not in users_server.databases(), 10)
     assert users_server.dump() == dump and users_server.settings() == before
+
+
+def test_a_users_database_of_the_default_name_is_refused_with_a_way_to_choose_another(users_server, tmp_path):
+    """Issue 45: a user's own database `concurbench` holding `precious`, and a DSN without a database. The old
+    refusal told the user to leave the database out of --dsn, which the user had done; now it says --database NAME,
+    with which the run makes, uses and drops a database of that name, and `precious` is as it was."""
+    users_server.sql("CREATE DATABASE concurbench OWNER bench")
+    try:
+        with psycopg.connect(make_conninfo(users_server.admin, dbname="concurbench"), autocommit=True) as conn:
+            conn.execute("CREATE TABLE precious (id int PRIMARY KEY, what text)")
+            conn.execute("INSERT INTO precious VALUES (1, 'keep me')")
+        refused = concurbench("run", scenario(tmp_path), *dsn_args(users_server.dsn, tmp_path))
+        words = " ".join(refused.stderr.split())
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert "database concurbench on postgresql://bench@127.0.0.1:" in words and "(table public.precious)" in words
+        assert "choose another name for the database concurbench creates and uses with --database NAME" in words
+        assert "leave the database out of --dsn" not in words and "Traceback" not in refused.stderr
+        ran = concurbench("run", scenario(tmp_path), *dsn_args(users_server.dsn, tmp_path, "--database", "bench_run"))
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        [server] = json.loads((run_dir(ran) / "manifest.json").read_text())["servers"]
+        assert server["database"] == {"name": "bench_run", "ownership": "create", "dropped_at_end": True}
+        assert "bench_run" not in users_server.databases()
+        with psycopg.connect(make_conninfo(users_server.admin, dbname="concurbench")) as conn:
+            assert conn.execute("SELECT id, what FROM precious").fetchall() == [(1, "keep me")]
+        both = concurbench("run", scenario(tmp_path), *dsn_args(users_server.app_dsn, tmp_path, "--database", "x"))
+        assert both.returncode == 2 and "name the run's database once" in " ".join(both.stderr.split())
+    finally:
+        users_server.sql("DROP DATABASE IF EXISTS concurbench")

@@ -3,7 +3,9 @@
 Where the server comes from, in order:
 - CONCURBENCH_MSSQL_DSN: an existing server (ODBC string or mssql:// URL; the password from the
   variable named by CONCURBENCH_MSSQL_PASSWORD_ENV, default CONCURBENCH_MSSQL_PASSWORD). The runs
-  use --allow-server-changes, so the scenarios' database options are set and put back.
+  use --allow-server-changes, so the scenarios' database options are set and put back,
+  --skip-unrunnable (rcsi_tf7006 needs a trace flag concurbench turns on only on a server it starts)
+  and --allow-xe-without-max-duration (the Extended Events arms on 2019 and 2022).
 - a Docker engine that has, or can pull, mcr.microsoft.com/mssql/server:<CONCURBENCH_MSSQL_VERSION>
   (default 2022)-latest: the docker target starts and removes the containers.
 Without pyodbc and an ODBC driver for SQL Server, or without either server, every test skips and
@@ -64,7 +66,8 @@ def mssql_target() -> list[str]:
     dsn = os.environ.get("CONCURBENCH_MSSQL_DSN")
     if dsn:
         password_env = os.environ.get("CONCURBENCH_MSSQL_PASSWORD_ENV", "CONCURBENCH_MSSQL_PASSWORD")
-        args = ["--target", "dsn", "--dsn", dsn, "--allow-server-changes"]
+        args = ["--target", "dsn", "--dsn", dsn, "--allow-server-changes", "--skip-unrunnable",
+                "--allow-xe-without-max-duration"]
         return args + (["--password-env", password_env] if password_env in os.environ else [])
     problem = _docker_problem()
     if problem:

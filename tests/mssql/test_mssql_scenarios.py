@@ -111,8 +111,9 @@ def test_a_server_not_owned_keeps_its_files_and_metadata_setting(mssql_target, t
         before = sqlserver.scalar(conn, files)
         result, _ = run([str(ROOT / "scenarios" / "mssql" / "tempdb-gam-contention.yaml"), "--quick", *mssql_target],
                         tmp_path)
-        assert result.returncode == 1, result.stderr[-2000:]  # a provisioning refusal (ProvisionError), not a crash
+        assert result.returncode == 2, result.stderr[-2000:]  # refused at start (issue 45's plan), not a crash
         assert "tempdb" in result.stderr and "--target docker" in result.stderr, result.stderr[-2000:]
+        assert "--server-settings as-is" in result.stderr
         assert "internal error" not in result.stderr and "Traceback" not in result.stderr
         assert sqlserver.scalar(conn, files) == before
     finally:

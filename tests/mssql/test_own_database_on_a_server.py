@@ -91,7 +91,7 @@ def test_a_run_without_a_database_uses_its_own_and_drops_it(dsn, users_database,
     ran = concurbench("run", str(ROOT / "scenarios" / "mssql" / "row-lock-vs-applock.yaml"), "--quick", *args,
                       "--out", str(tmp_path))
     assert ran.returncode == 0, ran.stderr[-3000:]
-    assert query(conninfo, "SELECT name FROM sys.databases WHERE name = N'concurbench'") == []
+    assert query(conninfo, "SELECT name FROM sys.databases WHERE name LIKE N'concurbench[_]%'") == []
     assert query(conninfo, "SELECT aid, abalance FROM dbo.accounts ORDER BY aid", users_database) == [(1, 100), (2, 200)]
 
 
@@ -99,23 +99,24 @@ def test_a_run_killed_during_an_observer_arm_leaves_what_gc_removes(dsn, tmp_pat
     conninfo, args = dsn
     proc = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", "run",
                              str(ROOT / "scenarios" / "mssql" / "observer-overhead.yaml"), "--quick",
-                             "--variant", "xe_ring_buffer", *args, "--out", str(tmp_path)],
+                             "--variant", "xe_ring_buffer", "--allow-xe-without-max-duration", *args,
+                             "--out", str(tmp_path)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline = time.monotonic() + 600
-        while not query(conninfo, "SELECT name FROM sys.dm_xe_sessions WHERE name = N'concurbench_xe'"):
+        while not query(conninfo, "SELECT name FROM sys.dm_xe_sessions WHERE name LIKE N'concurbench[_]%[_]xe'"):
             assert proc.poll() is None and time.monotonic() < deadline, "the arm never started its session"
             time.sleep(1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     listed = concurbench("gc", "--target", "dsn", *args[2:], timeout=300)
-    assert "xe session concurbench_xe" in listed.stdout, listed.stdout + listed.stderr
+    assert "xe session concurbench_" in listed.stdout, listed.stdout + listed.stderr
     deadline = time.monotonic() + 60  # the killed workers' sessions go when the server notices
     while True:
         removed = concurbench("gc", "--target", "dsn", *args[2:], "--yes", timeout=300)
-        if "database concurbench" in removed.stdout or time.monotonic() > deadline:
+        if "database concurbench_" in removed.stdout or time.monotonic() > deadline:
             break
         time.sleep(5)
     assert query(conninfo, "SELECT name FROM sys.server_event_sessions WHERE name LIKE N'concurbench[_]%'") == []
-    assert query(conninfo, "SELECT name FROM sys.databases WHERE name = N'concurbench'") == []
+    assert query(conninfo, "SELECT name FROM sys.databases WHERE name LIKE N'concurbench[_]%'") == []

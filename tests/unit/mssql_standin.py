@@ -24,9 +24,11 @@ Microsoft's documentation says SQL Server would:
 - sp_configure sets an option's `value`, and RECONFIGURE makes it the value in use only for an option
   that is dynamic (sys.configurations.is_dynamic; `user connections` is not); @@MAX_CONNECTIONS is
   `user connections` (32,767 when 0); sys.dm_exec_sessions shows a login without VIEW SERVER STATE
-  only its own session, and sys.dm_os_sys_info is refused to it (error 300).
+  only its own session, and sys.dm_os_sys_info is refused to it (error 300);
+- HAS_PERMS_BY_NAME(NULL, NULL, permission) is 1 for the server permissions the login holds (`permissions`).
 
-Any other statement is an AssertionError, so a test notices SQL it did not expect.
+Any other statement is an AssertionError, so a test notices SQL it did not expect; a statement matching one of
+`fail`'s patterns raises that pattern's error once (a server that refuses it).
 
 `CannedDmvs` is a simpler stand-in for the samplers' tests: canned rows per exact query.
 """
@@ -85,6 +87,12 @@ class StandInSqlServer:
     sessions: list["StandInSession"] = field(default_factory=list)  # other sessions
     properties: dict[str, dict[str, str]] = field(default_factory=dict)  # database -> extended properties
     log: list[tuple[str, str]] = field(default_factory=list)  # (database, statement)
+    login: str = "bench"
+    fail: dict[str, Exception] = field(default_factory=dict)  # a statement matching the pattern raises this, once
+    permissions: set[str] = field(default_factory=lambda: {"ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS"})
+
+    def product_version(self) -> str:
+        return PRODUCT_VERSION
 
     @classmethod
     def with_tempdb_files(cls, count: int, holding_pages: bool) -> "StandInSqlServer":
@@ -164,6 +172,10 @@ class StandInConnection:
     def _run(self, sql: str, params: tuple):
         server = self.server
         server.log.append((self.database, sql))
+        for pattern, error in list(server.fail.items()):
+            if re.search(pattern, sql):
+                del server.fail[pattern]
+                raise error
         m = re.fullmatch(r"EXEC sys\.sp_executesql N'((?:[^']|'')*)'", sql, re.S)
         if m:  # a change of database inside lasts only until the statement ends
             outer = self.database
@@ -307,6 +319,11 @@ class StandInConnection:
 
     def _sessions_and_properties(self, sql: str, params: tuple):
         server = self.server
+        if sql.startswith("SELECT CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition, "
+                          "CAST(SERVERPROPERTY('ProductVersion')"):  # running/needs.py's SERVER_FACTS
+            granted = [int(p in server.permissions) for p in ("ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS")]
+            return StandInCursor(("engine_edition", "product_version", "login", "xe", "trace", "settings"),
+                                 [(3, server.product_version(), server.login, *granted)])
         if sql.startswith("SELECT CASE WHEN HAS_PERMS_BY_NAME(NULL, NULL, 'VIEW SERVER STATE') = 1"):
             return StandInCursor(("sees_all",), [(int(server.view_server_state),)])
         if sql.startswith("SELECT COUNT(*) FROM sys.dm_exec_sessions WHERE program_name IN ("):

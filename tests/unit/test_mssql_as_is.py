@@ -19,7 +19,7 @@ from mssql_standin import StandInProvisioner, StandInSqlServer
 
 from concurbench.running import guards
 from concurbench.engines import odbc, sqlserver
-from concurbench.engines.mssql_differences import NOT_ALLOWED, RESTART
+from concurbench.engines.mssql_differences import NOT_ALLOWED, RESTART, TRACE_FLAG
 from concurbench.errors import ConfigError, ProvisionError
 from concurbench.running.runner import Runner
 from concurbench.running.servers import ServerSession
@@ -55,7 +55,7 @@ def test_standin_as_is_without_changes_allowed_changes_nothing_and_records_every
         "sp_configure max degree of parallelism: 0 -> 1", "sp_configure user connections: 0 -> 500",
         "tempdb data files: 4 -> 1", "trace flag 7006 on", "trace flag 834 on"]
     assert sqlserver.setting_differences(conn, SETTINGS, DATABASE, allowed=False) == [
-        {"setting": "trace_flags", "wanted": "834, 7006", "found": "none", "why": RESTART},
+        {"setting": "trace_flags", "wanted": "834, 7006", "found": "none", "why": TRACE_FLAG},
         {"setting": "user connections", "wanted": "500", "found": "0", "why": RESTART},
         {"setting": "max degree of parallelism", "wanted": "1", "found": "0", "why": NOT_ALLOWED},
         {"setting": "memory_optimized_tempdb_metadata", "wanted": "on", "found": "off", "why": RESTART},
@@ -68,20 +68,21 @@ def test_standin_as_is_with_changes_allowed_makes_what_needs_no_restart_and_puts
     server, conn, config = configured(allowed=True)
     assert config.apply(conn, SETTINGS, DATABASE) is False
     made = [sql for sql in changes(server) if "sp_addextendedproperty" not in sql]
-    assert made == ["DBCC TRACEON(7006, -1)", "EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
+    # no trace flag: concurbench turns none on on a server it does not own (issue 45), it is left and recorded
+    assert made == ["EXEC sp_configure N'show advanced options', 1", "RECONFIGURE",
                     "EXEC sp_configure N'max degree of parallelism', 1", "RECONFIGURE",
                     "ALTER DATABASE [concurbench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE"]
     # each server-wide change is recorded first: gc finds and undoes a killed run's by it
     assert sorted(server.properties["concurbench"]) == ["concurbench_configure:max degree of parallelism",
-                                                        "concurbench_configure:show advanced options",
-                                                        "concurbench_trace_flag_7006"]
-    assert server.trace_flags == {7006} and server.configurations["max degree of parallelism"][0] == 1
+                                                        "concurbench_configure:show advanced options"]
+    assert server.trace_flags == set() and server.configurations["max degree of parallelism"][0] == 1
+    assert "trace flag 7006 on" in [c.what for c in config.left]
     assert [d["setting"] for d in sqlserver.setting_differences(conn, SETTINGS, DATABASE, allowed=True)] == \
         ["trace_flags", "user connections", "memory_optimized_tempdb_metadata", "tempdb_files"]
     assert server.restarts == 0 and server.pending_memory_optimized is None and len(server.tempdb_files) == 4
     assert config.restore(conn) == []
     assert server.trace_flags == set() and server.databases["concurbench"]["read_committed_snapshot"] == 0
-    assert server.properties["concurbench"] == {}  # the flag's record goes with the flag
+    assert server.properties["concurbench"] == {}  # the records go with the changes
     assert {k: v[0] for k, v in server.configurations.items()}["max degree of parallelism"] == 0
     assert server.configurations["show advanced options"][0] == 0
 
@@ -95,11 +96,15 @@ def test_standin_without_as_is_an_option_that_takes_a_restart_is_refused_before_
     assert changes(server) == []
 
 
-def test_standin_a_startup_trace_flag_is_never_turned_on_with_dbcc():
+@pytest.mark.parametrize("flag", [834, 7006])
+def test_standin_no_trace_flag_is_turned_on_with_dbcc_even_with_changes_allowed(flag):
+    """Issue 45: the old code ran DBCC TRACEON(7006, -1), a global undocumented switch, on a server concurbench
+    does not own once --allow-server-changes was given (834, a start-up flag, was refused for the restart)."""
     server, conn, config = configured(allowed=True, as_is=False)
-    with pytest.raises(ProvisionError, match="trace flag 834 on needs a server restart"):
-        config.apply(conn, {"trace_flags": [834]}, {})
-    assert changes(server) == []
+    with pytest.raises(ProvisionError, match=f"trace flag {flag} on server-wide, and concurbench turns a global "
+                                             f"trace flag on only on a server it starts"):
+        config.apply(conn, {"trace_flags": [flag]}, {})
+    assert changes(server) == [] and server.trace_flags == set()
 
 
 def scenario(tmp_path: Path, clients: int):

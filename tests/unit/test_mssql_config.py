@@ -183,18 +183,18 @@ def test_configurator_on_an_unowned_server_restores_what_it_changed():
     answers["'VIEW SERVER STATE'"] = [(1,)]  # the login sees every session: none is in the database
     conn = StandInSqlServer(answers)
     config = sqlserver.Configurator("bench", owned=False, allowed=True, database_owned=True)
-    assert config.apply(conn, {"trace_flags": "7006"}, {"read_committed_snapshot": True}) is False
-    assert "DBCC TRACEON(7006, -1)" in conn.executed
+    assert config.apply(conn, {}, {"read_committed_snapshot": True}) is False
     assert "ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT ON WITH ROLLBACK IMMEDIATE" in conn.executed
     conn.executed.clear()
     assert config.restore(conn) == []
     changes = [sql for sql in conn.executed if sql.startswith(("ALTER", "DBCC"))]
-    assert changes == ["ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE",
-                       "DBCC TRACEOFF(7006, -1)"]
-    assert "sp_dropextendedproperty @name = N'concurbench_trace_flag_7006'" in conn.executed[-1]
-    refused = sqlserver.Configurator("bench", owned=False, allowed=False, database_owned=True)
-    with pytest.raises(ProvisionError, match="--allow-server-changes"):
-        refused.apply(StandInSqlServer(answers), {"trace_flags": "7006"}, {})
+    assert changes == ["ALTER DATABASE [bench] SET READ_COMMITTED_SNAPSHOT OFF WITH ROLLBACK IMMEDIATE"]
+    for allowed in (True, False):  # a global trace flag: never on a server concurbench does not own (issue 45)
+        refused = sqlserver.Configurator("bench", owned=False, allowed=allowed, database_owned=True)
+        conn = StandInSqlServer(answers)
+        with pytest.raises(ProvisionError, match="only on a server it starts"):
+            refused.apply(conn, {"trace_flags": "7006"}, {})
+        assert not [sql for sql in conn.executed if sql.startswith("DBCC TRACEON")]
 
 
 def test_generated_statements_parse_as_tsql():
@@ -217,16 +217,15 @@ def test_connection_string_helpers():
     assert sqlserver.version_num("15.0.2000.5") // 1_000_000 == 15
 
 
-def test_configurator_turns_off_the_flags_of_the_previous_variant():
+def test_configurator_leaves_a_trace_flag_as_is_and_records_it_on_an_unowned_server():
+    """Issue 45: with --server-settings as-is a flag the server lacks is left and recorded, never turned on."""
     answers = {"FROM sys.databases WHERE name": [(0, 0, "DISABLED", "FULL", 1)],
                "is_accelerated_database_recovery_on": [(1,)], "DBCC TRACESTATUS": []}
     conn = StandInSqlServer(answers)
-    config = sqlserver.Configurator("bench", owned=False, allowed=True)
+    config = sqlserver.Configurator("bench", owned=False, allowed=True, as_is=True)
     config.apply(conn, {"trace_flags": "7006"}, {})
-    conn.executed.clear()
-    config.apply(conn, {}, {})
-    assert "DBCC TRACEOFF(7006, -1)" in conn.executed
-    assert config.changes == []
+    assert not [sql for sql in conn.executed if sql.startswith(("DBCC TRACEON", "DBCC TRACEOFF"))]
+    assert [c.what for c in config.left] == ["trace flag 7006 on"] and config.changes == []
 
 
 # -- show advanced options (issue 22) -----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from concurbench.background.xevents import ring_counts
 
 sqlglot = pytest.importorskip("sqlglot")
 from test_tsql_parses import check_tsql  # noqa: E402 - after the skip: it imports sqlglot
+from mssql_dsn_standin import like  # noqa: E402
 
 LINUX_VERSION = ("Microsoft SQL Server 2022 (RTM-CU15) (KB5041321) - 16.0.4145.4 (X64) \n\tDeveloper Edition "
                  "(64-bit) on Linux (Ubuntu 22.04.4 LTS) <X64>")
@@ -51,20 +52,6 @@ class StandInCursor:
 
     def nextset(self):
         return False
-
-
-def like_to_regex(pattern: str) -> re.Pattern:
-    out, i = "", 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "[":
-            j = pattern.index("]", i + 2) if pattern[i + 1] == "]" else pattern.index("]", i + 1)
-            out += re.escape(pattern[i + 1:j])
-            i = j + 1
-            continue
-        out += ".*" if c == "%" else "." if c == "_" else re.escape(c)
-        i += 1
-    return re.compile(out + r"\Z", re.S)
 
 
 class StandInSqlServer:
@@ -149,11 +136,11 @@ class StandInSqlServer:
         if "SERVERPROPERTY('EngineEdition')" in sql:
             return StandInCursor([(self.engine_edition, self.version)])
         if sql.startswith("SELECT id, status FROM sys.traces WHERE path LIKE"):
-            rx = like_to_regex(params[0])
+            rx = like(params[0])
             return StandInCursor([(i, t["status"]) for i, t in self.traces.items() if rx.match(t["path"])])
         if sql.startswith("SELECT status, event_count, dropped_event_count FROM sys.traces"):
             t = self.traces.get(params[0])
-            ok = t is not None and like_to_regex(params[1]).match(t["path"])
+            ok = t is not None and like(params[1]).match(t["path"])
             return StandInCursor([(t["status"], 1234, 5)] if ok else [])
         m = re.search(r"sp_trace_create @traceid OUTPUT, 2, N'((?:[^']|'')*)', @maxfilesize", sql)
         if m:

@@ -95,15 +95,13 @@ def test_standin_putting_rcsi_back_waits_for_no_foreign_session_and_says_so():
 
 
 # -- a server-wide change is recorded while it is made ------------------------------------------------------
-def test_standin_a_trace_flag_turned_on_is_recorded_in_the_run_database_until_it_is_off():
-    """A killed run left trace flag 7006 on server-wide with nothing to tell it was concurbench's."""
+def test_standin_a_trace_flag_is_never_turned_on_even_with_server_changes_allowed():
+    """Issue 38 recorded the trace flag 7006 a run turned on; issue 45 turns none on at all on a server concurbench
+    does not own (the old code ran DBCC TRACEON(7006, -1) there with --allow-server-changes)."""
     server, conn, config = configured(database_owned=True)
-    config.apply(conn, {"trace_flags": [7006]}, {})
-    assert server.trace_flags == {7006}
-    note = server.properties["concurbench"]["concurbench_trace_flag_7006"]
-    assert note.startswith("made by concurbench pid ")
-    assert config.restore(conn) == []
-    assert server.trace_flags == set() and "concurbench_trace_flag_7006" not in server.properties["concurbench"]
+    with pytest.raises(ProvisionError, match="only on a server it starts"):
+        config.apply(conn, {"trace_flags": [7006]}, {})
+    assert server.trace_flags == set() and server.properties.get("concurbench", {}) == {}
 
 
 def test_standin_an_sp_configure_option_is_recorded_with_its_old_value_until_it_is_put_back():

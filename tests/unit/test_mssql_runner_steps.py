@@ -14,7 +14,7 @@ from mssql_standin import StandInProvisioner, StandInSqlServer
 
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
-from concurbench.errors import EngineError, ProvisionError
+from concurbench.errors import ConfigError, EngineError, ProvisionError
 from concurbench.running.progress_events import Recorder, RunWarning
 from concurbench.running.runner import Runner
 from concurbench.running.servers import ServerSession
@@ -105,7 +105,7 @@ def test_a_server_concurbench_does_not_own_keeps_its_tempdb_files(standin, tmp_p
     tempdb files (never put back, and failing as soon as pages sit in them) is refused before any
     change; the old code emptied and removed them and recorded nothing to undo."""
     server = standin(4)
-    with pytest.raises(ProvisionError, match="tempdb") as refused:
+    with pytest.raises(ConfigError, match="tempdb") as refused:  # planned before anything (issue 45)
         start(server, tmp_path, name="dsn", allow=True)
     assert "--target docker" in refused.value.message
     assert len(server.tempdb_files) == 4 and server.restarts == 0

@@ -60,6 +60,9 @@ class StandInSqlServer:
             (r"BEGIN TRANSACTION|IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION|CREATE TABLE dbo.items", None),
             (r"SELECT COUNT\(\*\) AS n FROM dbo.items", [(0,)]),
         ]
+        if sql.startswith("SELECT CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition"):  # needs.py
+            return StandInCursor(("e", "v", "login", "xe", "trace", "settings"), [(3, "16.0.4135.4", "bench_login", *(
+                int(p not in self.missing) for p in ("ALTER ANY EVENT SESSION", "ALTER TRACE", "ALTER SETTINGS")))])
         if "HAS_PERMS_BY_NAME" in sql:
             return StandInCursor(("has",), [(0 if any(p in sql for p in self.missing) else 1,)])
         if sql.startswith("ALTER DATABASE CURRENT"):  # as SQL Server answers inside a user transaction
@@ -135,7 +138,7 @@ def standin(tmp_path):
     def run(**options):
         provisioner = StandInProvisioner(server)
         report = probe(scenario, provisioner, target="dsn", engine=engine,
-                       backgrounds=lambda spec, conninfo, eng: observers.append(StandInObserver(spec)) or observers[-1],
+                       backgrounds=lambda spec, conninfo, eng, **kw: observers.append(StandInObserver(spec)) or observers[-1],
                        **options)
         return report, {c.check: c for c in report.checks}, provisioner
 
@@ -145,13 +148,20 @@ def standin(tmp_path):
 def test_standin_settings_are_planned_not_applied_and_permissions_checked(standin):
     report, checks, provisioner = standin.run(allow_server_changes=True)
     assert not any(s.startswith(("DBCC TRACEON", "ALTER DATABASE [bench]")) for s in standin.server.log)
-    assert "DBCC TRACEON(7006, -1)" in checks["setting trace flag 7006 on"].server_says
-    assert checks["setting trace flag 7006 on"].status == "ok"
-    assert "READ_COMMITTED_SNAPSHOT ON" in checks["setting bench.read_committed_snapshot: False -> True"].server_says
-    assert checks["sysadmin"].status == "failed"  # DBCC TRACEON(n, -1) on a server concurbench does not own
+    # issue 45: no trace flag on a server concurbench does not own, --allow-server-changes or not
+    assert checks["scenario: settings"].status == "failed"
+    assert "only on a server it starts" in checks["scenario: settings"].server_says
+    assert "sysadmin" not in checks  # nothing the run does on a server it does not own needs it
     assert checks["permission ALTER ANY EVENT SESSION"].status == "failed"
     assert checks["permission ALTER on the database"].status == "ok"
     assert checks["permission CREATE TABLE and PROCEDURE"].status == "ok"
+    planned = [(c.check, c.status, c.server_says) for c in report.checks if c.check.startswith(("variant", "every"))]
+    assert planned == [
+        ("every variant", "failed", "needs a global trace flag: trace flag 7006 on server-wide"),
+        ("variant v", "failed", "needs a permission: Extended Events observer xe, which needs ALTER ANY EVENT SESSION"),
+        ("variant v", "failed", "needs an observer that stops by itself: Extended Events observer xe on SQL Server 2022, "
+                                "which has no MAX_DURATION")]
+    assert "GRANT ALTER ANY EVENT SESSION TO [bench_login]" in [c for c in report.checks if c.check == "variant v"][0].fix
     assert not report.ok and provisioner.stopped == 1
     assert "secret-1" not in repr(report.as_dict())
 
@@ -173,7 +183,7 @@ def test_standin_setup_runs_inside_a_rolled_back_transaction(standin):
 def test_standin_changes_without_the_flag_fail_and_the_master_database_is_refused_before_anything(standin):
     _, checks, _ = standin.run()
     assert checks["scenario: settings"].status == "failed"
-    assert "--allow-server-changes" in checks["scenario: settings"].server_says
+    assert "only on a server it starts" in checks["scenario: settings"].server_says
     standin.server.database, standin.server.marker, standin.server.log[:] = "master", None, []
     _, checks, provisioner = standin.run()
     assert list(checks) == ["connect", "database"] and checks["database"].status == "failed"

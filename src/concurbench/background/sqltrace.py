@@ -7,6 +7,9 @@ Sources (Microsoft Learn):
   invalid stop time (already past), 15 invalid parameters; parameters are strictly typed: @maxfilesize
   bigint, @stoptime datetime, @on bit),
   sp_trace_setevent, sp_trace_setstatus (0 stop, 1 start, 2 close and delete the definition),
+  sp_trace_setfilter (only on a stopped trace; @columnid, @logical_operator 0 AND, @comparison_operator 0
+  equal, @value of the column's type: DatabaseID, column 3, is int; return codes 2 trace running, 4 column
+  not valid, 5 column not filterable, 9 trace handle not valid, 16 not valid for this trace),
   sys.traces (event_count, dropped_event_count). The Showplan XML Statistics Profile event class
   is 146; its data columns are listed in SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS below.
 - SQL Server on Linux: "Unsupported features and services" of SQL Server 2022 and 2025 on Linux
@@ -19,11 +22,13 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..engines import mssql_names as names
 from ..engines.quoting import tsql_like_prefix, tsql_literal
 from ..util import first_line
 from ..errors import ConfigError, EngineError, Unsupported
 from .base import closed_on_failure
-from .mssql_common import ServerObserver, join_path, last_row, options_of, positive_int
+from .mssql_common import GUEST_FILE_SIZE_MB, GUEST_FILES, ObserverScope, ServerObserver, join_path, last_row, \
+    options_of, positive_int
 
 SHOWPLAN_XML_STATISTICS_PROFILE = 146
 # Data columns of the Showplan XML Statistics Profile event class (column id), from its Learn page.
@@ -36,6 +41,8 @@ SHOWPLAN_XML_STATISTICS_PROFILE_COLUMNS = {
 }
 TRACE_FILE_ROLLOVER = 2
 MAX_FILES = 5  # trace files kept per trace by default (@filecount)
+MAX_FILE_SIZE_MB = 100
+DATABASE_ID_COLUMN = 3  # DatabaseID, int: the column a guest's trace is filtered on
 TRACE_CREATE_CODES = {1: "unknown error", 10: "invalid options", 12: "file not created", 13: "out of memory",
                       14: "invalid stop time", 15: "invalid parameters"}
 # SERVERPROPERTY('EngineEdition') values of Azure services without SQL Trace (SQL Database, Synapse,
@@ -50,11 +57,12 @@ class SqlTrace(ServerObserver):
     It traces the Showplan XML Statistics Profile event (146; `events: [146]`, the only event whose
     columns are listed here) with all of its data columns (or the `columns` named), with
     TRACE_FILE_ROLLOVER and files of `max_file_size_mb` (default 100) MB, at most `max_files`
-    (default 5: sp_trace_create's @filecount, the server deletes the oldest file beyond it).
-    `file` is the path prefix of the trace file without `.trc` (default `<server data
-    directory>/concurbench-<name>`); a UTC timestamp is appended, since sp_trace_create will not
-    overwrite an existing file and every variant run needs a file of its own. A leftover trace of
-    the same prefix (a killed run) is stopped and closed first. When the measurement ends the
+    (default 5: sp_trace_create's @filecount, the server deletes the oldest file beyond it); on a
+    server concurbench does not own 2 files of 20 MB, and a filter on DatabaseID (the run's database)
+    set before the trace starts. `file` is the path prefix of the trace file without `.trc` (default
+    `<server data directory>/concurbench-<run id>_<name>`); a UTC timestamp is appended, since
+    sp_trace_create will not overwrite an existing file and every variant run needs a file of its
+    own. A leftover trace of its own prefix (the same run's) is stopped and closed first. When the measurement ends the
     trace's event and dropped-event counts are read from sys.traces (they count every event, whatever
     files rolled over) and the trace is stopped; close() stops it if needed, deletes its definition
     (status 2), and removes the .trc files or lists them (`ServerObserver._release_files`). Its
@@ -67,16 +75,19 @@ class SqlTrace(ServerObserver):
     STATUS = "SELECT status, event_count, dropped_event_count FROM sys.traces WHERE id = ? AND path LIKE ?"
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
-                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None):
+                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None,
+                 scope: ObserverScope | None = None):
         super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files,
-                         lifetime_s=lifetime_s)
+                         lifetime_s=lifetime_s, scope=scope)
         opts = options_of(spec)
         self.prefix: str | None = opts.get("file")
         if self.prefix and self.prefix.lower().endswith(".trc"):
             self.prefix = self.prefix[:-4]  # the server appends .trc itself
         who = f"sql_trace {spec.name}"
-        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", who) or 100
-        self.max_files = positive_int(opts, "max_files", who, minimum=2) or MAX_FILES
+        guest = self.scope.guest
+        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", who) or (
+            GUEST_FILE_SIZE_MB if guest else MAX_FILE_SIZE_MB)
+        self.max_files = positive_int(opts, "max_files", who, minimum=2) or (GUEST_FILES if guest else MAX_FILES)
         events = opts.get("events") or [SHOWPLAN_XML_STATISTICS_PROFILE]
         if list(events) != [SHOWPLAN_XML_STATISTICS_PROFILE]:
             raise ConfigError(f"{who}: events must be [{SHOWPLAN_XML_STATISTICS_PROFILE}] (Showplan XML Statistics "
@@ -90,6 +101,7 @@ class SqlTrace(ServerObserver):
         self.path: str | None = None  # without .trc
         self.trace_id: int | None = None
         self.platform: str | None = None
+        self.database_id: int | None = None  # a guest's trace keeps this database's events only
         self.running = False
         self.counts: dict = {}
 
@@ -105,6 +117,13 @@ class SqlTrace(ServerObserver):
     def setevent_sql(trace_id: int, event_id: int, column_id: int) -> str:
         return (f"SET NOCOUNT ON; DECLARE @rc INT, @on BIT = 1; "
                 f"EXEC @rc = sys.sp_trace_setevent {int(trace_id)}, {int(event_id)}, {int(column_id)}, @on; "
+                "SELECT @rc AS rc")
+
+    @staticmethod
+    def setfilter_sql(trace_id: int, database_id: int) -> str:
+        """The filter that keeps the events of one database (DatabaseID = n; AND, equal; @value an int)."""
+        return (f"SET NOCOUNT ON; DECLARE @rc INT, @database_id INT = {int(database_id)}; "
+                f"EXEC @rc = sys.sp_trace_setfilter {int(trace_id)}, {DATABASE_ID_COLUMN}, 0, 0, @database_id; "
                 "SELECT @rc AS rc")
 
     @staticmethod
@@ -130,7 +149,9 @@ class SqlTrace(ServerObserver):
             if edition in NO_TRACE_EDITIONS:
                 raise Unsupported(f"sql_trace {self.spec.name}: server-side SQL Trace is not available on "
                                   f"{NO_TRACE_EDITIONS[edition]}; use an xevents observer instead")
-            prefix = self.prefix or join_path(self._data_dir(), f"concurbench-{self.spec.name}")
+            if self.scope.guest:
+                self.database_id = self._database_id()
+            prefix = self.prefix or join_path(self._data_dir(), names.trace_prefix(self.key))
             self._close_leftovers(prefix)
             now = self.clock()
             self.path = f"{prefix}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(now))}{int(now * 1000) % 1000:03d}Z"
@@ -146,6 +167,9 @@ class SqlTrace(ServerObserver):
             for column in self.columns:
                 self._call(self.setevent_sql(self.trace_id, SHOWPLAN_XML_STATISTICS_PROFILE, column),
                            f"sp_trace_setevent {SHOWPLAN_XML_STATISTICS_PROFILE}, column {column}")
+            if self.database_id is not None:  # while the trace is stopped, as sp_trace_setfilter needs
+                self._call(self.setfilter_sql(self.trace_id, self.database_id),
+                           f"sp_trace_setfilter DatabaseID = {self.database_id}")
             self._call(self.setstatus_sql(self.trace_id, 1), "sp_trace_setstatus 1 (start)")
             self.running = True
 
@@ -191,7 +215,8 @@ class SqlTrace(ServerObserver):
         out = {"name": self.spec.name, "kind": self.kind, "trace_id": self.trace_id,
                "event": SHOWPLAN_XML_STATISTICS_PROFILE, "columns": list(self.columns),
                "file": f"{self.path}.trc" if self.path else None, "max_file_size_mb": self.max_file_size_mb,
-               "max_files": self.max_files, "platform": self.platform, "stops_after_s": self.stops_after_s}
+               "max_files": self.max_files, "platform": self.platform, "stops_after_s": self.stops_after_s,
+               "database_id": self.database_id}
         out.update(self.counts)
         out.update(self.files)
         if self.error:

@@ -22,7 +22,16 @@ Sources (Microsoft Learn):
   stops, so it is 1 second there.
 - MAX_DURATION = { n SECONDS | ... | UNLIMITED } (SQL Server 2025 and later, Azure SQL): the session
   "stops automatically after the specified time elapses after the session start"; at most 2,147,483
-  seconds.
+  seconds. SQL Server 2019 and 2022 have no such option.
+- `ADD EVENT package.event ( WHERE <predicate> )`: "If the predicate expression is false, the event is
+  dropped by the session before being processed by the actions and targets"; the global predicate
+  source `sqlserver.database_id` (written `[sqlserver].[database_id]`) is the id of the database the
+  event came from.
+- ring_buffer target: `max_events_limit`, the most events the buffer keeps (the article's session set
+  1000).
+- Query Profiling Infrastructure: a session with query_post_execution_showplan turns on the standard
+  profiling of every query of the server (sys.dm_exec_query_profiles then holds all sessions) while it
+  runs, whatever its predicate keeps (mssql_common.py says what follows from it).
 """
 
 from __future__ import annotations
@@ -31,11 +40,13 @@ import re
 import time
 from typing import Callable
 
+from ..engines import mssql_names as names
 from ..engines.quoting import tsql_literal, tsql_name
 from ..util import first_line
-from ..errors import ConfigError
+from ..errors import ConfigError, EngineError
 from .base import closed_on_failure
-from .mssql_common import ServerObserver, join_path, major_of, options_of, positive_int
+from .mssql_common import GUEST_FILE_SIZE_MB, GUEST_FILES, ObserverScope, ServerObserver, join_path, major_of, \
+    options_of, positive_int
 
 _EVENT = re.compile(r"^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$")
 _TAG = re.compile(r"<File\s+name=\"([^\"]+)\"")
@@ -46,6 +57,11 @@ MAX_ROLLOVER_FILES = 5
 MAX_DURATION_FROM = 17  # SQL Server 2025: CREATE EVENT SESSION ... WITH (MAX_DURATION = n SECONDS)
 MAX_DURATION_S = 2_147_483
 RING_DISPATCH_LATENCY_S = 1
+UNBOUNDED_XE_FIX = ("run it with --target docker (a container concurbench runs, which gc removes with everything in "
+                    "it), on SQL Server 2025 (MAX_DURATION stops the session by itself), or add "
+                    "--allow-xe-without-max-duration to accept that a killed run leaves the session running, capturing "
+                    "in the run's database only, until the next run from this machine or `concurbench gc --target "
+                    "dsn --yes` drops it")
 
 
 def ring_counts(head: str | None) -> dict:
@@ -59,23 +75,26 @@ def ring_counts(head: str | None) -> dict:
 
 
 class XEventSession(ServerObserver):
-    """An Extended Events session `concurbench_<name>` with a ring_buffer or event_file target.
+    """An Extended Events session `concurbench_<run id>_<name>` with a ring_buffer or event_file target.
 
     Options: `target` (ring_buffer | event_file, default ring_buffer), `no_event_loss` (bool:
     EVENT_RETENTION_MODE = NO_EVENT_LOSS, else ALLOW_SINGLE_EVENT_LOSS), `events` (package.event
     names, default sqlserver.query_post_execution_showplan), `file` (event_file path, default
-    `<server data directory>/concurbench_<name>.xel`), `max_file_size_mb` and `max_rollover_files`
-    (event_file: at most that many files of that many MB, default 5 of 100), `max_memory_kb` (the
-    session's MAX_MEMORY).
+    `<server data directory>/concurbench_<run id>_<name>.xel`), `max_file_size_mb` and
+    `max_rollover_files` (event_file: at most that many files of that many MB, default 5 of 100, and
+    2 of 20 on a server concurbench does not own), `max_events_limit` (ring_buffer: the most events
+    it keeps), `max_memory_kb` (the session's MAX_MEMORY).
 
-    A leftover session of the same name (from a run that was killed) is stopped and dropped
-    first. When the measurement ends the events captured are counted (ring_buffer: the target's
-    totalEventsProcessed, read while the session runs; event_file: the files' events, counted
-    after the session is stopped, which flushes its buffers; a lower bound once the oldest file has
-    rolled over) and the session is stopped. A ring_buffer session dispatches its events within a
-    second (MAX_DISPATCH_LATENCY), so the count read before the stop misses none waiting in the
-    buffers; on SQL Server 2025 the session stops by itself `stops_after_s` after it started
-    (MAX_DURATION), elsewhere `concurbench gc --target dsn` drops what a killed harness left.
+    A leftover session of its own name (the same run's) is stopped and dropped first; another run's
+    session has another name. On a server concurbench does not own every event carries the predicate
+    `[sqlserver].[database_id] = <the run's database>`. When the measurement ends the events captured
+    are counted (ring_buffer: the target's totalEventsProcessed, read while the session runs;
+    event_file: the files' events, counted after the session is stopped, which flushes its buffers; a
+    lower bound once the oldest file has rolled over) and the session is stopped. A ring_buffer session
+    dispatches its events within a second (MAX_DISPATCH_LATENCY), so the count read before the stop
+    misses none waiting in the buffers. On SQL Server 2025 the session stops by itself `stops_after_s`
+    after it started (MAX_DURATION); 2019 and 2022 have no such limit, so on a server concurbench does
+    not own the session is refused at start (UNBOUNDED_XE_FIX) unless the scope allows it.
     """
 
     kind = "xevents"
@@ -94,12 +113,14 @@ class XEventSession(ServerObserver):
                   "FROM sys.fn_xe_file_target_read_file(?, NULL, NULL, NULL) WHERE file_name >= ?")
 
     def __init__(self, spec, conninfo, *, connect: Callable | None = None, clock: Callable[[], float] = time.time,
-                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None):
+                 remove_files: Callable[[list[str]], None] | None = None, lifetime_s: float | None = None,
+                 scope: ObserverScope | None = None):
         super().__init__(spec, conninfo, connect=connect, clock=clock, remove_files=remove_files,
-                         lifetime_s=lifetime_s)
+                         lifetime_s=lifetime_s, scope=scope)
         opts = options_of(spec)
         self.major: int | None = None  # the server's major version, read at start (MAX_DURATION from 17)
-        self.session = f"concurbench_{spec.name}"
+        self.database_id: int | None = None  # a guest's session captures this database only (read at start)
+        self.session = names.xe_session(self.key)
         self.target = str(opts.get("target", "ring_buffer"))
         if self.target not in self.TARGETS:
             raise ConfigError(f"xevents {spec.name}: target must be ring_buffer or event_file, got {self.target!r}")
@@ -112,9 +133,13 @@ class XEventSession(ServerObserver):
             raise ConfigError(f"xevents {spec.name}: events must be package.event names "
                               f"(e.g. sqlserver.query_post_execution_showplan), got {bad}")
         self.events = list(events)
+        guest = self.scope.guest
         self.max_memory_kb = positive_int(opts, "max_memory_kb", f"xevents {spec.name}")
-        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", f"xevents {spec.name}") or MAX_FILE_SIZE_MB
-        self.max_rollover_files = positive_int(opts, "max_rollover_files", f"xevents {spec.name}") or MAX_ROLLOVER_FILES
+        self.max_events_limit = positive_int(opts, "max_events_limit", f"xevents {spec.name}")
+        self.max_file_size_mb = positive_int(opts, "max_file_size_mb", f"xevents {spec.name}") or (
+            GUEST_FILE_SIZE_MB if guest else MAX_FILE_SIZE_MB)
+        self.max_rollover_files = positive_int(opts, "max_rollover_files", f"xevents {spec.name}") or (
+            GUEST_FILES if guest else MAX_ROLLOVER_FILES)
         self.file: str | None = opts.get("file")
         self.first_file: str | None = None
         self.started = False
@@ -123,9 +148,12 @@ class XEventSession(ServerObserver):
 
     # SQL ----------------------------------------------------------------------------------------------
     def create_sql(self) -> str:
-        events = ", ".join(f"ADD EVENT {e}" for e in self.events)  # event definitions are comma-separated
+        where = "" if self.database_id is None else f" (WHERE ([sqlserver].[database_id] = ({int(self.database_id)})))"
+        events = ", ".join(f"ADD EVENT {e}{where}" for e in self.events)  # event definitions are comma-separated
         if self.target == "ring_buffer":
             target = "ADD TARGET package0.ring_buffer"
+            if self.max_events_limit:
+                target += f" (SET max_events_limit = {int(self.max_events_limit)})"
         else:
             target = (f"ADD TARGET package0.event_file (SET filename = {tsql_literal(self.file)}, "
                       f"max_file_size = {int(self.max_file_size_mb)}, max_rollover_files = {int(self.max_rollover_files)})")
@@ -137,10 +165,15 @@ class XEventSession(ServerObserver):
         if self.target == "ring_buffer":  # its counts are read before STOP: events must not wait 30 s to arrive
             options.append(f"MAX_DISPATCH_LATENCY = {RING_DISPATCH_LATENCY_S} SECONDS")
         options.append("STARTUP_STATE = OFF")
-        if self.major is not None and self.major >= MAX_DURATION_FROM:  # stops by itself if the harness is killed
+        if self.bounded:  # stops by itself if the harness is killed
             options.append(f"MAX_DURATION = {min(self.stops_after_s, MAX_DURATION_S)} SECONDS")
         return (f"CREATE EVENT SESSION {tsql_name(self.session)} ON SERVER {events} {target} "
                 f"WITH ({', '.join(options)})")
+
+    @property
+    def bounded(self) -> bool:
+        """Whether the server stops the session by itself (MAX_DURATION, from SQL Server 2025); known once started."""
+        return self.major is not None and self.major >= MAX_DURATION_FROM
 
     def state_sql(self, state: str) -> str:
         assert state in ("START", "STOP")
@@ -167,6 +200,12 @@ class XEventSession(ServerObserver):
             self._open()
             row = self._query_one(self.SERVER)
             self.major = major_of(row[1] if row else None)
+            if self.scope.guest:
+                if not self.bounded and not self.scope.unbounded_xe:
+                    raise EngineError(f"xevents {self.spec.name}: SQL Server {self.major or '?'} has no MAX_DURATION, "
+                                      f"so a session on a server concurbench does not own would keep running if the "
+                                      f"run were killed; {UNBOUNDED_XE_FIX}")
+                self.database_id = self._database_id()
             if self.target == "event_file" and not self.file:
                 self.file = join_path(self._data_dir(), f"{self.session}.xel")
             self._teardown()  # a leftover session of the same name
@@ -223,9 +262,12 @@ class XEventSession(ServerObserver):
     def describe(self) -> dict:
         out = {"name": self.spec.name, "kind": self.kind, "session": self.session, "target": self.target,
                "event_names": list(self.events), "no_event_loss": self.no_event_loss,
-               "max_memory_kb": self.max_memory_kb, "file": self.file if self.target == "event_file" else None}
+               "max_memory_kb": self.max_memory_kb, "file": self.file if self.target == "event_file" else None,
+               "database_id": self.database_id, "stops_by_itself_after_s": self.stops_after_s if self.bounded else None}
         if self.target == "event_file":
             out.update(max_file_size_mb=self.max_file_size_mb, max_rollover_files=self.max_rollover_files)
+        elif self.max_events_limit:
+            out["max_events_limit"] = self.max_events_limit
         out.update(self.counts)
         out.update(self.files)
         if self.error:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from .. import stats
 from ..results.machine import MachineLoad
 from ..results.model import Cause, ClaimEstimate, ClaimVerdict, ServerInfo, VariantRun
-from ..scenario.claims import Claim
+from ..scenario.claims import Claim, server_matches
 from ..stats import Verdict
 from .sides import MIN_RUNS, NEVER_SEEN, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
@@ -150,7 +150,7 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
             if previous is not None and previous.verdict in (Verdict.PASS, Verdict.FAIL):
                 member.verdict = previous
                 continue
-            _prepare(member, mine, skipped, quick)
+            _prepare(member, mine, skipped, quick, runs)
     testable = [m for m in members if m.verdict is None and m.test is not None and not m.reason]
     steps = stats.step_down([m.test.two_sided for m in testable], look.level_for)
     family = len(testable)
@@ -164,7 +164,10 @@ def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, 
     return [m.verdict for m in members]
 
 
-def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], quick: bool) -> None:
+def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], quick: bool,
+             every: list[VariantRun]) -> None:
+    """Settle the member without a test, or give it its sides and test; `runs` are its server's, `every` all the
+    run's (a side that names a server reads that server's)."""
     claim = member.claim
     missing = sorted({r.variant for r in claim.refs() if r.variant in skipped})
     if quick and claim.skip_quick:
@@ -178,8 +181,8 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], 
         member.verdict = _settled(member, f"not evaluated: {why}", Cause.NOT_RUN)
         return
     try:
-        member.left = _side(claim.left, runs)
-        member.right = _side(claim.right, runs)
+        member.left = _side(claim.left, runs, every)
+        member.right = _side(claim.right, runs, every)
     except NotEvaluated as exc:
         member.verdict = _settled(member, f"not evaluated: {exc}", Cause.NOT_RUN)
         return
@@ -200,10 +203,21 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], 
         member.reason, member.cause = "no uncertainty could be estimated for a side", Cause.NO_UNCERTAINTY
 
 
-def _side(side, runs: list[VariantRun]) -> SideData | float:
+def _side(side, runs: list[VariantRun], every: list[VariantRun]) -> SideData | float:
     if side.ref is None:
         return float(side.factor)  # a number of the claim (the factor is the number)
-    return side_data(side.ref, runs)
+    return side_data(side.ref, on_server(side.ref, runs, every))
+
+
+def on_server(ref, runs: list[VariantRun], every: list[VariantRun]) -> list[VariantRun]:
+    """The runs a reference reads: those of the server it names, else `runs` (the claim's server's)."""
+    if ref.server is None:
+        return runs
+    named = [r for r in every if r.server is not None and server_matches(r.server, ref.server)]
+    if not named:
+        raise NotFound(f"{ref} names server {ref.server}, and this run has none (its servers: "
+                       f"{', '.join(dict.fromkeys(str(r.server) for r in every)) or 'none'})")
+    return named
 
 
 def _runs(side: SideData | float, factor: float) -> stats.Runs | float:

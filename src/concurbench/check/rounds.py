@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..results.model import Cause, ClaimVerdict, VariantRun
-from ..scenario.claims import Claim, ClaimForm
+from ..scenario.claims import Claim, ClaimForm, server_matches
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from ..util import parse_duration
@@ -106,9 +106,14 @@ class Sequential:
         for v in verdicts:
             if v.verdict is not Verdict.INCONCLUSIVE or v.cause in (Cause.THIN, Cause.NEVER_SEEN):
                 continue  # more runs would not change these
-            for key in points_of(v.form, [r for r in runs if r.server == v.server]):
-                if _count(runs, v.server, key) < self.max_repeats:
-                    out.setdefault(key, set()).add(v.server)
+            for ref in v.form.refs():  # a side that names a server needs more runs on that server
+                server = v.server if ref.server is None else next(
+                    (r.server for r in runs if r.server is not None and server_matches(r.server, ref.server)), None)
+                if server is None and ref.server is not None:
+                    continue  # the run has no such server: more runs would not give it one
+                key = point_of(ref, [r for r in runs if r.server == server])
+                if _count(runs, server, key) < self.max_repeats:
+                    out.setdefault(key, set()).add(server)
         return out
 
     def affordable(self, wanted: dict[tuple, set]) -> bool:
@@ -123,18 +128,24 @@ def points_of(claim: Claim | ClaimForm, runs: list[VariantRun]) -> list[tuple]:
     """The (variant, point) pairs a claim reads, resolved against the points the variants ran at."""
     out = []
     for ref in claim.refs():
-        points = sorted({r.point for r in runs if r.variant == ref.variant and r.point is not None})
-        if ref.point is None:
-            point = None if not points else points[0] if len(points) == 1 else None
-        elif ref.point == "min":
-            point = points[0] if points else None
-        elif ref.point == "max":
-            point = points[-1] if points else None
-        else:
-            point = int(ref.point)
-        if (ref.variant, point) not in out:
-            out.append((ref.variant, point))
+        key = point_of(ref, runs)
+        if key not in out:
+            out.append(key)
     return out
+
+
+def point_of(ref, runs: list[VariantRun]) -> tuple:
+    """The (variant, point) a reference reads, resolved against the points the variant ran at."""
+    points = sorted({r.point for r in runs if r.variant == ref.variant and r.point is not None})
+    if ref.point is None:
+        point = None if not points else points[0] if len(points) == 1 else None
+    elif ref.point == "min":
+        point = points[0] if points else None
+    elif ref.point == "max":
+        point = points[-1] if points else None
+    else:
+        point = int(ref.point)
+    return ref.variant, point
 
 
 def _count(runs: list[VariantRun], server, key: tuple) -> int:

@@ -22,10 +22,18 @@ DSN_OPTIONS = (
                       "scenario is recorded and shown."),
     click.option("--keep-database", is_flag=True,
                  help="Keep the database of its own a dsn run creates (dropped at the end otherwise)."),
+    click.option("--database", default=None, metavar="NAME",
+                 help="The database a dsn run creates (dropped at the end unless --keep-database) or uses when it is "
+                      "concurbench's or empty, instead of the default (concurbench; on SQL Server concurbench_<run "
+                      "id>, or concurbench when kept)."),
+    click.option("--allow-xe-without-max-duration", "xe_without_max_duration", is_flag=True,
+                 help="SQL Server 2019 and 2022 on a dsn target: run Extended Events observers, which have no "
+                      "MAX_DURATION there, so a killed run leaves its session running (capturing in the run's "
+                      "database only) until the next run from this machine or `gc --target dsn --yes` drops it."),
 )
 VERSIONS_HELP = "Server version(s); with several, each gets its own server (run: side by side, one run directory)."
 TARGET_KEYS = ("versions", "dsn", "password_env", "image", "host_network", "allow_server_changes", "server_settings",
-               "keep_database")
+               "keep_database", "database", "xe_without_max_duration")
 
 
 def _target_bundle(default: str, versions_help: str) -> tuple:
@@ -41,7 +49,8 @@ def _target_bundle(default: str, versions_help: str) -> tuple:
 
 def target_options(default: str = "embedded", versions_help: str = VERSIONS_HELP):
     """Add the target options to a command (--target, --server-version, --image, --host-network, and the dsn
-    target's --dsn, --password-env, --allow-server-changes, --server-settings, --keep-database) and hand it one `target`, the
+    target's --dsn, --password-env, --allow-server-changes, --server-settings, --keep-database, --database,
+    --allow-xe-without-max-duration) and hand it one `target`, the
     api.Target built from them (and from --keep, when the command has it): the same for every command."""
     def decorate(command):
         @functools.wraps(command)

@@ -38,6 +38,9 @@ from .stored import write_and_list_plots
               help="Worker processes for the client sessions [default: one per CPU].")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE", help="Override a scenario parameter.")
 @click.option("--variant", "variants", multiple=True, metavar="NAME", help="Run only these variants.")
+@click.option("--skip-unrunnable", is_flag=True,
+              help="On a server concurbench does not own, run the variants it can and skip the others (each with why; "
+                   "claims on them are not evaluated) instead of refusing the run at start.")
 @click.option("--check", is_flag=True, help="Judge the scenario's `expect` claims and repeat runs until they are "
               "decided; exit 3 when a claim fails, 4 when one is left undecided.")
 @click.option("--max-repeats", type=click.IntRange(min=2), default=None,
@@ -54,7 +57,8 @@ from .stored import write_and_list_plots
 @history_options
 def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: int | None, params: tuple[str, ...],
         variants: tuple[str, ...], check: bool, max_repeats: int | None, check_budget: str, plots: bool, repeat: int,
-        shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...]) -> None:
+        shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...],
+        skip_unrunnable: bool) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
@@ -70,7 +74,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
             err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
             sys.exit(EXIT_RUN_FAILED)
         outcome = api.run(model, target=target, out_dir=out_dir, listener=progress, processes=processes,
-                          variants=variants, repeat=repeat, check=policy, shard=shard)
+                          variants=variants, repeat=repeat, check=policy, shard=shard, skip_unrunnable=skip_unrunnable)
     except ConcurbenchError as exc:
         progress.close()
         fail(exc)
@@ -87,6 +91,11 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
     if target.keep:
         for hint in outcome.kept():
             err.print(f"kept running: {hint}", highlight=False, soft_wrap=True)
+    files = outcome.files_left()
+    if files:
+        err.print(f"[yellow]left on the server:[/yellow] the observers' files {', '.join(files)} (SQL Server cannot "
+                  f"delete a file for a client); delete them there (rm -f -- {' '.join(files)}), or run `concurbench "
+                  f"gc --target dsn --dsn ... --yes` on the server's machine", highlight=False, soft_wrap=True)
     if outcome.error is not None:
         err.print(f"[red]error:[/red] {outcome.error.message}", highlight=False, soft_wrap=True)
     code = check_exit_code(outcome.claims) if check and outcome.error is None else None

@@ -22,6 +22,7 @@ class ChangePolicy:
     as_is: bool = False  # --server-settings as-is: what cannot be changed is left and recorded
     owns_database: bool = True  # the run's database is concurbench's: database options may be set there
     drops_database: bool = False  # and it goes when the run ends, so its options need no putting back
+    xe_without_max_duration: bool = False  # SQL Server 2019/2022 not owned: an XE session a kill would leave running
 
 
 class Channel(Protocol):

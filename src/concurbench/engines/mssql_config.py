@@ -433,13 +433,16 @@ def unowned(server: Plan, database: Plan, *, allowed: bool, as_is: bool,
             database_owned: bool = False) -> tuple[Plan, list[Change]]:
     """What a run makes on a server it does not own, and what it leaves as the server has it (recorded).
     Database options are made when the database is concurbench's (`database_owned`: no flag needed, they touch
-    nothing else), and never in another one: refused, or left and recorded with `as_is`. Server options: without
-    `as_is`, refuse_unowned() stops the run at a change it may not make; with it, the changes that need a restart
-    (and, without `allowed`, every change) are left, and `show advanced options` is turned on only for an
-    sp_configure change that is made."""
+    nothing else), and never in another one: refused, or left and recorded with `as_is`. A global trace flag is
+    never turned on there, even with `allowed` (refuse_trace_flags; left and recorded with `as_is`). Other server
+    options: without `as_is`, refuse_unowned() stops the run at a change it may not make; with it, the changes
+    that need a restart (and, without `allowed`, every change) are left, and `show advanced options` is turned on
+    only for an sp_configure change that is made."""
     db_made, db_left = (list(database.changes), []) if database_owned else ([], list(database.changes))
-    changes = server.changes
+    flags = [c for c in server.changes if c.flag is not None]
+    changes = [c for c in server.changes if c.flag is None]
     if not as_is:
+        refuse_trace_flags(flags)
         refuse_unowned(Plan(changes, server.restart or any(c.restart for c in changes)), allowed, "server options")
         if db_left:
             refuse_foreign_database(db_left)
@@ -449,7 +452,19 @@ def unowned(server: Plan, database: Plan, *, allowed: bool, as_is: bool,
                for c in made):
         made = [c for c in made if not c.what.startswith(f"sp_configure {ADVANCED}:")]
     left = [c for c in changes if c not in made and not c.what.startswith(f"sp_configure {ADVANCED}:")]
-    return Plan(made + db_made), left + db_left
+    return Plan(made + db_made), flags + left + db_left
+
+
+TRACE_FLAG_FIX = ("concurbench turns a global trace flag on only on a server it starts (--target docker passes it as "
+                  "-T at start-up); on your own server turn it on yourself (DBCC TRACEON(n, -1), or -T at start-up) "
+                  "and run that variant alone with --server-settings as-is, then turn it off")
+
+
+def refuse_trace_flags(flags: list[Change]) -> None:
+    """Global trace flags asked of a server concurbench does not own: never turned on there (an undocumented
+    server-wide switch on every database of someone else's server)."""
+    if flags:
+        raise ProvisionError(f"this scenario turns on {'; '.join(c.what for c in flags)} server-wide, and {TRACE_FLAG_FIX}")
 
 
 def refuse_foreign_database(changes: list[Change]) -> None:

@@ -15,6 +15,7 @@ from . import mssql_config as mc
 RESTART = "takes a server restart"
 NOT_ALLOWED = "not applied: --allow-server-changes was not given"
 NOT_TAKEN = "the server did not take the scenario's value"
+TRACE_FLAG = "concurbench turns trace flags on only on a server it starts"
 
 
 def differences(conn, settings: dict, database_options: dict, database: str, *, allowed: bool) -> list[dict]:
@@ -25,7 +26,8 @@ def differences(conn, settings: dict, database_options: dict, database: str, *, 
     for key, value in wanted.items():
         want, have, restart = _server_option(key, value, current, restart_options)
         if want != have:
-            out.append(_entry(key, want, have, RESTART if restart else None, allowed))
+            why = TRACE_FLAG if key == "trace_flags" else RESTART if restart else None
+            out.append(_entry(key, want, have, why, allowed))
     if database_options:
         found = mc.read_database(conn, database)
         for option, value in database_options.items():

@@ -10,11 +10,14 @@ ends (`sees_all_sessions`): `WITH ROLLBACK IMMEDIATE` only when the login can se
 SERVER STATE), which the guard then found to be concurbench's, else `WITH NO_WAIT`, which fails instead
 of waiting or disconnecting anyone.
 
-A server-wide change on a server concurbench does not own (a global trace flag, an sp_configure option)
-is recorded first, as an extended property of the run's database (`recorded`: who made it, and for an
-option its value before and after), and the record goes when the change is undone; a run killed in
-between leaves the record, by which `concurbench gc --target dsn` knows the change was concurbench's
-and how to undo it (provisioners/mssql_sweep.py).
+A server-wide change on a server concurbench does not own (an sp_configure option; global trace flags
+are no longer turned on there, but records of older runs' are still read) is recorded first, as an
+extended property of the run's database (`recorded`: who made it, and for an option its value before
+and after), and the record goes when the change is undone; a run killed in between leaves the record,
+by which `concurbench gc --target dsn` knows the change was concurbench's and how to undo it
+(provisioners/mssql_sweep.py). A database holding such a record is never dropped by concurbench
+(`records_in`): the dsn provisioner keeps it and says to run gc, which puts the change back first, and a
+run that adopts the database puts back what a record of a run that is gone says before anything else.
 
 Sources (Microsoft Learn): ALTER DATABASE SET options (READ_COMMITTED_SNAPSHOT; WITH <termination>:
 ROLLBACK IMMEDIATE, NO_WAIT "the request will fail if the requested database state or option change
@@ -90,6 +93,10 @@ def guard_sessions(conn, database: str, changes: list[Change], doing: str = "mak
 # -- the record of a server-wide change --------------------------------------------------------------------
 FLAG_PROPERTY = "concurbench_trace_flag_"  # + the flag number: an extended property of the run's database
 CONFIGURE_PROPERTY = "concurbench_configure:"  # + the sp_configure option's name; value "old -> new; note"
+# The records of server-wide changes in the connection's database (the LIKE patterns escape `_` as [_]).
+RECORDS = ("SELECT CAST(name AS nvarchar(128)) AS name, CAST(value AS nvarchar(4000)) AS value "
+           "FROM sys.extended_properties WHERE class = 0 AND (name LIKE N'concurbench[_]trace[_]flag[_]%' "
+           "OR name LIKE N'concurbench[_]configure:%') ORDER BY name")
 _NOTE = re.compile(r"pid (\d+) on (\S+) at (\S+)")
 _SETTING = re.compile(r"^(-?\d+) -> (-?\d+); ")
 
@@ -107,13 +114,18 @@ def parse_note(text: str | None) -> tuple[int, str, str] | None:
     return (int(m.group(1)), m.group(2), m.group(3)) if m else None
 
 
+def records_in(conn) -> list[tuple[str, str]]:
+    """(name, text) of each record of a server-wide change in the connection's database."""
+    return [(str(r[0]), str(r[1] or "")) for r in conn.execute(RECORDS).fetchall()]
+
+
 def parse_setting(text: str | None) -> tuple[int, int] | None:
     """(old, new) of an sp_configure record's text."""
     m = _SETTING.match(text or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _record(name: str, text: str) -> list[str]:
+def record(name: str, text: str) -> list[str]:
     """Statements in the run's database that record a change (replacing a stale record of the same name)."""
     return unrecord(name) + [f"EXEC sys.sp_addextendedproperty @name = {tsql_literal(name)}, @value = {tsql_literal(text)}"]
 
@@ -133,4 +145,4 @@ def recorded(change: Change, note: str) -> Change:
         name, text = f"{CONFIGURE_PROPERTY}{option}", f"{old} -> {new}; {note}"
     else:
         return change
-    return replace(change, apply=_record(name, text) + change.apply, undo=change.undo + unrecord(name))
+    return replace(change, apply=record(name, text) + change.apply, undo=change.undo + unrecord(name))

@@ -159,8 +159,20 @@ def safe_connection_string(s: str) -> str:
     return ";".join(kept) + (";" if kept else "")
 
 
+# What a driver says when it does not trust the server's certificate (Driver 18 through OpenSSL or Schannel,
+# Driver 17 with Encrypt=yes, FreeTDS through GnuTLS or OpenSSL): the driver's own words, the only telling sign.
+_CERTIFICATE = re.compile(r"certificate verify failed|self[- ]signed certificate|certificate chain was issued by an "
+                          r"authority that is not trusted|unable to get local issuer certificate|"
+                          r"certificate is not trusted|0x800B0109|0x80090325", re.I)
+CERTIFICATE_FIX = ("the server's certificate is not one this machine trusts (a self-signed one, as containers and most "
+                   "lab servers have): add ?trust_server_certificate=yes to an mssql:// DSN, or "
+                   "TrustServerCertificate=yes to an ODBC connection string (the traffic stays encrypted; the "
+                   "certificate is not checked, so do it only on a network you trust)")
+
+
 def connect(conn_str: str, *, autocommit: bool = True, timeout: int = 10):
-    """Open a pyodbc connection (pyodbc imported here, so the module loads without it)."""
+    """Open a pyodbc connection (pyodbc imported here, so the module loads without it). A refused certificate says
+    the connection option that accepts it (CERTIFICATE_FIX)."""
     try:
         import pyodbc  # type: ignore[import-not-found]
     except ImportError as exc:
@@ -168,8 +180,10 @@ def connect(conn_str: str, *, autocommit: bool = True, timeout: int = 10):
     try:
         return pyodbc.connect(conn_str, autocommit=autocommit, timeout=timeout)
     except pyodbc.Error as exc:
+        text = _message(exc)
+        hint = f"; {CERTIFICATE_FIX}" if _CERTIFICATE.search(text) else ""
         raise EngineError(f"cannot connect to SQL Server ({safe_connection_string(conn_str)}): "
-                          f"{_message(exc).splitlines()[0] if _message(exc) else type(exc).__name__}", exc) from exc
+                          f"{text.splitlines()[0] if text else type(exc).__name__}{hint}", exc) from exc
 
 
 # -- batches -----------------------------------------------------------------------------------------

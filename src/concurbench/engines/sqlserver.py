@@ -222,12 +222,6 @@ class Configurator:
         wanted = {k: v for k, v in server.items() if k not in mc.CONTAINER_KEYS}
         if self.tempdb_files_kept is not None and int(wanted.get("tempdb_files") or 0) < self.tempdb_files_kept:
             wanted["tempdb_files"] = self.tempdb_files_kept  # its removal failed once (warned): not again
-        if not self.owned:  # flags an earlier variant turned on and this one does not want go off first
-            keep = set(mc.flag_numbers(wanted.get("trace_flags")))
-            dropped = [c for c in self.changes if c.flag is not None and c.flag not in keep]
-            self.changes = [c for c in self.changes if c not in dropped]
-            for problem in mc.restore(conn, dropped, self.sleep):
-                raise EngineError(problem)
         names = list(wanted) + ([mc.ADVANCED] if mc.configure_names(wanted) else [])
         current = mc.read_server(conn, names)
         directory, names = mc.tempdb_layout(conn) if "tempdb_files" in wanted else ("", [])

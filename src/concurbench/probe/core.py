@@ -15,15 +15,19 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from typing import Callable
 
 from ..util import first_line
 from ..background.base import close_quietly
 from ..background.kinds import make_background
+from ..background.mssql_common import ObserverScope
+from ..engines.base import ChangePolicy
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError
 from ..samplers.registry import build as build_samplers
 from ..provisioners.owned import DatabasePlan, Ownership
+from ..running.needs import SKIP_OPTION, plan as plan_needs
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
 from .common import connections
@@ -35,10 +39,12 @@ CONNECT_FIX = "check the server is up and the connection settings (--dsn, --pass
 
 
 def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Variant] | None = None,
-          allow_server_changes: bool = False, as_is: bool = False, engine=None,
-          backgrounds: Callable = make_background, clock: Callable[[], float] = time.monotonic) -> ProbeReport:
+          allow_server_changes: bool = False, as_is: bool = False, xe_without_max_duration: bool = False,
+          engine=None, backgrounds: Callable = make_background,
+          clock: Callable[[], float] = time.monotonic) -> ProbeReport:
     """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives; `as_is` is
-    `--server-settings as-is`. Never raises a ConcurbenchError: every problem is a check of the report."""
+    `--server-settings as-is`, `xe_without_max_duration` --allow-xe-without-max-duration. Never raises a
+    ConcurbenchError: every problem is a check of the report."""
     started = clock()
     eng = engine or get_engine(scenario.engine)
     chosen = list(variants) if variants is not None else list(scenario.variants)
@@ -77,10 +83,16 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
         _step(report, "connections", lambda: [connections(here, chosen, lambda sql: eng.query_rows(
             conn, sql, "reading the server's connection limit"), owned=target != "dsn")])
         _step(report, "permissions", lambda: side.permissions(conn, here, chosen))
+        policy = ChangePolicy(owned=target != "dsn", allow_server_changes=allow_server_changes, as_is=as_is,
+                              xe_without_max_duration=xe_without_max_duration)
+        _step(report, "variants", lambda: _needs(here, chosen, conn, side, policy))
+        scope = ObserverScope(run_id=connection.run_id, guest=not policy.owned,
+                              unbounded_xe=xe_without_max_duration)
         deferred = DeferredSamplers(info.get("version_num", 0), side.fix)
         _step(report, "samplers", lambda: _samplers(eng, connection.conninfo, info.get("version_num", 0), chosen,
                                                     side, deferred))
-        _step(report, "background sessions", lambda: _backgrounds(eng, connection.conninfo, chosen, side, backgrounds))
+        _step(report, "background sessions", lambda: _backgrounds(eng, connection.conninfo, chosen, side, backgrounds,
+                                                                   scope))
         _step(report, "setup", lambda: side.setup(conn, here, chosen, after_setup=deferred.read))
         report.add(*deferred.unread())
         if before is not None:
@@ -177,7 +189,19 @@ def _samplers(eng, conninfo: str, version_num: int, variants: list[Variant], sid
     return checks
 
 
-def _backgrounds(eng, conninfo: str, variants: list[Variant], side, make: Callable) -> list[Check]:
+def _needs(scenario: Scenario, variants: list[Variant], conn, side, policy: ChangePolicy) -> list[Check]:
+    """The run's plan of what each variant needs of this server (running/needs.py), as the run makes it."""
+    policy = replace(policy, owns_database=side.database_owned(conn))
+    found = plan_needs(scenario, variants, conn, policy)
+    if not found:
+        return [ok("variants", f"every variant can run on this server ({', '.join(v.name for v in variants)})")]
+    skip = "" if any(n.variant is None for n in found) else f"; or run with {SKIP_OPTION} to skip it"
+    return [failed(f"variant {n.variant}" if n.variant else "every variant", f"{n.reason}: {n.what}", n.fix + skip)
+            for n in found]
+
+
+def _backgrounds(eng, conninfo: str, variants: list[Variant], side, make: Callable,
+                 scope: ObserverScope | None = None) -> list[Check]:
     """Each background session (and observer) started and stopped once. Their statements run in the setup's
     transaction instead (side.setup), where the objects they read exist."""
     checks = []
@@ -190,7 +214,7 @@ def _backgrounds(eng, conninfo: str, variants: list[Variant], side, make: Callab
             name = f"background {spec.name} ({spec.kind})"
             session = None
             try:
-                session = make(side.background_spec(spec), conninfo, eng)
+                session = make(side.background_spec(spec), conninfo, eng, scope=scope)
                 session.start()
             except ConcurbenchError as exc:
                 checks.append(failed(name, first_line(exc), side.fix(first_line(exc), f"start {spec.kind}")))

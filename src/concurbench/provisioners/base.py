@@ -12,11 +12,15 @@ from ..engines.base import ChangePolicy
 
 @dataclass(frozen=True)
 class Connection:
-    """How to reach a server. `safe` is what may be shown or stored (never a password)."""
+    """How to reach a server. `safe` is what may be shown or stored (never a password). `run_id` is the run's id
+    on that server where the provisioner gives one (every name a run makes on a SQL Server carries it); `notes`
+    are what the provisioner did before the run began that the run tells (what a killed run of this host left)."""
 
     conninfo: str
     safe: str
     extra: dict = field(default_factory=dict)
+    run_id: str = ""
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

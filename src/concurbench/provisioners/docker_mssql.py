@@ -21,6 +21,7 @@ import shlex
 
 from ..engines import odbc
 from ..engines.quoting import tsql_literal, tsql_name
+from ..engines.mssql_names import RUN_ID_LENGTH
 from ..engines.registry import MSSQL
 from ..errors import EngineError, ProvisionError
 from .base import Connection
@@ -125,7 +126,7 @@ class SqlServerContainer:
         memory = sql_memory_limit_mb(s.settings.get("memory_limit") or MSSQL_MEMORY_DEFAULT)
         return Connection(self.conninfo(DATABASE), f"mssql://{MSSQL.container.admin}@127.0.0.1:{s.port}/{DATABASE}",
                           {**extra, "cpus_pinned": s.cpus_pinned, "driver": s.odbc_driver,
-                           "sql_memory_limit_mb": memory})
+                           "sql_memory_limit_mb": memory}, run_id=s.run_id[:RUN_ID_LENGTH])
 
     def hint(self) -> str:
         s = self.server

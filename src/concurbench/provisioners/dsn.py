@@ -3,10 +3,12 @@
 The password may sit in the string or come from an environment variable (`--password-env`); it is
 kept in memory only, and what is shown or stored is the string without it.
 
-The run happens only in a database of concurbench's own (owned.py): without a database in the DSN,
-`concurbench` (created when missing, which needs CREATEDB, marked with a comment, and dropped when
-the run ends unless --keep-database); a database the DSN names is used when it carries the marker,
-or holds no user objects (USER_OBJECTS below) and is then marked. The database is created from
+The run happens only in a database of concurbench's own (owned.py): without a database in the DSN
+or --database, `concurbench` (created when missing, which needs CREATEDB, marked with a comment, and
+dropped when the run ends unless --keep-database); a database the DSN or --database names is created
+when missing, and used when it carries the marker, or holds no user objects (USER_OBJECTS below) and
+is then marked. A user's database of the default name is refused with the way to choose another name
+(--database NAME). The database is created from
 template1, as any new database is, so what a DBA put there for every new database (an extension
 such as pgstattuple, grants on pg_file_settings and pg_reload_conf) is in it. Anything else is
 refused before the run changes anything. `inspect` finds this without changing anything (the probe
@@ -107,7 +109,8 @@ class ExistingServer:
     name = "dsn"
 
     def __init__(self, conninfo: str, settings: dict[str, str], *, password_env: str | None = None,
-                 allow_server_changes: bool = False, as_is: bool = False, keep_database: bool = False):
+                 allow_server_changes: bool = False, as_is: bool = False, keep_database: bool = False,
+                 database: str | None = None):
         try:
             parts = conninfo_to_dict(conninfo)
         except psycopg.ProgrammingError as exc:
@@ -116,8 +119,9 @@ class ExistingServer:
             if password_env not in os.environ:
                 raise ConfigError(f"--password-env {password_env}: no such environment variable is set")
             parts["password"] = os.environ[password_env]
-        self.named = bool(parts.get("dbname"))
-        self.database = parts.get("dbname") or owned.DATABASE
+        named = owned.chosen_database(parts.get("dbname") or None, database)
+        self.named = named is not None
+        self.database = named or owned.DATABASE
         self.role = parts.get("user") or ""
         parts["dbname"] = self.database
         self.conninfo = make_conninfo(**parts)  # the run's database
@@ -393,14 +397,18 @@ def _sql_server(engine: str, settings: dict, options) -> ExistingSqlServer:
     dsn = _dsn(options, "CONCURBENCH_MSSQL_DSN", "an ODBC connection string ('Server=host,1433;Database=bench;"
                                                  "UID=user') or an mssql://user@host:1433/bench URL")
     return ExistingSqlServer(dsn, password_env=options.password_env, allow_server_changes=options.allow_server_changes,
-                             as_is=options.server_settings == AS_IS, keep_database=options.keep_database)
+                             as_is=options.server_settings == AS_IS, keep_database=options.keep_database,
+                             database=options.database, xe_without_max_duration=options.xe_without_max_duration)
 
 
 def _postgres(engine: str, settings: dict, options) -> ExistingServer:
     dsn = _dsn(options, "CONCURBENCH_DSN", "a postgresql:// URL or a 'host=... port=... dbname=... user=...' string")
+    if options.xe_without_max_duration:
+        raise ConfigError("--allow-xe-without-max-duration is for SQL Server's Extended Events observers; a PostgreSQL "
+                          "scenario has none")
     return ExistingServer(dsn, settings, password_env=options.password_env,
                           allow_server_changes=options.allow_server_changes, as_is=options.server_settings == AS_IS,
-                          keep_database=options.keep_database)
+                          keep_database=options.keep_database, database=options.database)
 
 
 FACTORIES = {"postgres": _postgres, "mssql": _sql_server}  # registry.py: the dsn target

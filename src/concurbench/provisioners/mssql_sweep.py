@@ -1,29 +1,37 @@
 """What killed runs left on a SQL Server concurbench does not own, for `concurbench gc --target dsn`
-(housekeeping/remote.py's Sweeper: `leftovers`, then `remove` one by one).
+(housekeeping/remote.py's Sweeper: `leftovers`, then `remove` one by one), and for a run starting on that
+server (`of_dead_runs`: what a killed run of the same machine left, which it removes before anything else).
 
 A run cleans up as it ends, also after an error, Ctrl-C, SIGTERM or SIGHUP; a SIGKILL, a lost connection
 or a crashed machine leaves what it had made:
 
-- a global trace flag it turned on (DBCC TRACEON(n, -1)) and sp_configure options it set: found by
-  their records, the extended properties `concurbench_trace_flag_<n>` and `concurbench_configure:<name>`
-  of the run's database (engines/mssql_guards.py); the flag is turned off, and an option put back to
-  its value before the run when it still has the run's value (one changed since is left as it is);
-- Extended Events sessions named `concurbench_<observer>`: stopped and dropped (on SQL Server 2025 they
-  also stop themselves, MAX_DURATION);
-- SQL Traces writing to `concurbench-<observer>-<time>.trc`: stopped and closed (they also stop
+- sp_configure options it set (and, for runs before issue 45, a global trace flag it turned on): found by
+  their records, the extended properties `concurbench_configure:<name>` and `concurbench_trace_flag_<n>`
+  of the run's database (engines/mssql_guards.py); an option is put back to its value before the run when
+  it still has the run's value (one changed since is left as it is), a flag is turned off;
+- Extended Events sessions `concurbench_<run id>_<observer>` (engines/mssql_names.py): stopped and dropped
+  (on SQL Server 2025 they have stopped themselves, MAX_DURATION; on 2019 and 2022 they run until then);
+- SQL Traces writing to `concurbench-<run id>_<observer>-<time>.trc`: stopped and closed (they also stop
   themselves at their @stoptime);
-- the temporary database `concurbench` (its marker says temporary): dropped;
+- the run's record `concurbench_run_<run id>` in a database that stays (a kept or named one): removed;
+- its temporary database (the marker says temporary): dropped, once no session is in it and it holds no
+  record of a change not yet put back (the record goes first; a database whose record could not be undone
+  stays, and says why);
 - .xel and .trc files in the server's data directory. SQL Server offers a client no documented way to
   delete a file (xp_cmdshell would have to be turned on, a server-wide change concurbench does not
-  make), so these are listed with the command an administrator runs on the server. The .xel files are
-  found with sys.fn_xe_file_target_read_file (which lists the files holding events); the .trc files of
-  a trace gc closes are named by the trace's path; those of traces already closed cannot be listed from
-  a client, and docs/targets.md says where to look.
+  make). When the server runs on this machine (a loopback DSN) and a file the server names is there,
+  gc removes it itself; otherwise each is listed with the command an administrator runs on the server.
+  The .xel files are found with sys.fn_xe_file_target_read_file (which lists the files holding events);
+  the .trc files of a trace gc closes are named by the trace's path; those of traces already closed
+  cannot be listed from a client, and docs/targets.md says where to look.
 
 Only what is concurbench's by name or record and what no live run uses is listed. Whether a run lives is
-told by its sessions (sys.dm_exec_sessions): an observer's session is named `concurbench:observer:<name>`,
-and a trace flag's record names the process (host and pid) that turned it on. A login without VIEW SERVER
-STATE sees no other session, so it cannot tell, and gc refuses to look for it.
+told by its sessions (sys.dm_exec_sessions): an observer's session is named `concurbench:observer:<key>`,
+and a record names the process (host and pid) that wrote it. A login without VIEW SERVER STATE sees no
+other session, so it cannot tell, and gc refuses to look for it. Each thing found knows the run that left it
+(`Owner`: from its record, from the run record its run id names, or from its database's marker), so that a
+starting run removes only what a dead run of its own machine left, never a live run's and never one whose
+maker it cannot name.
 
 Sources (Microsoft Learn): sys.dm_exec_sessions (program_name, host_name, host_process_id, database_id);
 sys.server_event_sessions, sys.dm_xe_sessions, sys.server_event_session_fields (the event_file target's
@@ -35,19 +43,23 @@ matches); DROP DATABASE (error 3702 while it is in use); xp_cmdshell (off by def
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 from dataclasses import dataclass
+from typing import Callable
 
-from ..engines.quoting import tsql_literal, tsql_name
 from ..engines import mssql_config as mc
 from ..engines import mssql_guards as guards
+from ..engines import mssql_names as names
 from ..engines import odbc
+from ..engines.quoting import tsql_literal, tsql_name
 from ..errors import ConfigError, ProvisionError
-from .base import Leftover
 from . import mssql_owned as mo
 from . import owned
+from .base import Leftover
 
-OBSERVER = "concurbench:observer:"  # the program name of an observer's sessions (background/mssql_common.py)
+OBSERVER = names.OBSERVER_PROGRAM  # the program name of an observer's sessions (background/mssql_common.py)
 LIVE = ("SELECT session_id, login_name, host_name, program_name, host_process_id, DB_NAME(database_id) "
         "FROM sys.dm_exec_sessions WHERE is_user_process = 1 AND session_id <> @@SPID")
 # The extended properties named concurbench... of every database the login may open, in one result.
@@ -68,8 +80,10 @@ XEL_FILES = "SELECT DISTINCT file_name FROM sys.fn_xe_file_target_read_file(?, N
 DATA_DIR = "SELECT CAST(SERVERPROPERTY('InstanceDefaultDataPath') AS nvarchar(4000)) AS data_dir"
 NO_FILE = 25718  # fn_xe_file_target_read_file: no file matches the path
 _TRACE_FILE = re.compile(r"concurbench-(\w+)-\d{8}T\d{9}Z(?:_\d+)?\.trc$", re.I)
+_MAKER = re.compile(r"(?:made|marked) by [^@\s]*@(\S+) pid (\d+)")  # owned.marker_text's "user@host pid N"
 CONFIGURATION = "SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?"
-DATABASE, XE, TRACE, FLAG, SETTING, FILE = "database", "xe session", "trace", "trace flag", "sp_configure", "file"
+DATABASE, XE, TRACE, FLAG, SETTING, FILE, RUN = ("database", "xe session", "trace", "trace flag", "sp_configure",
+                                                 "file", "run record")
 
 
 @dataclass(frozen=True)
@@ -82,13 +96,26 @@ class Run:
     database: str | None
 
 
-class Sweep:
-    """The Sweeper of one SQL Server (`connect(database, purpose)` opens a connection as the provisioner does)."""
+@dataclass(frozen=True)
+class Owner:
+    """The process, on a machine, that made something a killed run left."""
 
-    def __init__(self, connect, where: str, safe: str):
+    pid: int
+    host: str
+
+    def on(self, host: str) -> bool:
+        return _short(self.host) == _short(host)
+
+
+class Sweep:
+    """The Sweeper of one SQL Server (`connect(database, purpose)` opens a connection as the provisioner does;
+    `local`: the server runs on this machine, so the files it names may be reachable here)."""
+
+    def __init__(self, connect, where: str, safe: str, local: bool = False):
         self.connect = connect
         self.where = where
         self.safe = safe
+        self.local = local
         self.found: dict[tuple[str, str], dict] = {}  # what leftovers() learnt of each, for remove()
 
     # -- finding ----------------------------------------------------------------------------------------
@@ -103,10 +130,11 @@ class Sweep:
                         for r in conn.execute(LIVE).fetchall()]
             runs = [run for _, run in sessions if run.program.startswith(guards.OURS)]
             properties = [(str(r[0]), str(r[1]), r[2]) for r in _rows(conn.execute(PROPERTIES))]
+            owners = _run_owners(properties)
             directory = str((conn.execute(DATA_DIR).fetchone() or [None])[0] or "/var/opt/mssql/data/")
-            found = [*self._records(conn, properties, runs), *self._xe_sessions(conn, runs, directory),
-                     *self._traces(conn, runs), *self._databases(properties, sessions),
-                     *self._xel_files(conn, runs, directory)]
+            found = [*self._records(conn, properties, runs), *self._xe_sessions(conn, runs, directory, owners),
+                     *self._traces(conn, runs, owners), *self._run_records(properties, runs),
+                     *self._databases(properties, sessions), *self._xel_files(conn, runs, directory, owners)]
         except ConfigError:
             raise
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
@@ -117,6 +145,18 @@ class Sweep:
         self.found = {(item.kind, item.name): data for item, data in found}
         return [item for item, _ in found]
 
+    def of_dead_runs(self, host: str, alive: Callable[[int], bool]) -> list[Leftover]:
+        """What `leftovers` finds (as gc decides) that a run of `host` left whose process is gone (`alive(pid)`
+        false, a check of this machine's own): what a starting run removes (files only an administrator can remove
+        carry `by_hand`, for the run to say); anything whose maker is not known is left to gc."""
+        out = []
+        for item in self.leftovers():
+            owner = self.found[(item.kind, item.name)].get("owner")
+            if owner is None or not owner.on(host) or alive(owner.pid):
+                continue
+            out.append(item)
+        return out
+
     def _records(self, conn, properties, runs) -> list:
         """The server-wide changes whose record a killed run left: trace flags, then sp_configure options (`show
         advanced options` last, as a run puts them back)."""
@@ -126,11 +166,12 @@ class Sweep:
             note = guards.parse_note(value)
             if note is None or _alive(runs, note[0], note[1]):
                 continue
+            owner = Owner(note[0], note[1])
             if name.startswith(guards.FLAG_PROPERTY):
                 flag = int(name[len(guards.FLAG_PROPERTY):])
                 state = "on" if flag in on else "already off (only its record goes)"
                 flags.append((Leftover(FLAG, f"{flag} ({database})", f"{state}; {value}, and that run is gone"),
-                              {"flag": flag, "on": flag in on, "database": database, "record": name}))
+                              {"flag": flag, "on": flag in on, "database": database, "record": name, "owner": owner}))
             elif name.startswith(guards.CONFIGURE_PROPERTY) and guards.parse_setting(value):
                 option, (old, new) = name[len(guards.CONFIGURE_PROPERTY):], guards.parse_setting(value)
                 row = conn.execute(CONFIGURATION, option).fetchone()
@@ -140,33 +181,49 @@ class Sweep:
                          f"record goes")
                 settings.append((Leftover(SETTING, f"{option} ({database})", state),
                                  {"option": option, "old": old, "restore": now == new, "database": database,
-                                  "record": name}))
+                                  "record": name, "owner": owner}))
         settings.sort(key=lambda found: found[1]["option"] == mc.ADVANCED)
         return flags + settings
 
-    def _xe_sessions(self, conn, runs, directory: str) -> list:
+    def _xe_sessions(self, conn, runs, directory: str, owners: dict) -> list:
         out = []
         for name, running, filename in conn.execute(XE_SESSIONS).fetchall():
-            observer = str(name)[len("concurbench_"):]
-            if _observing(runs, observer):
+            key = str(name)[len(names.XE_PREFIX):]
+            if _observing(runs, key):
                 continue
+            owner = owners.get(names.run_of(key))
             state = "running" if running else "stopped"
             out.append((Leftover(XE, str(name), f"{state}, left by a killed run; stopped and dropped"),
-                        {"running": bool(running)}))
+                        {"running": bool(running), "owner": owner}))
             if filename and not str(filename).startswith(directory):  # those in the data directory: _xel_files
                 base = str(filename)[:-4] if str(filename).lower().endswith(".xel") else str(filename)
-                out.append(_file(base + "_0_*.xel", f"the files of {name}"))
+                out.append(self._file(base + "_0_*.xel", f"the files of {name}", owner))
         return out
 
-    def _traces(self, conn, runs) -> list:
+    def _traces(self, conn, runs, owners: dict) -> list:
         out = []
         for trace_id, status, path in conn.execute(TRACES).fetchall():
             m = _TRACE_FILE.search(str(path or ""))
             if not m or _observing(runs, m.group(1)):
                 continue
+            owner = owners.get(names.run_of(m.group(1)))
             out.append((Leftover(TRACE, str(trace_id), f"{'running' if status == 1 else 'stopped'}, writing {path}; "
-                                                       f"stopped and closed"), {"id": int(trace_id)}))
-            out.append(_file(_trace_prefix(str(path)) + "*.trc", f"the files of trace {trace_id}"))
+                                                       f"stopped and closed"), {"id": int(trace_id), "owner": owner}))
+            out.append(self._file(_trace_prefix(str(path)) + "*.trc", f"the files of trace {trace_id}", owner))
+        return out
+
+    def _run_records(self, properties, runs) -> list:
+        """The records of runs that are gone, in databases that stay (a temporary database goes with its own)."""
+        temporary = {database for database, name, value in properties
+                     if name == owned.PROPERTY and (owned.parse_marker(value) or owned.Marker(False, "")).temporary}
+        out = []
+        for database, name, value in properties:
+            note = guards.parse_note(value) if names.run_of_property(name) else None
+            if note is None or database in temporary or _alive(runs, note[0], note[1]):
+                continue
+            out.append((Leftover(RUN, f"{names.run_of_property(name)} ({database})",
+                                 f"{value}, and that run is gone; its record goes"),
+                        {"database": database, "record": name, "owner": Owner(note[0], note[1])}))
         return out
 
     def _databases(self, properties, sessions) -> list:
@@ -178,21 +235,42 @@ class Sweep:
             inside = [who for who, run in sessions if run.database == database]
             if inside:
                 continue  # a run still uses it (or someone else: DROP DATABASE would fail anyway)
-            out.append((Leftover(DATABASE, database, f"temporary database of a killed run ({value}); dropped"), {}))
+            maker = _MAKER.search(marker.text)
+            owner = Owner(int(maker.group(2)), maker.group(1)) if maker else None
+            out.append((Leftover(DATABASE, database, f"temporary database of a killed run ({value}); dropped"),
+                        {"owner": owner}))
         return out
 
-    def _xel_files(self, conn, runs, directory: str) -> list:
-        pattern = directory.rstrip("/\\") + _sep(directory) + "concurbench_*.xel"
+    def _xel_files(self, conn, runs, directory: str, owners: dict) -> list:
+        pattern = directory.rstrip("/\\") + _sep(directory) + names.XE_PREFIX + "*.xel"
         try:
-            names = [str(r[0]) for r in conn.execute(XEL_FILES, pattern).fetchall()]
+            found = [str(r[0]) for r in conn.execute(XEL_FILES, pattern).fetchall()]
         except Exception as exc:  # noqa: BLE001 - pyodbc errors: 25718 is "no such file"
             if odbc.error_number_from_pyodbc(exc) != NO_FILE:
                 raise
-            names = []
-        live = [f"concurbench_{run.program[len(OBSERVER):].split(':')[0]}_" for run in runs
+            found = []
+        live = [names.xe_session(run.program[len(OBSERVER):].split(':')[0]) + "_" for run in runs
                 if run.program.startswith(OBSERVER)]
-        kept = [n for n in names if not any(re.split(r"[/\\]", n)[-1].startswith(prefix) for prefix in live)]
-        return [_file(n, "a finished or killed run's events") for n in sorted(kept)]
+        out = []
+        for path in sorted(found):
+            base = re.split(r"[/\\]", path)[-1]
+            if any(base.startswith(prefix) for prefix in live):
+                continue
+            owner = owners.get(names.run_of(base[len(names.XE_PREFIX):]))
+            out.append(self._file(path, "a finished or killed run's events", owner))
+        return out
+
+    def _file(self, path: str, what: str, owner: Owner | None) -> tuple[Leftover, dict]:
+        """A file (or a pattern of files) on the server: removed from here when the server runs on this machine and
+        the file is here, else listed with the command an administrator runs on the server."""
+        here = sorted(glob.glob(path)) if self.local else []
+        if here:
+            return Leftover(FILE, path, f"{what}; on this machine, where the server runs: deleted from here"), \
+                {"paths": here, "owner": owner}
+        windows = "\\" in path and "/" not in path
+        command = f'del "{path}"' if windows else "rm -f -- " + "*".join(_shell_quote(p) for p in path.split("*"))
+        return Leftover(FILE, path, f"{what}; SQL Server cannot delete a file for a client",
+                        by_hand=f"on the server: {command}"), {"owner": owner}
 
     # -- removing ---------------------------------------------------------------------------------------
     def remove(self, leftover: Leftover) -> None:
@@ -201,6 +279,9 @@ class Sweep:
             raise ProvisionError(f"{leftover.kind} {leftover.name} was not found by this gc; run gc again")
         if leftover.kind == DATABASE:
             self._drop_database(leftover.name)
+            return
+        if leftover.kind == FILE:
+            self._delete_files(data.get("paths") or [], leftover)
             return
         conn = self.connect(data.get("database", "master"), "gc")
         try:
@@ -220,6 +301,8 @@ class Sweep:
             back = [f"EXEC sp_configure {tsql_literal(data['option'])}, {int(data['old'])}", "RECONFIGURE"] \
                 if data["restore"] else []
             return back + guards.unrecord(data["record"])
+        if leftover.kind == RUN:
+            return guards.unrecord(data["record"])
         if leftover.kind == XE:
             stop = [f"ALTER EVENT SESSION {tsql_name(leftover.name)} ON SERVER STATE = STOP"] if data["running"] else []
             return stop + [f"DROP EVENT SESSION {tsql_name(leftover.name)} ON SERVER"]
@@ -229,7 +312,30 @@ class Sweep:
                     f"EXEC sys.sp_trace_setstatus {data['id']}, 2"]
         raise ProvisionError(f"{leftover.kind} {leftover.name} cannot be removed from a client: {leftover.by_hand}")
 
+    @staticmethod
+    def _delete_files(paths: list[str], leftover: Leftover) -> None:
+        if not paths:
+            raise ProvisionError(f"{leftover.name} cannot be removed from here: {leftover.by_hand}")
+        for path in paths:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ProvisionError(f"cannot delete {path} ({exc.strerror}); on the server: rm -f -- "
+                                     f"{_shell_quote(path)}") from None
+
     def _drop_database(self, database: str) -> None:
+        inside = self.connect(database, "gc")
+        try:
+            records = guards.records_in(inside)
+        except Exception as exc:  # noqa: BLE001 - pyodbc errors: the server's words
+            raise ProvisionError(odbc.error_text(exc)) from None
+        finally:
+            inside.close()
+        if records:
+            raise ProvisionError(f"it holds the record of a server change not put back ({'; '.join(n for n, _ in records)}), "
+                                 f"which goes only with the change: left")
         conn = self.connect("master", "gc")
         try:
             others = guards.sessions_in(conn, database)
@@ -244,21 +350,27 @@ class Sweep:
             conn.close()
 
 
+def _run_owners(properties) -> dict[str, Owner]:
+    """Run id -> the process that ran it, from the run records of every database."""
+    out = {}
+    for _database, name, value in properties:
+        run_id, note = names.run_of_property(name), guards.parse_note(value)
+        if run_id and note:
+            out[run_id] = Owner(note[0], note[1])
+    return out
+
+
+def _short(host: str) -> str:
+    return host.split(".")[0].lower()
+
+
 def _alive(runs: list[Run], pid: int, host: str) -> bool:
     """Whether the process that wrote a record still has a session of concurbench's on the server."""
-    return any(run.pid == pid and run.host.split(".")[0].lower() == host.split(".")[0].lower() for run in runs)
+    return any(run.pid == pid and _short(run.host) == _short(host) for run in runs)
 
 
-def _observing(runs: list[Run], observer: str) -> bool:
-    return any(run.program == OBSERVER + observer or run.program.startswith(f"{OBSERVER}{observer}:") for run in runs)
-
-
-def _file(path: str, what: str) -> tuple[Leftover, dict]:
-    """A file (or a pattern of files) on the server, which only an administrator there can delete."""
-    windows = "\\" in path and "/" not in path
-    command = f'del "{path}"' if windows else "rm -f -- " + "*".join(_shell_quote(p) for p in path.split("*"))
-    return Leftover(FILE, path, f"{what}; SQL Server cannot delete a file for a client",
-                    by_hand=f"on the server: {command}"), {}
+def _observing(runs: list[Run], key: str) -> bool:
+    return any(run.program == OBSERVER + key or run.program.startswith(f"{OBSERVER}{key}:") for run in runs)
 
 
 def _shell_quote(part: str) -> str:

@@ -25,6 +25,8 @@ class TargetOptions:
     allow_server_changes: bool = False
     server_settings: str = APPLY  # AS_IS: a dsn server's settings are left as they are, and differences recorded
     keep_database: bool = False  # dsn: keep the database the run created (provisioners/owned.py)
+    database: str | None = None  # dsn: the database the run creates or uses (--database)
+    xe_without_max_duration: bool = False  # dsn SQL Server 2019/2022: an XE observer a kill would leave running
     run_id: str | None = None
     ready_timeout: float | None = None  # docker: seconds a container has to accept connections (None: the engine's)
     listener: PullListener | None = field(default=None, compare=False, repr=False)  # told of an image pull

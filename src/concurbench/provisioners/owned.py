@@ -2,8 +2,10 @@
 
 A scenario's setup drops and creates objects with common names (`accounts`, `payments`), so on a
 server concurbench does not own it runs only in a database that is its own: one it creates (the
-DSN names no database), one that carries its marker, or one the DSN names that holds no user
-objects at all (then it is marked). Anything else is refused before the run touches it.
+DSN names no database; `--database NAME` chooses its name), one that carries its marker, or one the
+user names (in the DSN or with --database) that holds no user objects at all (then it is marked).
+Anything else is refused before the run touches it, with the way forward: a database of the default
+name that is a user's is answered with `--database NAME`.
 
 The marker is a database comment on PostgreSQL (COMMENT ON DATABASE) and an extended property named
 `concurbench` on SQL Server. Its text says whether the database is temporary (created for a run,
@@ -24,6 +26,7 @@ from enum import StrEnum
 
 from ..engines.quoting import pg_literal, pg_name
 from ..engines.registry import spec
+from ..errors import ConfigError
 
 DATABASE = "concurbench"  # the database created when the DSN names none
 MARKER = "concurbench database"  # every marker starts so; what follows says temporary or kept
@@ -74,6 +77,17 @@ class DatabasePlan:
         return self.ownership == Ownership.CREATE or (self.marker is not None and self.marker.temporary)
 
 
+def chosen_database(in_dsn: str | None, option: str | None) -> str | None:
+    """The database the user named for the run: the DSN's, or --database's (both only when they agree); None when
+    neither names one (the target then takes its default)."""
+    if option is not None and not option.strip():
+        raise ConfigError("--database: give the name of the database concurbench creates or uses")
+    if in_dsn and option and in_dsn != option:
+        raise ConfigError(f"--database {option} and the database of --dsn ({in_dsn}) differ: name the run's database "
+                          f"once, in --dsn or with --database")
+    return option or in_dsn or None
+
+
 def marker_text(temporary: bool, now: datetime | None = None) -> str:
     """The marker a run writes: who made the database and when, and whether it is dropped at the run's end."""
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -97,18 +111,19 @@ def comment_sql(database: str, temporary: bool) -> str:
     return f"COMMENT ON DATABASE {pg_name(database)} IS {pg_literal(marker_text(temporary))}"
 
 
-def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
-    """One paragraph: why the run will not use this database, and the ways forward."""
+def refusal(plan: DatabasePlan, where: str, role: str, engine: str, default: str = DATABASE) -> str:
+    """One paragraph: why the run will not use this database, and the ways forward (`default`: the database the run
+    creates when none is named)."""
     grant = spec(engine).grant_to_create(role)
     if plan.sessions:
         return (f"database {plan.name} on {where} is a temporary database of another concurbench run, which is "
-                f"still connected ({', '.join(plan.sessions)}). Wait for that run to end, or name another "
-                f"database in --dsn (an empty one, or one marked as concurbench's)")
+                f"still connected ({', '.join(plan.sessions)}). Wait for that run to end, or choose another name "
+                f"with --database NAME (an empty database, one marked as concurbench's, or one to create)")
     if plan.ownership == Ownership.SYSTEM:
         return (f"database {plan.name} on {where} is one of the server's own, which concurbench does not use for a "
                 f"scenario; nothing was run or changed. Leave the database out of --dsn and concurbench creates and "
-                f"uses its own ({DATABASE}" + (")" if plan.may_create else f"; role {role} needs {grant})") +
-                ", or name an empty database")
+                f"uses its own ({default}" + (")" if plan.may_create else f"; role {role} needs {grant})") +
+                ", or name an empty database (--database NAME)")
     if plan.ownership == Ownership.CREATE:
         return (f"concurbench runs a scenario only in a database of its own, and database {plan.name} does not "
                 f"exist on {where}, and role {role} may not create databases. Have an administrator grant it "
@@ -116,11 +131,17 @@ def refusal(plan: DatabasePlan, where: str, role: str, engine: str) -> str:
                 f"again; nothing was changed on the server")
     shown = ", ".join(plan.objects[:LISTED]) + (f" and {plan.object_count - LISTED} more"
                                                    if plan.object_count > LISTED else "")
-    ways = f"leave the database out of --dsn and concurbench creates and uses its own ({DATABASE}"
-    ways += ")" if plan.may_create else f"; role {role} needs {grant})"
+    if plan.named:
+        ways = f"leave the database out of --dsn and concurbench creates and uses its own ({default}"
+        ways += ")" if plan.may_create else f"; role {role} needs {grant})"
+        ways += ", or name an empty database (in --dsn, or with --database NAME)"
+    else:
+        ways = (f"choose another name for the database concurbench creates and uses with --database NAME (one that "
+                f"does not exist yet, an empty one, or one marked as concurbench's)")
+        ways += "" if plan.may_create else f"; role {role} needs {grant}"
     return (f"database {plan.name} on {where} holds objects concurbench did not create ({shown}), and a "
             f"scenario's setup drops and creates objects by name, so concurbench will not run in it; nothing was "
-            f"run or changed. To go on, {ways}, or name an empty database in --dsn")
+            f"run or changed. To go on, {ways}")
 
 
 def _user() -> str:

@@ -52,5 +52,11 @@ def make_provisioner(engine: str, settings: dict, options: TargetOptions):
     if options.keep_database and options.target != "dsn":
         raise ConfigError(f"--keep-database is for a server concurbench does not own (--target dsn); the "
                           f"{options.target} target's server is its own and goes at the end (--keep keeps it)")
+    if options.database is not None and options.target != "dsn":
+        raise ConfigError(f"--database is for a server concurbench does not own (--target dsn); the "
+                          f"{options.target} target runs in a database of its own server")
+    if options.xe_without_max_duration and options.target != "dsn":
+        raise ConfigError(f"--allow-xe-without-max-duration is for a server concurbench does not own (--target dsn); "
+                          f"on the {options.target} target a killed run's server goes with everything in it")
     return factory(engine, dict(settings), options)
 

@@ -84,6 +84,11 @@ class RunOutcome:
     def claims_failed(self) -> int:
         return self.run.claims_failed
 
+    def files_left(self) -> list[str]:
+        """The files observers wrote on a server that could not remove them (a dsn server), as patterns, once each."""
+        return list(dict.fromkeys(pattern for r in self.results for b in r.background
+                                  if b.get("files") and not b.get("files_removed") for pattern in b["files"]))
+
 
 class Runner:
     """Runs a scenario on one server, or on several in turn (a version matrix), into one run directory."""
@@ -91,7 +96,7 @@ class Runner:
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Listener | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
-                 check: CheckPolicy | None = None, shard: Shard | None = None):
+                 check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -101,6 +106,7 @@ class Runner:
         self.target = target
         self.repeat = max(1, repeat)
         self.check = check  # --check: repeat what open claims need until they are decided
+        self.skip_unrunnable = skip_unrunnable  # run the variants a server can run, skip the others (needs.py)
         self.sequential: Sequential | None = None
         self._verdicts: list[ClaimVerdict] = []  # the last look's verdicts
         self._judged = 0  # how many variant runs that look saw
@@ -252,11 +258,22 @@ class Runner:
     def session(self, provisioner: Provisioner, position: int = 0) -> ServerSession:
         """A server of the run, not started yet."""
         return ServerSession(provisioner, position, scenario=self.scenario, engine=self.eng, target=self.target,
-                             progress=self.progress)
+                             progress=self.progress, skip_unrunnable=self.skip_unrunnable)
 
     def _start(self, server: ServerSession) -> None:
-        """Start one server and set it up; the run records what it is as soon as it is known."""
+        """Start one server and set it up; the run records what it is as soon as it is known. The variants it cannot
+        run (--skip-unrunnable) are skipped on it, each by its typed reason."""
         server.start(self._variants(), self._described)
+        for name, needs in server.unrunnable.items():
+            self._skip(name, server, "; ".join(n.says() for n in needs))
+
+    def _skip(self, name: str, server: ServerSession, why: str) -> None:
+        """Skip a variant on a server: recorded with why, left out of the schedule, and said."""
+        self.unsupported.setdefault(name, why)
+        self._skipped_on.add((name, server.version))
+        self.progress.on_warning(RunWarning(f"{name} skipped: {why}"))
+        self.schedule = without(self.schedule, self._finished, name, server.position)
+        self._announce()
 
     def _described(self, info: ServerInfo) -> None:
         self._recorded.append(info)
@@ -348,11 +365,7 @@ class Runner:
             try:
                 result = self._measure.measure(server, variant, point, repeat)
             except Unsupported as exc:
-                self.unsupported.setdefault(variant.name, exc.message)
-                self._skipped_on.add((variant.name, server.version))
-                self.progress.on_warning(RunWarning(f"{variant.name} skipped: {exc.message}"))
-                self.schedule = without(self.schedule, self._finished, variant.name, server.position)
-                self._announce()
+                self._skip(variant.name, server, exc.message)
                 return
             results.append(result)
             self._kept(result)

@@ -14,12 +14,13 @@ from typing import Callable
 from ..engines.admin import AdminSession
 from ..engines.base import Configurator, Engine
 from ..engines.registry import spec
-from ..errors import ConcurbenchError
+from ..errors import ConcurbenchError, ConfigError
 from ..provisioners.base import Connection, Provisioner
 from ..results.model import ServerInfo
 from ..scenario.model import Scenario, Variant
 from ..workload.pool import start_workers_early
 from .guards import check_connected
+from .needs import Need, plan as plan_needs, refusal
 from .progress_events import Listener, Provisioning, Restarting, RunWarning, ServerUp, SetupStep, Stopping
 
 
@@ -46,7 +47,7 @@ class ServerSession:
     """One server of the run and what the run keeps about it between variants."""
 
     def __init__(self, provisioner: Provisioner, position: int, *, scenario: Scenario, engine: Engine, target: str,
-                 progress: Listener):
+                 progress: Listener, skip_unrunnable: bool = False):
         self.provisioner = provisioner
         self.position = position  # its place in the run's list of servers (--server-version order)
         self.engine = engine
@@ -62,23 +63,28 @@ class ServerSession:
         self.info: ServerInfo | None = None  # what the server is, once configured (the run records it)
         self.current: dict = {}  # the settings it runs with now
         self.fresh = False  # started or restarted since its last variant run (a warm-up pass records it)
+        self.skip_unrunnable = skip_unrunnable  # --skip-unrunnable: skip the variants this server cannot run
+        self.unrunnable: dict[str, list[Need]] = {}  # those variants, each with what it needs
 
     @property
     def version(self) -> str:
         return self.info.version_short if self.info is not None else "?"
 
     def start(self, variants: list[Variant], described: Callable[[ServerInfo], None]) -> None:
-        """Start the server, check the run's connections against it before anything is changed, configure it,
-        tell `described` what it is, and run the scenario's setup on it."""
+        """Start the server, check the run's connections and every variant's needs (needs.py) against it before
+        anything is changed, configure it, tell `described` what it is, and run the scenario's setup on it."""
         whole, eng = self.whole, self.engine
         self.progress.on_provisioning(Provisioning(self.target))
         self.started = True
         start_workers_early()  # the workers' fork server starts beside the server
         self.connection = self.provisioner.start()
+        for note in self.connection.notes:
+            self.progress.on_warning(RunWarning(note))
         self.fresh = True
         self.conn = self._admin()
         check_connected(whole, variants, lambda sql, what: eng.query_rows(self.conn, sql, what), self.connection.safe)
         policy = self.provisioner.policy()
+        self._plan(variants, policy)
         self.config = eng.configurator(policy, self.connection.conninfo)
         self.current = dict(whole.settings)
         self.configure(self.current, dict(whole.database))
@@ -89,6 +95,14 @@ class ServerSession:
             facts["differences"] = eng.setting_differences(self.conn, dict(whole.settings), dict(whole.database),
                                                            allowed=policy.allow_server_changes)
         facts.update(target=self.target, connection=self.connection.safe)
+        if facts.get("differences") and policy.as_is:
+            self.progress.on_warning(RunWarning(
+                f"--server-settings as-is: this server runs the scenario without some of its settings, so its figures "
+                f"are not those of the scenario's (the article's) setup: {ServerInfo.from_dict(facts).differences_text()}"))
+        if self.connection.notes:  # what a killed run of this machine left, removed or said at the start
+            facts["found_at_start"] = list(self.connection.notes)
+        if self.unrunnable:
+            facts["skipped_variants"] = {name: [n.says() for n in needs] for name, needs in self.unrunnable.items()}
         # what the provisioner knows of the server (a container's image and CPU limit), never a password
         facts.update({k: v for k, v in self.connection.extra.items() if k not in facts})
         self.info = ServerInfo.from_dict(facts)
@@ -98,6 +112,17 @@ class ServerSession:
         for step in self.scenario.setup:
             self.progress.on_setup(SetupStep(step.origin))
             eng.run_script(self.conn, step.sql, step.origin)
+
+    def _plan(self, variants: list[Variant], policy) -> None:
+        """What this server cannot give a variant: refused here in one paragraph, before anything is changed, unless
+        --skip-unrunnable and the scenario itself needs nothing the server lacks; then those variants are skipped."""
+        needs = plan_needs(self.whole, variants, self.conn, policy)
+        if not needs:
+            return
+        if not self.skip_unrunnable or any(n.variant is None for n in needs):
+            raise ConfigError(refusal(needs, self.whole, self.connection.safe))
+        for need in needs:
+            self.unrunnable.setdefault(need.variant, []).append(need)
 
     def ready_for(self, variant: Variant) -> None:
         """The server as `variant` wants it: restarted with its settings when they differ and must be (on SQL

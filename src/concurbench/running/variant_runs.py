@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from ..background.kinds import background_events, make_background
+from ..background.mssql_common import ObserverScope
 from ..engines.base import Engine
 from ..errors import ConcurbenchError
 from ..results.metrics import pool_metrics
@@ -101,8 +102,11 @@ class VariantRuns:
         eng = self.engine
         conninfo, version_num = server.connection.conninfo, server.info.version_num
         remove_files = server.provisioner.file_remover()  # a container's, where observers write
+        policy = server.provisioner.policy()
+        scope = ObserverScope(run_id=server.connection.run_id, guest=not policy.owned,
+                              unbounded_xe=policy.xe_without_max_duration)
         background_sessions = [make_background(b, conninfo, eng, remove_files=remove_files,
-                                               lifetime_s=variant.warmup + variant.duration)
+                                               lifetime_s=variant.warmup + variant.duration, scope=scope)
                                for b in variant.background]
         eng.flush_statistics(server.conn, version_num)  # what this session did so far is not counted
         driver = SamplerDriver(build_samplers(variant.samplers),

@@ -7,6 +7,10 @@ Two views, because each misses what the other sees:
   allocation page (`mssql_rows.page_type`). Polling misses waits shorter than the interval, so the
   shares are given only when at least `min_task_samples` (20) waiting tasks were seen; below that
   they are None (and a claim on them fails as "no value" instead of holding over nothing).
+  `gam_floor_share` is the GAM tasks over the samples seen or `min_task_samples`, whichever is more:
+  it has a value in every window, so a claim that the GAM is (almost) never waited for holds when
+  there are almost no waiting tasks at all, which is what SQL Server 2022's latch-free GAM updates
+  should give.
 - sys.dm_os_wait_stats, read with every poll and compared first to last: the PAGELATCH_* waits of
   the whole server by wait type (`waits.PAGELATCH_UP`, `wait_ms.PAGELATCH_UP`, `pagelatch_wait_ms`),
   sub-millisecond ones included; the view does not say which database or page.
@@ -124,6 +128,7 @@ class TempdbLatches(Sampler):
         for page in pages:
             out[f"{page.lower()}_tasks"] = by_page.get(page, 0)
             out[f"{page.lower()}_share"] = round(by_page.get(page, 0) / total, 4) if enough else None
+        out["gam_floor_share"] = round(by_page.get("GAM", 0) / max(total, self.min_task_samples, 1), 4)
         for wait, n in by_wait.most_common():
             out[f"{wait.lower()}_tasks"] = n
             out[f"{wait.lower()}_share"] = round(n / total, 4) if enough else None

@@ -199,6 +199,15 @@ OBSERVER_WAITS = frozenset({
     "SQLTRACE_INCREMENTAL_FLUSH_SLEEP", "SQLTRACE_WAIT_ENTRIES", "SQLTRACE_BUFFER_FLUSH", "SQLTRACE_FILE_BUFFER",
     "TRACEWRITE", "XE_TIMER_EVENT", "XE_DISPATCHER_WAIT", "XE_BUFFERMGR_FREEBUF_EVENT", "XE_LIVE_TARGET_TVF",
 })
+# The families of wait types sys.dm_os_wait_stats documents for Extended Events and SQL Trace: what an observer
+# would show in the waits, if it showed there (mssql_waits' `observer_share`).
+OBSERVER_PREFIXES = ("XE_", "PREEMPTIVE_XE_", "SQLTRACE_")
+
+
+def is_observer_wait(wait_type: str) -> bool:
+    """Whether a wait type is one an Extended Events session or a SQL Trace leaves (TRACEWRITE: a rowset trace)."""
+    name = wait_type.strip().upper()
+    return name in OBSERVER_WAITS or name.startswith(OBSERVER_PREFIXES)
 
 _WAIT_COLUMNS = ("waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
 

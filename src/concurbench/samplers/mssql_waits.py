@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..figures import Better, Figure, Kind
 from .base import Sampler
-from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, pool_of, wait_deltas
+from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, is_observer_wait, pool_of, wait_deltas
 
 _COLUMNS = ("waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
 
@@ -85,6 +85,11 @@ class WaitStats(Sampler):
     `tasks.<WAIT>`, `signal_ms.<WAIT>` server-wide, `sessions.wait_ms.<WAIT>` for all load sessions
     and `pool.<pool>.wait_ms.<WAIT>` per pool. `waits` (every wait type's milliseconds) and
     `window_s` (the seconds between the first and the last reading) let the report compare arms.
+    `sessions.observer_share` is the share of the load sessions' wait time in wait types an observer
+    leaves (mssql_rows.is_observer_wait: XE_*, PREEMPTIVE_XE_*, SQLTRACE_*, TRACEWRITE), counted whether
+    or not `exclude_benign` drops them from the tables; 0 when the sessions did not wait at all (the
+    observer-overhead article's point: an observer that costs throughput need not show in the waits).
+    `observer_share` is the same over the server's waits (benign waits left out, as above).
     """
 
     name = "mssql_waits"
@@ -97,6 +102,8 @@ class WaitStats(Sampler):
                Figure("mssql_waits.*tasks*", "tasks", Better.NEUTRAL, Kind.COUNT, "tasks that waited"),
                Figure("mssql_waits.wait_types", "types", Better.NEUTRAL, Kind.COUNT, "wait types seen"),
                Figure("mssql_waits.sessions.count", "sessions", Better.NEUTRAL, Kind.COUNT, "load sessions read"),
+               Figure("mssql_waits.*observer_share", "share", Better.LOWER, Kind.SHARE,
+                      "share of the wait time in wait types an observer leaves (XE_*, SQLTRACE_*, TRACEWRITE)"),
                Figure("mssql_waits.*", "ms", Better.LOWER, Kind.DIAGNOSTIC, "time waited (total, by wait type)"))
     default_interval = 1.0
     QUERY = ("SELECT wait_type, waiting_tasks_count, wait_time_ms, signal_wait_time_ms "
@@ -138,6 +145,10 @@ class WaitStats(Sampler):
     def _exclude(self):
         return self.BENIGN if self.exclude_benign else ()
 
+    def _exclude_but_observers(self):
+        """The benign waits left out of a share, less those an observer leaves (which the share counts)."""
+        return [w for w in self._exclude() if not is_observer_wait(w) and w not in self.keep]
+
     def summarize(self, before, after, rows, elapsed_s):
         if self._first is None or self._last is None:
             return {"error": "no reading"}
@@ -155,6 +166,8 @@ class WaitStats(Sampler):
             out[f"wait_ms.{w['wait_type']}"] = w["wait_time_ms"]
             out[f"tasks.{w['wait_type']}"] = w["waiting_tasks_count"]
             out[f"signal_ms.{w['wait_type']}"] = w["signal_wait_time_ms"]
+        out["observer_share"] = observer_share(wait_deltas(self._first[1], self._last[1], top=None,
+                                                           exclude=self._exclude_but_observers()))
         out.update(self._session_summary())
         return out
 
@@ -172,7 +185,17 @@ class WaitStats(Sampler):
         for pool, rows in pools.items():
             for w in rows[: self.top]:
                 out[f"pool.{pool}.wait_ms.{w['wait_type']}"] = w["wait_time_ms"]
+        out["sessions.observer_share"] = observer_share(
+            [w for rows in self._sessions.by_pool().values()
+             for w in wait_deltas([], rows, top=None, exclude=self._exclude_but_observers())])
         return out
+
+
+def observer_share(rows: list[dict]) -> float:
+    """The share of these waits' time in wait types an observer leaves; 0 when nothing was waited for."""
+    total = sum(r["wait_time_ms"] for r in rows)
+    mine = sum(r["wait_time_ms"] for r in rows if is_observer_wait(r["wait_type"]))
+    return round(mine / total, 4) if total > 0 else 0.0
 
 
 def _merge(rows: list[dict]) -> list[dict]:

@@ -16,7 +16,7 @@ POSTGRES_ONLY_KINDS = {"statement": "it samples the statement's wait event from 
 ISOLATION = {"postgres": ["read committed", "repeatable read", "serializable"],
              "mssql": ["read uncommitted", "read committed", "repeatable read", "snapshot", "serializable"]}
 OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb",
-                                "max_rollover_files"],
+                                "max_rollover_files", "max_events_limit"],
                     "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 
 

@@ -5,10 +5,15 @@
     for_share_many: multixact.created > 0
     bystander_beside_advisory/bystanders: tps > 1.1 * bystander_beside_for_update/bystanders: tps
 
-A reference is `VARIANT[@POINT][/POOL]: METRIC`: POINT is a sweep client count, `min` or `max`
-(needed when the variant sweeps), POOL defaults to the variant's first measured pool, and METRIC is
-a name as reports and summary.csv use it. Either side may be scaled by a number (`3 * ref`,
-`ref * 0.5`) or be a plain number. This module parses claims; check/ judges them.
+A reference is `VARIANT[@POINT][/POOL][ on SERVER]: METRIC`: POINT is a sweep client count, `min` or `max`
+(needed when the variant sweeps), POOL defaults to the variant's first measured pool, SERVER names the
+server version whose runs the side reads (as `servers:` names one: `2019`, `16`; without it, the server
+the claim is judged on), and METRIC is a name as reports and summary.csv use it:
+
+    dynamic_memopt: elapsed_s < dynamic_memopt on 2019: elapsed_s      # with servers: ["2022"]
+
+Either side may be scaled by a number (`3 * ref`, `ref * 0.5`) or be a plain number. This module parses
+claims; check/ judges them.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from .versions import VersionSpec, version_parts
 _OP = re.compile(r"\s(<=|>=|==|!=|<|>)\s")
 _NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 _REF = re.compile(r"^(?P<variant>[A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@(?P<point>\d+|min|max))?"
-                  r"(?:/(?P<pool>[A-Za-z0-9_.-]+))?\s*:\s*(?P<metric>[A-Za-z0-9_.:%-]+)$")
+                  r"(?:/(?P<pool>[A-Za-z0-9_.-]+))?(?:\s+on\s+(?P<server>[A-Za-z0-9][A-Za-z0-9_.-]*))?"
+                  r"\s*:\s*(?P<metric>[A-Za-z0-9_.:%-]+)$")
 
 
 @dataclass(frozen=True)
@@ -30,10 +36,11 @@ class Ref:
     point: str | None
     pool: str | None
     metric: str
+    server: str | None = None  # the server version whose runs it reads (None: the one the claim is judged on)
 
     def __str__(self) -> str:
         out = self.variant + (f"@{self.point}" if self.point else "") + (f"/{self.pool}" if self.pool else "")
-        return f"{out}: {self.metric}"
+        return f"{out}{f' on {self.server}' if self.server else ''}: {self.metric}"
 
 
 @dataclass(frozen=True)
@@ -118,15 +125,15 @@ def _side(text: str) -> Side:
 def _ref(text: str) -> Ref:
     m = _REF.match(text.strip())
     if not m:
-        raise ValueError(f"'{text.strip()}' is not a reference like 'variant[@point][/pool]: metric'")
-    return Ref(m.group("variant"), m.group("point"), m.group("pool"), m.group("metric"))
+        raise ValueError(f"'{text.strip()}' is not a reference like 'variant[@point][/pool][ on server]: metric'")
+    return Ref(m.group("variant"), m.group("point"), m.group("pool"), m.group("metric"), m.group("server"))
 
 
 def claim_form(claim: ClaimForm) -> dict:
     """A claim's form as a run stores it beside its text: its sides and operator."""
     def side(s: Side) -> dict:
         ref = None if s.ref is None else {"variant": s.ref.variant, "point": s.ref.point, "pool": s.ref.pool,
-                                          "metric": s.ref.metric}
+                                          "metric": s.ref.metric, **({"server": s.ref.server} if s.ref.server else {})}
         return {"factor": s.factor, "ref": ref}
     return {"left": side(claim.left), "op": claim.op, "right": side(claim.right)}
 
@@ -136,7 +143,8 @@ def claim_of(form: dict) -> ClaimForm:
     def side(d) -> Side:
         ref = d["ref"]
         return Side(float(d["factor"]), None if ref is None else Ref(str(ref["variant"]), ref.get("point"),
-                                                                     ref.get("pool"), str(ref["metric"])))
+                                                                     ref.get("pool"), str(ref["metric"]),
+                                                                     ref.get("server")))
     try:
         if form["op"] not in ("<", "<=", ">", ">=", "==", "!="):
             raise ValueError(f"unknown operator {form['op']!r}")
