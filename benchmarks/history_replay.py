@@ -277,6 +277,8 @@ def check(store: Path, run_id: str, checks: Path, night: int) -> tuple[int, list
     done = cli("history", "check", "--store", store, "--run", run_id, "--junit", junit)
     (checks / f"night-{night:02d}.txt").write_text(done.stdout + done.stderr)
     causes = cause_lines(junit, done.stdout) if done.returncode in (0, 5) else [last_line(done.stderr)]
+    told = ("Resolved by this check", "New machine:", "No baseline:", "Expectation for", "Made on a busy machine")
+    causes += [line for line in done.stdout.splitlines() if line.startswith(told)]
     return done.returncode, causes
 
 
@@ -323,7 +325,9 @@ class Table:
         tps = " | ".join(f"{shown['tps'][c]:,.0f}" if c in shown["tps"] else "–" for c in self.columns)
         others = "–" if shown["others"] is None else f"{shown['others']:.2f}"
         settings = ", ".join(f"{k}={v}" for k, v in shown["settings"].items()) or ("-" if shown["recorded"] else "not recorded")
-        said = "<br>".join(night.causes) if night.causes else ("green" if night.check_exit == 0 else "")
+        said = "<br>".join(night.causes) if night.causes else ""
+        if night.check_exit == 0:
+            said = "green" + (f"<br>{said}" if said else "")
         if night.acked:
             said += f"<br>then `history ack {' '.join(night.acked)}`"
         return f"| {night.night} | {night.injected} | {tps} | {others} | {settings} | {night.check_exit} | {said} |"

@@ -70,27 +70,45 @@ def with_causes(result, checked: list[str] | None, store: HistoryStore | None = 
     a = result.analysis
     series = {s.key: s for s in a.series}
     ranks = line_ranks(a)
-    groups: list[list[Finding]] = []
-    span: list[tuple[int, int]] = []
-    for f in sorted(result.red, key=lambda f: (f.key.scenario, f.key.server, f.kind, _at(ranks, f) or (-1, -1))):
-        at = _at(ranks, f)
-        last = groups[-1][-1] if groups else None
-        if last is not None and _same_line(last, f) and last.kind is f.kind and at is not None \
-                and span[-1] is not None and overlap((at[0] - SLACK, at[1] + SLACK), span[-1]):
-            groups[-1].append(f)
-            span[-1] = (min(span[-1][0], at[0]), max(span[-1][1], at[1]))
-        else:
-            groups.append([f])
-            span.append(at)
+    groups = _grouped(result.red, ranks)
     moved = _also(store, a, groups, runs, directions) if store is not None and groups else {}
     causes = [c for i, items in enumerate(groups) if (c := _cause(items, series, ranks, moved.get(i, []))) is not None]
     causes.sort(key=lambda c: c.run.run.record.started)
     return replace(result, checked=checked, causes=causes)
 
 
+def _grouped(red: list[Finding], ranks: dict) -> list[list[Finding]]:
+    """The red findings in causes: per scenario, line and kind, the most precisely placed findings (the
+    narrowest intervals, then the smallest p) start a cause each at their first run; every other finding
+    joins the cause whose start its interval holds (a run of slack either side), the nearest to its own
+    first run, or starts one of its own. A finding whose change could have started anywhere over a long
+    stretch (a noisy p99) joins a cause; it never chains two causes into one."""
+    groups: list[list[Finding]] = []
+    starts: list[tuple[tuple, int]] = []  # each group's (scenario, line, kind) and start (the line's run place)
+    order = sorted(red, key=lambda f: (_width(ranks, f), f.p))
+    for f in order:
+        where, at = (f.key.scenario, f.key.server, f.kind), _at(ranks, f)
+        line = ranks.get((f.key.scenario, f.key.server), {})
+        first = line.get(f.first_run)
+        home = [i for i, (w, start) in enumerate(starts) if w == where and at is not None
+                and at[0] - SLACK <= start <= at[1] + SLACK]
+        if home:
+            best = min(home, key=lambda i: abs(starts[i][1] - (first if first is not None else starts[i][1])))
+            groups[best].append(f)
+        else:
+            groups.append([f])
+            starts.append((where, first if first is not None else -1))
+    return groups
+
+
+def _width(ranks: dict, f: Finding) -> int:
+    at = _at(ranks, f)
+    return 10 ** 6 if at is None else at[1] - at[0]
+
+
 def _cause(items: list[Finding], series: dict, ranks: dict, moved: list[Moved]) -> FindingGroup | None:
     line = ranks.get((items[0].key.scenario, items[0].key.server), {})
-    first = _start(items, line)
+    first = _explained(items, series, line) or _start(items, line)
     items = sorted(items, key=lambda f: (f.key.location, f.key.metric))
     mine = {f.id: series[f.key] for f in items if f.key in series}
     point = next((p for f in items if f.key in series for p in series[f.key].points if p.run.id == first), None)
@@ -113,6 +131,37 @@ def _start(items: list[Finding], line: dict[int, int]) -> int:
     places = {r: line.get(r, -1) for f in items for r in (f.first_run, *f.starts)}
     held = {r: sum(1 for f in items if _within(line, f, at)) for r, at in places.items()}
     return max(places, key=lambda r: (held[r], -places[r]))
+
+
+def _explained(items: list[Finding], series: dict, line: dict[int, int]) -> int | None:
+    """The one run among those the cause's findings could start at (a third of them at least, so one noisy
+    metric's long interval does not widen the cause) where something was recorded to change (the server's
+    settings or release, the machine, concurbench's version, the scenario file), when exactly one is: a
+    recorded change explains a step better than the noise that placed it a run off."""
+    held: dict[int, int] = {}
+    for f in items:
+        for r in _places_of(f, line):
+            held[r] = held.get(r, 0) + 1
+    enough = max(1, -(-len(items) // 3))
+    places = sorted((r for r, n in held.items() if n >= enough), key=lambda r: line[r])
+    runs = {p.run.id: p for f in items if f.key in series for p in series[f.key].included}
+    order = sorted(runs, key=lambda r: line.get(r, -1))
+    found = []
+    for r in places:
+        i = order.index(r) if r in order else 0
+        if i and r in runs and changed(runs[order[i - 1]].run.record, runs[r].run.record, runs[order[i - 1]].server,
+                                       runs[r].server) + (["release"] if runs[order[i - 1]].server != runs[r].server
+                                                          else []):
+            found.append(r)
+    return found[0] if len(found) == 1 else None
+
+
+def _places_of(f: Finding, line: dict[int, int]) -> list[int]:
+    """The runs (row ids) the finding could start at, a run of slack either side."""
+    low, high = (line.get(r) for r in f.starts)
+    if low is None or high is None:
+        return [f.first_run]
+    return [r for r, at in line.items() if low - SLACK <= at <= high + SLACK]
 
 
 def _within(line: dict[int, int], f: Finding, at: int) -> bool:

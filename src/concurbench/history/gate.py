@@ -112,11 +112,6 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
         if gated is None:
             continue
         mine = by_key.get(s.key, [])
-        for f in mine:
-            if f.state in OPEN:
-                judged = _judged(f, s, gated, a.method, now)
-                if judged is not None:
-                    changed[f.id] = judged
         if runs is not None and not any(p.run.id in runs for p in s.points):
             continue
         checked_keys.add(s.key)
@@ -138,6 +133,15 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
     acknowledged = [f for f in findings if f.state is FindingState.ACKNOWLEDGED]
     made = [_finding(c, expectations, acknowledged, ranks, series, now) for alpha, items in families.values()
             for c in _hochberg(alpha, items)]
+    for s in a.series:  # every open finding judged again, each up to the next one of its series (those just made too)
+        gated = spec.gated(figure_of(s.key), s.key.metric, a.method.min_change)
+        mine = by_key.get(s.key, [])
+        for f in mine if gated is not None else ():
+            if f.state in OPEN:
+                judged = _judged(f, s, gated, a.method, now,
+                                 _next_start(f, mine + [m for m in made if m.key == s.key], ranks))
+                if judged is not None:
+                    changed[f.id] = judged
     after = [changed.get(f.id, f) for f in findings]
     resolved = [f for f in changed.values() if f.state is FindingState.RESOLVED]
     current = {f.id for f in after + made if f.key in checked_keys and _on_newest_machine(f, series[f.key])}
@@ -190,10 +194,20 @@ def _machine(record) -> str:
     return f"{model} x{cpus}"
 
 
-def _judged(f: Finding, s: Series, gated: Gated, method: Method, now: str) -> Finding | None:
+def _next_start(f: Finding, mine: list[Finding], ranks: dict) -> int | None:
+    """The first run (row id) of the next open change finding on the finding's series: where its own stretch
+    ends (None: none after it)."""
+    rank = ranks.get((f.key.scenario, f.key.server), {})
+    at = rank.get(f.first_run)
+    later = [g for g in mine if g.id != f.id and g.state in OPEN and g.kind is FindingKind.CHANGE
+             and at is not None and rank.get(g.starts[0], -1) > at]
+    return min(later, key=lambda g: rank[g.starts[0]]).starts[0] if later else None
+
+
+def _judged(f: Finding, s: Series, gated: Gated, method: Method, now: str, until: int | None) -> Finding | None:
     """The finding judged again: resolved when the metric came back, else with its present size (None: nothing
     to write)."""
-    cur = present(f, s, method)
+    cur = present(f, s, method, until)
     if cur is None:
         return None
     if back(f, cur, gated):
@@ -211,7 +225,7 @@ def _candidates(s: Series, gated: Gated) -> list[Candidate]:
     pts = s.included
     out = []
     for c in s.changes:
-        if not _worse(c, gated):
+        if not _worse(c, gated, c.index - c.before.n in (0, *s.machine_starts)):
             continue
         low, high = c.starts
         out.append(Candidate(s, _sized(c, s), gated, c.p / 2, pts[c.index - 1], pts[c.index],
@@ -250,9 +264,12 @@ def _places(starts: tuple[int, int], rank: dict[int, int]) -> tuple[int, int] | 
     return None if low is None or high is None else (low, high)
 
 
-def _worse(c: Change, gated: Gated) -> bool:
-    return c.before.n >= MIN_BEFORE and c.after.n >= MIN_AFTER and way_of(gated.better, c.change) is Way.WORSE \
-        and (c.change is None or abs(c.change) >= gated.min_change)
+def _worse(c: Change, gated: Gated, first_level: bool = True) -> bool:
+    """The change moved the metric its worse way by the minimum change, with MIN_AFTER runs after it, from a
+    baseline: MIN_BEFORE runs where the level before is the series' first (on its machine), MIN_AFTER where an
+    earlier change point bounds it (a second step soon after a first is a finding of its own)."""
+    return c.before.n >= (MIN_BEFORE if first_level else MIN_AFTER) and c.after.n >= MIN_AFTER \
+        and way_of(gated.better, c.change) is Way.WORSE and (c.change is None or abs(c.change) >= gated.min_change)
 
 
 def _hochberg(alpha: float, tested: list[tuple[float, list[Candidate]]]) -> list[Candidate]:

@@ -1,7 +1,9 @@
 """A finding judged again each night: its present size, and whether the metric came back.
 
 A finding's present level is the level of its series' newest runs since the finding started, on the
-machine it was found on: the runs from its first run on are searched by the detector on their own (so the old level cannot hide a change
+machine it was found on and before a later open finding of the series started (a second regression is
+its own finding, not a growth of the first): the runs from its first run on are searched by the
+detector on their own (so the old level cannot hide a change
 back, nor a long history swallow a short spell), and the last level found there, at least MIN_AFTER
 runs, is the present one. Where releases are interleaved on a line, only the runs of the newest release
 count. The present size is that level against the level before the finding.
@@ -41,13 +43,17 @@ class Present:
     new_level: bool
 
 
-def present(f: Finding, s: Series, method: Method) -> Present | None:
-    """The finding's series' level now (None: too few runs since it started to say)."""
+def present(f: Finding, s: Series, method: Method, until: int | None = None) -> Present | None:
+    """The finding's series' level now (None: too few runs since it started to say); `until`: the first run
+    (a store row id) of a later open finding on the series, whose change is its own and not this one's."""
     pts = s.included
     at = next((i for i, p in enumerate(pts) if p.run.id == f.first_run), None)
     if at is None:
         return None
-    since = pts[at:s.segment(at)[1]]  # on the finding's machine: another's runs are a level of their own
+    end = s.segment(at)[1]  # on the finding's machine: another's runs are a level of their own
+    if until is not None:
+        end = min(end, next((i for i, p in enumerate(pts) if p.run.id == until and i > at), end))
+    since = pts[at:end]
     if len(since) < MIN_AFTER:
         return None
     changes = [c for c in detect_points(since, s.key, method) if c.after.n >= MIN_AFTER]
