@@ -10,11 +10,14 @@ A series is keyed by the scenario's name, not its file's hash, and runs on a lin
   version  one series through every server version in version order ("16.9" before "16.10"), runs of
            one version in the order they started.
 
-A run made while others kept a large share of the machine's CPUs busy (records.py's `busy`) runs on a
-line of its own, its line's name followed by the share of the CPUs others took, to the nearest quarter
-(`16 (busy 50%)`: one CPU of two): a busy spell is judged against the runs made beside a neighbour of
-the same size, never mixed into a quiet series' level and noise, where it would pass for a regression
-of the server and hide the next real step. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
+A run made while others kept a large share of the machine's CPUs busy (records.py's `busy`) puts its
+figures of speed (throughput, latencies, lag, time, late and skipped transactions, wait shares:
+`speed`) on a line of its own, its line's name followed by the share of the CPUs others took, to the
+nearest quarter (`16 (busy 50%)`: one CPU of two): a busy spell is judged against the runs made beside
+a neighbour of the same size, never mixed into a quiet series' level and noise, where it would pass
+for a regression of the server and hide the next real step. A neighbour changes how fast the work
+goes, not how much there is: WAL per transaction, counts, sizes and a claim's ratio of two variants
+measured side by side stay on the line. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
 no series.
 
 A run whose scenario file or parameters differ from the run before it in its series is marked there,
@@ -205,15 +208,27 @@ def major(version: str) -> str:
     return ".".join(parts[:2]) if int(parts[0]) < 10 and len(parts) > 1 else parts[0]
 
 
-def line_of(run: StoredRun, server: str, order: str) -> str:
-    """The line a run's point of a series runs on, in this order (see the module's docstring)."""
+SPEED_UNITS = ("1/s", "ms", "s")  # a figure in these units measures how fast: a busy machine moves it
+SPEED_NAMES = ("late_per_txn", "skipped_per_txn", "late", "skipped", "waits.*", "wait_events.*", "mssql_waits.*")
+
+
+def speed(key: SeriesKey) -> bool:
+    """The series' figure measures how fast the work went (a busy machine's runs go on a line of their own)."""
+    if key.variant == CLAIMS:
+        return False
+    return figure_of(key).unit in SPEED_UNITS or any(fnmatchcase(key.metric, g) for g in SPEED_NAMES)
+
+
+def line_of(run: StoredRun, server: str, order: str, busy_apart: bool = True) -> str:
+    """The line a run's point of a series runs on, in this order (see the module's docstring); `busy_apart`:
+    the series' figure measures speed, so a busy machine's run is on a line of its own."""
     if order == "time":
         line = server
     elif order == "version":
         line = ALL_SERVERS
     else:
         line = run.record.labels.get(TRACK_LABEL) or major(server)
-    share = run.record.busy_share
+    share = run.record.busy_share if busy_apart else None
     return line if share is None else f"{line}{BUSY}{share:.0%})"
 
 
@@ -243,15 +258,16 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
             and (select is None or select(k))}
     stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
-    lines: dict[tuple[int, str], str] = {}  # (run, server) -> line: the same for every series of a run
+    lines: dict[tuple[int, str, bool], str] = {}  # (run, server, speed) -> line: alike for many series of a run
     for sid, key in keys.items():
         on: dict[str, list[Point]] = {}
+        apart = speed(key)
         for row in stored.get(sid, ()):
             run = runs.get(row.run)
             if run is not None:
-                line = lines.get((row.run, key.server))
+                line = lines.get((row.run, key.server, apart))
                 if line is None:
-                    line = lines[(row.run, key.server)] = line_of(run, key.server, order)
+                    line = lines[(row.run, key.server, apart)] = line_of(run, key.server, order, apart)
                 bucket = on.get(line)
                 if bucket is None:
                     bucket = on[line] = merged.setdefault(key._replace(server=line), [])

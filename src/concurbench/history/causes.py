@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from ..figures import Kind, Way
 from ..results.catalogue import CATALOGUE
 from .analysis import Analysis, Moved, Point, Series, analyse, quiet_line
-from .evidence import changed
+from .evidence import changed, explaining
 from .findings import Finding, FindingKind, overlap
 from .store import HistoryStore, StoredRun
 
@@ -149,9 +149,8 @@ def _explained(items: list[Finding], series: dict, line: dict[int, int]) -> int 
     found = []
     for r in places:
         i = order.index(r) if r in order else 0
-        if i and r in runs and changed(runs[order[i - 1]].run.record, runs[r].run.record, runs[order[i - 1]].server,
-                                       runs[r].server) + (["release"] if runs[order[i - 1]].server != runs[r].server
-                                                          else []):
+        if i and r in runs and explaining(runs[order[i - 1]].run.record, runs[r].run.record,
+                                          runs[order[i - 1]].server, runs[r].server):
             found.append(r)
     return found[0] if len(found) == 1 else None
 

@@ -12,13 +12,30 @@ MOST_SETTINGS = 5  # settings named in one line at most
 
 def changed(before: RunRecord, after: RunRecord, before_server: str, after_server: str) -> list[str]:
     """What differs between the last run before a change and the first after it, as short phrases."""
+    out = explaining(before, after, before_server, after_server, release=False)  # the cause's line names a release
+    m0, m1 = before.machine or {}, after.machine or {}
+    if m0.get("busy") != m1.get("busy") and (m0 or m1):
+        out.append(f"others' CPUs at the pauses {_others(m0)} -> {_others(m1)} of {m1.get('cpus') or '?'}")
+    return out
+
+
+def explaining(before: RunRecord, after: RunRecord, before_server: str, after_server: str,
+               release: bool = True) -> list[str]:
+    """What changed that can explain a step by itself: the machine, the server's release or settings,
+    concurbench, the scenario file or its parameters (not how busy the machine was: its runs are on lines of
+    their own)."""
     out = []
     m0, m1 = before.machine or {}, after.machine or {}
     was, now = _machine(m0), _machine(m1)
     if was and now and was != now:
         out.append(f"machine {was} -> {now}")
-    if m0.get("busy") != m1.get("busy") and (m0 or m1):
-        out.append(f"others' CPUs at the pauses {_others(m0)} -> {_others(m1)} of {m1.get('cpus') or '?'}")
+    if release and before_server != after_server:
+        out.append(f"server {before_server} -> {after_server}")
+    if before.parameters != after.parameters:
+        names = sorted(set(before.parameters) | set(after.parameters))
+        out.append("parameters " + ", ".join(f"{n} {before.parameters.get(n, '(none)')} -> "
+                                             f"{after.parameters.get(n, '(none)')}" for n in names
+                                             if before.parameters.get(n) != after.parameters.get(n)))
     settings = _settings(before.settings.get(before_server, {}), after.settings.get(after_server, {}))
     if settings:
         out.append("settings " + settings)
