@@ -190,7 +190,10 @@ def _slack(places: tuple[int, int]) -> tuple[int, int]:
 
 
 def _worse(c, better: Better, min_change: float) -> bool:
-    if c.before.n < MIN_BEFORE or c.after.n < MIN_AFTER:
+    """As the gate's (gate._worse): MIN_BEFORE runs before a change from the series' first level, MIN_AFTER
+    from a level an earlier change point bounds."""
+    first_level = c.index - c.before.n <= 0
+    if c.before.n < (MIN_BEFORE if first_level else MIN_AFTER) or c.after.n < MIN_AFTER:
         return False
     if c.change is None:
         return better is Better.LOWER
