@@ -202,3 +202,27 @@ def test_simulated_nights_of_many_series_are_seldom_red_without_cause(history_ra
     history_rates("gate, tps -10% under 3% spread among 100 series: red on the step by runs after it: "
                   + ", ".join(f"{j}: {s:.0%}" for j, s in enumerate(power, 1)))
     assert power[2] >= 0.3 and power[4] >= 0.65
+
+
+def test_a_later_step_whose_wide_interval_reaches_an_acknowledged_cause_stays_new():
+    """The replay's case (night 26's p99, its interval reaching back to night 18, beside a cause acknowledged
+    at night 19): only a finding whose most likely start lies at the acknowledged cause joins it. The
+    candidate's parts are plain stand-ins; the rule under test is the gate's own `_finding`."""
+    from types import SimpleNamespace as NS
+
+    from concurbench.history import gate
+
+    key = NS(location=("job-queue", "for_update", "workers", 4), scenario="job-queue", server="15")
+    ranks = {("job-queue", "15"): {run: run for run in range(1, 30)}}
+    known = NS(key=key, starts=(19, 19), name="F2", reason="enable_indexscan=off on purpose")
+
+    def candidate(best: int, low: int, high: int):
+        return NS(series=NS(key=key, included=[NS(run=NS(id=28))]), after=NS(run=NS(id=best)),
+                  before=NS(run=NS(id=best - 1)), change=NS(change=0.64, before=10.0, after=NS(mean=16.4)),
+                  p=1e-5, kind=gate.FindingKind.CHANGE, starts=(low, high),
+                  gated=NS(min_change=0.02, better="lower", family="f", alpha=0.01), baseline=None)
+
+    later = gate._finding(candidate(26, 18, 27), [], [known], ranks, {}, "now")
+    assert later.state is gate.FindingState.NEW
+    same = gate._finding(candidate(20, 17, 23), [], [known], ranks, {}, "now")
+    assert same.state is gate.FindingState.ACKNOWLEDGED and same.reason.startswith("with F2")

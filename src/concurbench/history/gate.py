@@ -287,8 +287,10 @@ def _hochberg(alpha: float, tested: list[tuple[float, list[Candidate]]]) -> list
 def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[Finding], ranks: dict,
              series: dict, now: str) -> Finding:
     """A finding of a candidate, with the thresholds it is found with: acknowledged when an expectation's
-    window covers where it could start, or when an acknowledged finding of the same place could start there
-    too (a metric whose move became clear only later); new otherwise."""
+    window covers where it could start, or when its most likely start lies where an acknowledged finding of
+    the same place could start (a metric whose move became clear only later); new otherwise. Its most likely
+    start, not any run it could start at: a noisy metric's wide interval may reach back to an acknowledged
+    cause though its step is a later one."""
     f = Finding(None, c.series.key, c.after.run.id, c.before.run.id, c.change.change, c.p, c.change.before,
                 c.change.after.mean, FindingState.NEW, now, None, None, None, c.kind, c.starts[0], c.starts[1],
                 c.change.change, c.series.included[-1].run.id, c.gated.min_change, c.gated.better, c.gated.family,
@@ -297,10 +299,10 @@ def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[F
     expected = next((e for e in expectations if covers(e, f, c.series, rank)), None)
     reason = f"expected: {expected.reason}" if expected else None
     if reason is None and c.kind is FindingKind.CHANGE:
-        at = _places(f.starts, rank)
+        at = rank.get(c.after.run.id)
         known = next((k for k in acknowledged if k.key.location == f.key.location and at is not None
                       and (places := _places(k.starts, rank)) is not None
-                      and overlap((at[0] - SLACK, at[1] + SLACK), places)), None)
+                      and places[0] - SLACK <= at <= places[1] + SLACK), None)
         reason = f"with {known.name}: {known.reason}" if known else None
     if reason is None:
         return f
