@@ -30,7 +30,8 @@ from .check import CheckPolicy
 from .engines.registry import spec
 from .errors import ConcurbenchError, ConfigError
 from .probe import ProbeReport, probe as probe_target
-from .provisioners.registry import APPLY, AS_IS, TargetOptions, make_provisioner
+from .provisioners.options import server_settings
+from .provisioners.registry import ServerSettings, TargetOptions, TargetSpec, make_provisioner, target_spec
 from .report.by_version import claims_by_version, made_lines
 from .report.tables import Report
 from .results.model import Run, RunStatus
@@ -72,20 +73,30 @@ class Target:
     image: str | None = None
     host_network: bool = False
     allow_server_changes: bool = False
-    server_settings: str = APPLY
+    server_settings: ServerSettings = ServerSettings.APPLY
     keep_database: bool = False
     database: str | None = None
     xe_without_max_duration: bool = False
     keep: bool = False
 
+    def __post_init__(self):
+        object.__setattr__(self, "server_settings", server_settings(self.server_settings))
+
+    @property
+    def spec(self) -> TargetSpec:
+        """What the target can do (provisioners/registry.py); ConfigError for a name no target has."""
+        return target_spec(self.name)
+
     def versions_for(self, scenario: Scenario, default: Iterable[str | None] = (None,)) -> list[str | None]:
-        """The versions to provision for `scenario`: `versions`, else the scenario's own matrix (docker,
-        binaries; not with an `image`, which is one server), else `default` (a dsn server is the one it is)."""
+        """The versions to provision for `scenario`: `versions`, else the scenario's own matrix (a target that
+        takes one, as docker and binaries do; not with an `image`, which is one server), else `default` (a
+        server concurbench does not own is the one it is)."""
+        target = self.spec
         if self.versions:
             return list(self.versions)
-        if self.image or self.name == "dsn":
+        if self.image or not target.owns_server:
             return [None]
-        if scenario.versions and self.name in ("docker", "binaries"):
+        if scenario.versions and target.version_matrix:
             return list(scenario.versions)
         return list(default)
 
@@ -135,10 +146,7 @@ def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quic
     chosen = chosen_variants(model, list(variants) or None)
     provisioners = target.provisioners(model, listener=listener, settings=False)
     with sigterm_interrupts():
-        return [probe_target(model, provisioner, target=target.name, variants=chosen,
-                             allow_server_changes=target.allow_server_changes, as_is=target.server_settings == AS_IS,
-                             xe_without_max_duration=target.xe_without_max_duration)
-                for provisioner in provisioners]
+        return [probe_target(model, provisioner, variants=chosen) for provisioner in provisioners]
 
 
 @dataclass
@@ -182,8 +190,8 @@ def claims(scenarios: Iterable[Scenario | str | Path] = (), *, stored: Iterable[
     target = target or Target(CLAIMS_TARGET)
     if bool(scenarios) == bool(stored):
         raise ConfigError("give scenario files to run, or --from RUN_DIR... to tabulate stored runs (not both)")
-    if target.name == "dsn" and target.versions:
-        raise ConfigError("--server-version does not apply to --target dsn: the server is the version it is")
+    if target.versions and not target.spec.owns_server:
+        raise ConfigError(f"--server-version does not apply to --target {target.name}: the server is the version it is")
     runs: list[Run] = []
     errors: list[tuple[str, ConcurbenchError]] = []
     if stored:
@@ -221,7 +229,7 @@ def _run(model: Scenario, target: Target, listener: Listener, *, default_version
     status = RunStatus.FAILED
     try:
         with sigterm_interrupts():
-            outcome = Runner(model, provisioners, progress=listener, target=target.name, **runner_options).run()
+            outcome = Runner(model, provisioners, progress=listener, target=target.spec, **runner_options).run()
         status = outcome.status
     finally:
         listener.on_run_ended(RunEnded(model.name, status))

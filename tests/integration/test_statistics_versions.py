@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from concurbench.errors import ConcurbenchError
-from concurbench.provisioners.registry import TargetOptions, make_provisioner
+from concurbench.provisioners.registry import TARGETS, TargetOptions, make_provisioner
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
 
@@ -39,7 +39,7 @@ def known_work_run(request, tmp_path_factory):
             pytest.fail(f"PostgreSQL {major} could not be prepared under CI: {exc}")
         pytest.skip(f"PostgreSQL {major} is not available here: {exc}")
     scenario = load_scenario(HERE / "scenarios" / "known-work.yaml")
-    outcome = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), target=target).run()
+    outcome = Runner(scenario, provisioner, out_dir=tmp_path_factory.mktemp("runs"), target=TARGETS[target]).run()
     assert outcome.status == "ok", outcome.error
     return major, outcome
 

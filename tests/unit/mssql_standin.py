@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from concurbench.engines.base import ChangePolicy
 from concurbench.engines import sqlserver
 from concurbench.provisioners.base import Connection
+from concurbench.provisioners.registry import TARGETS
 
 PRODUCT_VERSION = "16.0.4135.4"  # SQL Server 2022 CU14
 
@@ -410,7 +411,7 @@ class StandInProvisioner:
                           "mssql://sa@127.0.0.1:1/concurbench")
 
     def restart(self, settings=None) -> Connection:
-        assert self.name != "dsn", "a server concurbench does not own is never restarted"
+        assert TARGETS[self.name].owns_server, "a server concurbench does not own is never restarted"
         self.restart_settings.append(dict(settings or {}))
         self.server.restart()
         return self.start()
@@ -421,8 +422,11 @@ class StandInProvisioner:
     def apply_settings(self) -> None:
         pass
 
+    def inspect(self) -> None:
+        return None  # only the probe asks, and the runner's tests do not probe
+
     def policy(self) -> ChangePolicy:
-        if self.name != "dsn":
+        if TARGETS[self.name].owns_server:
             return ChangePolicy()
         return ChangePolicy(owned=False, allow_server_changes=self.allow, as_is=self.as_is,
                             owns_database=self.owns_database)

@@ -76,7 +76,7 @@ def test_claims_on_docker_uses_the_scenarios_versions_and_images(scenario_file, 
     result = CliRunner().invoke(cli, ["claims", "--target", "docker", str(scenario_file), "--out", str(tmp_path)])
     assert isinstance(result.exception, Stop), result.output
     [(provisioners, target)] = handed
-    assert target == "docker"
+    assert target.name == "docker"
     assert all(isinstance(p, DockerServer) for p in provisioners)
     assert [p.image for p in provisioners] == ["postgres:16.4-bookworm", "postgres:17"]  # 16 pinned, 17 the default
     assert all(p.settings == {"work_mem": "8MB"} for p in provisioners)
@@ -100,7 +100,7 @@ def test_claims_on_a_dsn_takes_the_password_from_its_variable_and_never_shows_it
                                       "--out", str(tmp_path)])
     assert isinstance(result.exception, Stop), result.output
     [([server], target)] = handed
-    assert target == "dsn" and isinstance(server, ExistingServer)
+    assert target.name == "dsn" and isinstance(server, ExistingServer)
     assert f"password={PASSWORD}" in server.conninfo and server.allow
     assert PASSWORD not in server.safe and server.safe == "postgresql://bench@127.0.0.1:5432/lab"
     assert PASSWORD not in result.output

@@ -8,10 +8,10 @@ import re
 import pytest
 
 from concurbench import stats
-from concurbench.check import CheckPolicy, Sequential, check_outcome, evaluate
+from concurbench.check import CheckPolicy, Sequential, check_outcome, judge_claims
 from concurbench.check.evaluate import Skip, left_out
 from concurbench.results.model import Cause
-from concurbench.check.rounds import points_of
+from concurbench.check.rounds import claim_points
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import parse_claim
 
@@ -43,7 +43,7 @@ def run(variant: str, repeat: int, *, tps: float = 1000.0, latency_ms: float = 5
 
 
 def judge(texts: list[str], runs: list[VariantRun], **kw):
-    return evaluate([parse_claim(t) for t in texts], runs, **kw)
+    return judge_claims([parse_claim(t) for t in texts], runs, **kw)
 
 
 def test_a_large_difference_passes_after_two_runs_each():
@@ -210,9 +210,9 @@ def test_claims_left_out_of_quick_runs_say_why():
 
     claim = replace(claim, skip_quick="the effect is too small for 2 s windows")
     runs = [run(v, r) for v in ("a", "b") for r in (1, 2)]
-    (v,) = evaluate([claim], runs, quick=True)
+    (v,) = judge_claims([claim], runs, quick=True)
     assert v.verdict == "not evaluated" and "too small" in v.reason
-    (v,) = evaluate([claim], runs, quick=False)
+    (v,) = judge_claims([claim], runs, quick=False)
     assert v.verdict != "not evaluated"
 
 
@@ -269,7 +269,7 @@ def test_the_plan_runs_only_what_open_claims_read(tmp_path):
     verdicts = seq.judge(runs)
     wanted = seq.wanted(verdicts, runs)
     assert set(wanted) <= {("a", 32), ("b", 32), ("c", None)}
-    assert points_of(scenario.expect[0], runs) == [("a", 32), ("b", 32)]
+    assert claim_points(scenario.expect[0], runs) == [("a", 32), ("b", 32)]
 
 
 def _scenario(tmp_path):
@@ -288,3 +288,42 @@ expect:
   - check: "c: tps > 0"
 """)
     return path
+
+
+def test_the_check_says_what_to_run_next_and_why_it_stops(tmp_path):
+    """The round loop is the check's (check/rounds.py): after one run a side it asks for every point a claim reads
+    once more, without a look; then it looks and asks only for what open claims read; it stops when no open claim
+    could take more runs (decided, or at --max-repeats), or when the next round would pass the time budget. A variant no longer running is not asked."""
+    from concurbench.check.rounds import Stop
+    from concurbench.running.load import load_scenario
+
+    scenario = load_scenario(_scenario(tmp_path), quick=False)
+    everything = {"a", "b", "c"}
+    seq = Sequential(scenario, CheckPolicy(max_repeats=3), first=1)
+    runs = [run(v, 1, point=p) for v in "ab" for p in (4, 32)] + [run("c", 1)]
+    step = seq.next_round(runs, skipped={}, busy=False, servers=["18.6"], running=everything)
+    assert (step.repeat, step.stop, step.taken, seq.looks_taken) == (2, None, None, 0)
+    assert step.wanted == {("a", 32): {"18.6"}, ("b", 32): {"18.6"}, ("c", None): {"18.6"}}
+    runs += [run("a", 2, point=32, tps=1010), run("b", 2, point=32), run("c", 2)]
+    step = seq.next_round(runs, skipped={}, busy=False, servers=["18.6"], running=everything)
+    assert step.stop is None and step.repeat == 3 and step.taken.look == 1 and step.taken.open == 1
+    assert set(step.wanted) == {("a", 32), ("b", 32)}  # `c: tps > 0` is decided
+    runs += [run("a", 3, point=32, tps=990), run("b", 3, point=32)]
+    step = seq.next_round(runs, skipped={}, busy=False, servers=["18.6"], running=everything)
+    assert step.stop is Stop.SETTLED and step.wanted == {} and (step.taken.look, step.taken.open) == (2, 1)
+    assert seq.final(runs, {}) is seq.verdicts  # the last look saw every run
+
+    decided = Sequential(scenario, CheckPolicy(max_repeats=3), first=2)
+    fast = [run("a", r, point=32, tps=3000) for r in (1, 2)] + [run("b", r, point=32) for r in (1, 2)] + \
+        [run("c", r) for r in (1, 2)]
+    assert decided.next_round(fast, skipped={}, busy=False, servers=["18.6"], running=everything).stop is Stop.SETTLED
+
+    now = [0.0]
+    poor = Sequential(scenario, CheckPolicy(max_repeats=5, budget_s=10.0), first=2, clock=lambda: now[0])
+    for r in runs:
+        poor.record(r, 6.0)  # a round of a@32 and b@32 costs 12 s
+    step = poor.next_round(runs[:-2], skipped={}, busy=False, servers=["18.6"], running=everything)
+    assert step.stop is Stop.BUDGET and step.wanted == {}
+    left = Sequential(scenario, CheckPolicy(max_repeats=3), first=1)
+    step = left.next_round(runs[:5], skipped={}, busy=False, servers=["18.6"], running={"a", "b"})
+    assert set(step.wanted) == {("a", 32), ("b", 32)}

@@ -7,7 +7,7 @@ import pytest
 from concurbench.errors import ConfigError
 from concurbench.running.load import load_scenario
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.check import check_outcome, evaluate
+from concurbench.check import check_outcome, judge_claims
 from concurbench.scenario.claims import Ref, parse_claim
 
 
@@ -43,10 +43,10 @@ def test_malformed_claims_are_rejected(text):
 def test_evaluate_sweep_points_and_factors():
     results = repeated("for_update", 4, lock_ms=1.0) + repeated("for_update", 32, lock_ms=20.0) + \
         repeated("advisory", 4, lock_ms=1.5) + repeated("advisory", 32, lock_ms=9.0)
-    verdicts = evaluate([parse_claim("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms"),
-                         parse_claim("advisory@min: statements.lock.mean_ms < for_update@min: statements.lock.mean_ms"),
-                         parse_claim("for_update@32: statements.lock.mean_ms >= 2 * advisory@32: statements.lock.mean_ms")],
-                        results)
+    verdicts = judge_claims([
+        parse_claim("advisory@max: statements.lock.mean_ms < for_update@max: statements.lock.mean_ms"),
+        parse_claim("advisory@min: statements.lock.mean_ms < for_update@min: statements.lock.mean_ms"),
+        parse_claim("for_update@32: statements.lock.mean_ms >= 2 * advisory@32: statements.lock.mean_ms")], results)
     assert [v.verdict for v in verdicts] == ["pass", "fail", "pass"]
     assert [v.passed for v in verdicts] == [True, False, True]
     assert verdicts[0].left.value == pytest.approx(9.0) and verdicts[0].right.value == pytest.approx(20.0)
@@ -55,7 +55,7 @@ def test_evaluate_sweep_points_and_factors():
 
 def test_missing_metric_or_point_is_not_evaluated_with_a_reason():
     results = [result("a", 4), result("a", 8), result("b")]
-    no_point, no_metric = evaluate([parse_claim("a: tps > 1"), parse_claim("b: tpz > 1")], results)
+    no_point, no_metric = judge_claims([parse_claim("a: tps > 1"), parse_claim("b: tpz > 1")], results)
     assert no_point.verdict == "not evaluated" and "@N" in no_point.reason
     assert no_metric.verdict == "not evaluated" and "did you mean 'tps'" in no_metric.reason
 
@@ -63,7 +63,7 @@ def test_missing_metric_or_point_is_not_evaluated_with_a_reason():
 def test_every_server_of_a_matrix_is_checked():
     results = repeated("a", tps=200, server="16.4") + repeated("b", tps=100, server="16.4") + \
         repeated("a", tps=90, server="18.1") + repeated("b", tps=100, server="18.1")
-    verdicts = evaluate([parse_claim("a: tps > b: tps")], results)
+    verdicts = judge_claims([parse_claim("a: tps > b: tps")], results)
     assert [(v.server, v.verdict) for v in verdicts] == [("16.4", "pass"), ("18.1", "fail")]
 
 
@@ -87,7 +87,7 @@ def test_a_claim_about_some_servers_is_not_evaluated_on_the_others_and_does_not_
         repeated("a", tps=90, server="2022-CU18") + repeated("b", tps=100, server="2022-CU18")
     claim = parse_claim("a: tps > b: tps").__class__(**{**parse_claim("a: tps > b: tps").__dict__,
                                                         "servers": ("2019",)})
-    verdicts = evaluate([claim], results)
+    verdicts = judge_claims([claim], results)
     assert [(v.server, v.verdict) for v in verdicts] == [("2019-CU32", "pass"), ("2022-CU18", "not evaluated")]
     assert verdicts[1].reason == "not evaluated: the claim is about 2019 only"
     assert check_outcome(verdicts) == (0, 0)  # left out on purpose: not an undecided claim
@@ -115,7 +115,7 @@ def test_claims_on_an_incomplete_run_or_an_unavailable_metric_are_not_evaluated(
     incomplete = [replace(r, status="incomplete", messages=["1 of 2 worker processes sent no results"])
                   for r in repeated("a", tps=200)]
     no_io = [replace(r, unavailable={"io.reads": "pg_stat_io exists from PostgreSQL 16"}) for r in repeated("b")]
-    v_incomplete, v_unavailable, v_ok = evaluate(
+    v_incomplete, v_unavailable, v_ok = judge_claims(
         [parse_claim("a: tps > b: tps"), parse_claim("b: io.reads > 0"), parse_claim("b: tps > 50")],
         incomplete + no_io)
     assert v_incomplete.verdict == "not evaluated" and "a (18.1) is incomplete" in v_incomplete.reason

@@ -1,5 +1,6 @@
 """Docs that cannot drift from the code: docs/commands.md's reference part is what the click command tree
-gives, and docs/development.md's source map names every folder and root module of the package."""
+gives, docs/development.md's source map names every folder and root module of the package, and docs/targets.md's
+table of what each target can do is the targets' registry."""
 
 from __future__ import annotations
 
@@ -59,3 +60,16 @@ def test_the_docs_name_no_local_paths():
              for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"(?<![\w.])/(work|home|root)/", line)]
     assert not found, "\n".join(found)
+
+
+def test_the_targets_table_is_what_the_registry_says():
+    """docs/targets.md's table of what each target can do, row for row from provisioners/registry.py's TargetSpecs."""
+    from concurbench.provisioners.registry import TARGETS
+
+    text = (ROOT / "docs" / "targets.md").read_text(encoding="utf-8")
+    rows = {cells[0]: cells[1:] for line in text.splitlines() if line.startswith("| ")
+            for cells in [[c.strip() for c in line.strip("|").split("|")]] if cells[0] in TARGETS}
+    yes = {True: "yes", False: "no"}
+    assert rows == {name: [", ".join(t.engines), yes[t.owns_server], yes[t.on_this_machine], yes[t.version_matrix],
+                           yes[t.as_is], yes[t.keep_database], yes[t.database], yes[t.xe_without_max_duration]]
+                    for name, t in TARGETS.items()}

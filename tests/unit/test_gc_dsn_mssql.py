@@ -12,7 +12,7 @@ from mssql_standin import StandInSession
 from concurbench.engines import odbc
 from concurbench.errors import ConfigError
 from concurbench.housekeeping import remote
-from concurbench.housekeeping.gc import Outcome
+from concurbench.housekeeping.gc import GcOutcome
 from concurbench.provisioners import owned
 from concurbench.provisioners.base import Leftover
 from concurbench.provisioners.dsn_mssql import ExistingSqlServer
@@ -56,9 +56,10 @@ def test_standin_gc_lists_what_a_killed_run_left_and_nothing_of_a_live_run(monke
     listed = [(a.outcome, a.kind, a.name) for a in actions]
     assert listed == [
         ("would remove", "trace flag", "7006 (concurbench)"), ("would remove", "xe session", "concurbench_xe"),
-        ("would remove", "trace", "2"), (Outcome.BY_HAND, "file", f"{DATA_DIR}concurbench-plans-20260101T120000123Z*.trc"),
+        ("would remove", "trace", "2"),
+        (GcOutcome.BY_HAND, "file", f"{DATA_DIR}concurbench-plans-20260101T120000123Z*.trc"),
         ("would remove", "database", "concurbench"),
-        (Outcome.BY_HAND, "file", f"{DATA_DIR}concurbench_xe_0_134343910972710000.xel")]
+        (GcOutcome.BY_HAND, "file", f"{DATA_DIR}concurbench_xe_0_134343910972710000.xel")]
     assert "rm -f -- '/var/opt/mssql/data/concurbench_xe_0_134343910972710000.xel'" in actions[-1].notes[0]
     assert server.trace_flags == {7006} and "concurbench_xe" in server.xe_sessions  # listing changed nothing
 
@@ -74,7 +75,7 @@ def test_standin_gc_yes_removes_it_and_leaves_the_live_run_and_the_users_databas
     assert owned.DATABASE not in server.databases and {"app", "bench2"} <= set(server.databases)
     assert server.objects["app"] == {"dbo.accounts"}
     again = remote.collect(sweeper(server, monkeypatch), remove=False)
-    assert [(a.kind, a.outcome) for a in again] == [("file", Outcome.BY_HAND)]  # only an administrator deletes files
+    assert [(a.kind, a.outcome) for a in again] == [("file", GcOutcome.BY_HAND)]  # only an administrator deletes files
 
 
 def test_standin_gc_leaves_a_trace_flag_whose_run_still_lives(monkeypatch):

@@ -13,6 +13,7 @@ import pytest
 from concurbench.running import guards
 from concurbench.check import CheckPolicy
 from concurbench.errors import ConfigError
+from concurbench.provisioners.registry import DSN
 from concurbench.results.shards import Shard
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
@@ -76,7 +77,7 @@ def test_the_servers_default_when_unset_a_variants_own_setting_and_a_dsn_target(
     found = problems(s)
     assert len(found) == 1 and "variants.big.pools.p.clients: 120 clients (sweep point 120) make 121 connections" \
         in found[0] and "max_connections is 100 (the server's default)" in found[0]
-    assert problems(s, target="dsn") == []  # the server says, once connected (guards.check_server)
+    assert problems(s, target=DSN) == []  # the server says, once connected (guards.check_server)
 
 
 def test_open_files_per_worker_process(tmp_path):
@@ -84,26 +85,26 @@ def test_open_files_per_worker_process(tmp_path):
     # 400 sessions over 2 worker processes: 200 in each, beside the worker's own files (a dsn target: the
     # server's max_connections is checked once connected)
     need = guards.WORKER_BASE_FDS + 200
-    assert problems(s, target="dsn", processes=2, fds=need) == []
-    found = problems(s, target="dsn", processes=2, fds=need - 1)
+    assert problems(s, target=DSN, processes=2, fds=need) == []
+    found = problems(s, target=DSN, processes=2, fds=need - 1)
     assert len(found) == 1
     assert (f"400 clients over 2 worker processes are up to 200 sessions in one process, which needs {need} open "
             f"files, and a process may open {need - 1} (ulimit -n)") in found[0]
-    assert problems(s, target="dsn", processes=4, fds=need - 1) == []  # more processes, fewer sessions each
+    assert problems(s, target=DSN, processes=4, fds=need - 1) == []  # more processes, fewer sessions each
 
 
 def test_open_files_of_the_harness_own_process(tmp_path):
     s = scenario(tmp_path, "variants:\n  v:\n    pools:\n      p: {clients: 400, transaction: [SELECT 1]}\n")
     # one session in each of 400 worker processes: the parent holds pipes to every one of them
-    found = problems(s, target="dsn", processes=400, fds=1000)
+    found = problems(s, target=DSN, processes=400, fds=1000)
     assert len(found) == 1 and "400 worker processes need 1,633 open files in the harness's own process" in found[0]
 
 
 def test_sql_server_sessions_hold_three_files_each(tmp_path):
     body = "variants:\n  v:\n    pools:\n      p: {clients: 10, transaction: [SELECT 1]}\n"
     s = scenario(tmp_path, body, engine="mssql")
-    assert problems(s, target="dsn", processes=1, fds=guards.WORKER_BASE_FDS + 30) == []
-    assert problems(s, target="dsn", processes=1, fds=guards.WORKER_BASE_FDS + 29) != []
+    assert problems(s, target=DSN, processes=1, fds=guards.WORKER_BASE_FDS + 30) == []
+    assert problems(s, target=DSN, processes=1, fds=guards.WORKER_BASE_FDS + 29) != []
 
 
 def test_memory_on_both_sides(tmp_path, monkeypatch):
@@ -121,7 +122,7 @@ def test_memory_on_both_sides(tmp_path, monkeypatch):
     found = problems(s, memory=harness + server - 1)
     assert len(found) == 1 and "10 clients need about" in found[0] and "of server backends (2.0 MiB each)" in found[0]
     # on a dsn target the server may be elsewhere: only the harness's side counts
-    assert problems(s, memory=harness, target="dsn") == []
+    assert problems(s, memory=harness, target=DSN) == []
 
 
 def test_a_wide_zipfian_range_draws_without_a_table(tmp_path):
@@ -141,9 +142,9 @@ def test_the_histogram_size_is_what_the_workers_allocate():
 def test_worker_processes_count_in_memory(tmp_path):
     """--processes 1000 with 1000 clients would start 1000 Python processes of about 32 MiB each."""
     s = scenario(tmp_path, "variants:\n  v:\n    pools:\n      p: {clients: 1000, transaction: [SELECT 1]}\n")
-    found = problems(s, target="dsn", processes=1000, memory=20 << 30)
+    found = problems(s, target=DSN, processes=1000, memory=20 << 30)
     assert len(found) == 1 and "1,000 clients need about 39.6 GiB of memory (39.6 GiB in the harness)" in found[0]
-    assert problems(s, target="dsn", processes=2, memory=20 << 30) == []
+    assert problems(s, target=DSN, processes=2, memory=20 << 30) == []
 
 
 class NeverStarted:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mssql_standin import CannedDmvs, StepClock
 
-from concurbench.check import evaluate
+from concurbench.check import judge_claims
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
 from concurbench.samplers.mssql import TempdbLatches
@@ -72,7 +72,7 @@ def test_the_readers_waits_do_not_show_the_observer(readers, verdict):
     summary = waits(readers)
     assert summary["observer_share"] > 0.5  # server-wide, XE_TIMER_EVENT's sleep is most of the time in every arm
     runs = [run(c.left.ref.variant, "2022-CU15", r, {"mssql_waits": summary}) for c in found for r in (1, 2)]
-    verdicts = evaluate(list(found), runs)
+    verdicts = judge_claims(list(found), runs)
     assert [v.verdict for v in verdicts] == [verdict] * 3, [v.reason for v in verdicts]
 
 
@@ -97,7 +97,7 @@ def test_on_2022_the_gam_page_is_almost_never_waited_for(polls, verdict):
     if not summary["task_samples"]:
         assert summary["gam_share"] is None  # what the old claim read: no value, so it failed
     runs = [run("dynamic_memopt", "2022-CU15", r, {"tempdb_latches": summary}) for r in (1, 2)]
-    (judged,) = [v for v in evaluate([claim], runs) if v.server == "2022-CU15"]
+    (judged,) = [v for v in judge_claims([claim], runs) if v.server == "2022-CU15"]
     assert judged.verdict == verdict, judged.reason
 
 
@@ -107,14 +107,14 @@ def test_on_2022_the_same_calls_finish_sooner_than_on_2019(seconds_2019, seconds
     assert claim.right.ref.server == "2019" and claim.servers == ("2022",)
     runs = [run("dynamic_memopt", server, r, elapsed=seconds + 0.1 * r)
             for server, seconds in (("2019-CU27", seconds_2019), ("2022-CU15", seconds_2022)) for r in (1, 2, 3)]
-    verdicts = {v.server: v for v in evaluate([claim], runs)}
+    verdicts = {v.server: v for v in judge_claims([claim], runs)}
     assert verdicts["2022-CU15"].verdict == verdict, verdicts["2022-CU15"].reason
     assert verdicts["2019-CU27"].verdict == "not evaluated"  # the claim is about 2022
 
 
 def test_a_side_on_a_server_the_run_lacks_is_not_evaluated_and_the_form_keeps_its_server():
     claim = parse_claim("dynamic_memopt: elapsed_s < dynamic_memopt on 2019: elapsed_s")
-    (judged,) = evaluate([claim], [run("dynamic_memopt", "2022-CU15", r) for r in (1, 2)])
+    (judged,) = judge_claims([claim], [run("dynamic_memopt", "2022-CU15", r) for r in (1, 2)])
     assert judged.verdict == "not evaluated" and "names server 2019, and this run has none" in judged.reason
     assert str(claim.right.ref) == "dynamic_memopt on 2019: elapsed_s"
     from concurbench.scenario.claims import claim_form, claim_of

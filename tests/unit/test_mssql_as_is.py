@@ -21,6 +21,7 @@ from concurbench.running import guards
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines.mssql_differences import NOT_ALLOWED, RESTART, TRACE_FLAG
 from concurbench.errors import ConfigError, ProvisionError
+from concurbench.provisioners.registry import DSN
 from concurbench.running.runner import Runner
 from concurbench.running.servers import ServerSession
 from concurbench.running.load import load_scenario
@@ -148,7 +149,7 @@ def test_standin_runner_records_what_a_dsn_server_ran_without(tmp_path, monkeypa
     provisioner = StandInProvisioner(server, name="dsn", allow=True)
     provisioner.as_is = True
     runner = Runner(load_scenario(ROOT / "scenarios/mssql/tempdb-gam-contention.yaml", quick=True), provisioner,
-                    out_dir=tmp_path, target="dsn")
+                    out_dir=tmp_path, target=DSN)
     state = runner.session(provisioner)
     runner._start(state)
     assert state.info.differences == [{"setting": "tempdb_files", "wanted": "1", "found": "4", "why": RESTART}]

@@ -18,7 +18,7 @@ from concurbench.samplers.mssql_pages import PAGE_INFO
 from concurbench.samplers.mssql_requests import blocking, resource_kind, wait_key
 from concurbench.samplers.mssql_waits import SessionWaits, WaitStats
 from concurbench.results.model import PoolResult, VariantRun
-from concurbench.check import evaluate
+from concurbench.check import judge_claims
 from concurbench.scenario.claims import parse_claim
 from concurbench.scenario.model import SamplerSpec
 
@@ -246,7 +246,7 @@ def test_a_claim_on_gam_shares_needs_enough_samples():
     result = VariantRun("dynamic_memopt", "g", None, server="2022-CU14", elapsed_s=1.0,
                         pools={"callers": PoolResult("callers", True, 100, {"transactions": 1})},
                         samplers={"tempdb_latches": empty})
-    (verdict,) = evaluate([parse_claim("dynamic_memopt: tempdb_latches.gam_share <= 0.2")], [result])
+    (verdict,) = judge_claims([parse_claim("dynamic_memopt: tempdb_latches.gam_share <= 0.2")], [result])
     assert verdict.passed is not True and "no value" in verdict.reason
     few = TempdbLatches().summarize(None, None, [{"t_s": 0.1, "latch": "PAGELATCH_EX:GAM", "tasks": 3}], 0.1)
     assert few["gam_tasks"] == 3 and few["gam_share"] is None and few["min_task_samples"] == 20

@@ -32,6 +32,7 @@ from concurbench.errors import EngineError, ProvisionError
 from concurbench.housekeeping import remote
 from concurbench.provisioners import owned
 from concurbench.provisioners.dsn_mssql import ExistingSqlServer
+from concurbench.provisioners.registry import DSN as DSN_TARGET
 from concurbench.results.model import RunStatus
 from concurbench.running import variant_runs
 from concurbench.running.load import load_scenario
@@ -86,7 +87,7 @@ def runner(scenario, tmp_path, variants, version_key: str = "2022", **options) -
     provisioner = ExistingSqlServer(DSN, drivers=["FreeTDS"], xe_without_max_duration=UNBOUNDED[version_key],
                                     **{k: options.pop(k) for k in ("database", "keep_database", "allow_server_changes",
                                                                    "as_is") if k in options})
-    return Runner(scenario, provisioner, out_dir=tmp_path / "runs", target="dsn", variants=variants, **options)
+    return Runner(scenario, provisioner, out_dir=tmp_path / "runs", target=DSN_TARGET, variants=variants, **options)
 
 
 @pytest.fixture()

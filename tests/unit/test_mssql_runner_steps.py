@@ -15,6 +15,7 @@ from mssql_standin import StandInProvisioner, StandInSqlServer
 from concurbench.engines import odbc, sqlserver
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import ConfigError, EngineError, ProvisionError
+from concurbench.provisioners.registry import DSN, TARGETS
 from concurbench.running.progress_events import Recorder, RunWarning
 from concurbench.running.runner import Runner
 from concurbench.running.servers import ServerSession
@@ -53,7 +54,8 @@ def pauses(monkeypatch):
 def start(server: StandInSqlServer, tmp_path, name: str = "docker", allow: bool = False, progress=None):
     scenario = load_scenario(TEMPDB_SCENARIO, quick=True)
     provisioner = StandInProvisioner(server, name=name, allow=allow)
-    runner = Runner(scenario, provisioner, out_dir=tmp_path, target=name, **({"progress": progress} if progress else {}))
+    runner = Runner(scenario, provisioner, out_dir=tmp_path, target=TARGETS[name],
+                    **({"progress": progress} if progress else {}))
     state = runner.session(provisioner)
     runner._start(state)
     return runner, state, provisioner
@@ -115,7 +117,7 @@ def test_a_server_concurbench_does_not_own_keeps_its_tempdb_files(standin, tmp_p
 def with_a_second_tempdb_file(server: StandInSqlServer, tmp_path) -> ServerSession:
     """The dsn target (changes allowed) on `server` after the runner added a second tempdb file."""
     provisioner = StandInProvisioner(server, name="dsn", allow=True)
-    runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="dsn")
+    runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target=DSN)
     state = runner.session(provisioner)
     state.conn = server.connect(provisioner.start().conninfo)
     state.config = runner.eng.configurator(provisioner.policy(), provisioner.start().conninfo)

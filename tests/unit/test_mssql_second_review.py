@@ -18,6 +18,8 @@ from mssql_standin import StandInCursor, StandInSqlServer
 from concurbench.housekeeping import doctor
 from concurbench.provisioners import docker_mssql
 from concurbench.engines import odbc, sqlserver
+from concurbench.engines.base import ChangePolicy
+from concurbench.provisioners.registry import DOCKER
 from concurbench.engines import mssql_config as mc
 from concurbench.errors import ConfigError, EngineError, ProvisionError
 from concurbench.probe import probe
@@ -148,6 +150,12 @@ class StandInOwnedProvisioner:
     def stop(self):
         pass
 
+    def policy(self):
+        return ChangePolicy()
+
+    def inspect(self):
+        return None
+
 
 def probe_standin(tmp_path, text: str, deadlock_victim: bool = False):
     path = tmp_path / "fresh.yaml"
@@ -157,7 +165,7 @@ def probe_standin(tmp_path, text: str, deadlock_victim: bool = False):
                              server_info=lambda conn, names: {"version": "Microsoft SQL Server 2022",
                                                               "version_num": 16_000_004_135, "version_short": "2022"},
                              run_script=sqlserver.run_script, query_rows=sqlserver.query_rows)
-    report = probe(load_scenario(path), StandInOwnedProvisioner(), target="docker", engine=engine)
+    report = probe(load_scenario(path), StandInOwnedProvisioner(), engine=engine)
     return report, {c.check: c for c in report.checks}, server
 
 
@@ -543,7 +551,7 @@ def test_every_arm_gets_the_same_unmeasured_warm_up_pass_recorded_with_its_resta
     monkeypatch.setattr(variant_runs, "LoadGenerator", StandInLoad)  # the timed load's and the pass's
     monkeypatch.setattr(variant_runs, "build_samplers", lambda specs: [])  # the samplers are tested apart
     provisioner = mssql_standin.StandInProvisioner(server, name="docker")
-    runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target="docker")
+    runner = Runner(load_scenario(TEMPDB_SCENARIO, quick=True), provisioner, out_dir=tmp_path, target=DOCKER)
     state = runner.session(provisioner)
     runner._start(state)
     results: list = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from concurbench.samplers import pgstats
-from concurbench.samplers.base import Sampler, SamplerDriver
+from concurbench.samplers.base import SNAPSHOT, Sampler, SamplerDriver
 from concurbench.samplers.postgres import Io, TableStats
 from concurbench.scenario.model import SamplerSpec
 
@@ -133,7 +133,7 @@ class Recorder(Sampler):
     """A stand-in snapshot sampler that logs its settles and readings."""
 
     name = "recorder"
-    kind = "snapshot"
+    kind = SNAPSHOT
     early_opening = True
 
     def __init__(self, log, name="recorder"):

@@ -17,7 +17,7 @@ from concurbench.running.plan import FIXED_COUNT_GUESS_S, SERVER_START_S, PlanCl
 from concurbench.running.progress_events import CheckLook, Planned, Provisioning, RunEnded, RunStarted, Stopping, \
     Tick, VariantDone, VariantStarted
 from concurbench.results.shards import Plan, Shard
-from concurbench.results.model import PoolResult, VariantRun
+from concurbench.results.model import PoolResult, RunStatus, VariantRun
 from concurbench.running.load import load_scenario
 
 SCENARIO = """name: p
@@ -160,14 +160,14 @@ def test_plain_lines_say_which_run_of_how_many_and_what_is_left():
     buffer = io.StringIO()
     progress = Progress(Console(file=buffer, width=200), clock=clock)
     progress.on_plan(Planned(runs(10.0, 3)))
-    progress.on_provisioning(Provisioning("dsn"))
+    progress.on_provisioning(Provisioning("dsn", owns_server=False))
     progress.on_variant(variant("a"))
     clock.now += 20
     progress.on_variant_done(VariantDone(result("a")))
     progress.on_plan(Planned(runs(10.0, 5)))
     progress.on_variant(variant("b"))
     progress.on_tick(Tick("b", None, "measure", 1.0, 10, 10.0))
-    progress.on_stopping(Stopping("dsn"))
+    progress.on_stopping(Stopping("dsn", owns_server=False))
     progress.close()
     lines = buffer.getvalue().splitlines()
     assert lines[0] == "plan: 3 variant runs, about 0:30"
@@ -209,7 +209,7 @@ def test_each_run_of_claims_gets_its_own_plan_and_clock():
         progress.on_variant(variant("a"))
         clock.now += 30
         progress.on_variant_done(VariantDone(result("a")))
-        progress.on_run_ended(RunEnded(name, "ok"))
+        progress.on_run_ended(RunEnded(name, RunStatus.OK))
     lines = buffer.getvalue().splitlines()
     assert lines[0] == "plan: 3 variant runs, about 0:30" and lines[3] == "plan: 2 variant runs, about 0:20"
     assert lines[4] == "variant a: clients p=2; warm-up 2 s, 10 s; run 1 of 2, 0:00 elapsed, about 0:20 left"

@@ -134,5 +134,5 @@ def test_unknown_format_is_a_config_error(tmp_path):
 
 def test_missing_matplotlib_says_how_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    with pytest.raises(ConfigError, match="pip install matplotlib"):
+    with pytest.raises(ConfigError, match="pip install 'matplotlib>=3.7'"):
         write_plots(_copy_run(tmp_path))

@@ -12,7 +12,8 @@ from mssql_standin import StandInCursor
 
 from concurbench.engines import sqlserver
 from concurbench.probe import probe
-from concurbench.provisioners.base import Connection
+from concurbench.engines.base import ChangePolicy
+from concurbench.provisioners.base import Connection, Inspection
 from concurbench.provisioners.owned import DatabasePlan, Ownership, parse_marker, refusal
 from concurbench.running.load import load_scenario
 
@@ -99,20 +100,24 @@ class StandInProvisioner:
     keep_database = False
     safe = "mssql://u@h/bench"
 
-    def __init__(self, server: StandInSqlServer):
+    def __init__(self, server: StandInSqlServer, allow_server_changes: bool = False, as_is: bool = False):
         self.server = server
         self.stopped = 0
+        self.allow, self.as_is = allow_server_changes, as_is
 
-    def inspect(self) -> DatabasePlan:
+    def policy(self) -> ChangePolicy:
+        return ChangePolicy(owned=False, allow_server_changes=self.allow, as_is=self.as_is)
+
+    def inspect(self) -> Inspection:
         name = self.server.database
         if name.lower() == "master":
-            return DatabasePlan(name, Ownership.SYSTEM, named=True)
-        if self.server.marker:
-            return DatabasePlan(name, Ownership.OWN, named=True, marker=parse_marker(self.server.marker))
-        return DatabasePlan(name, Ownership.EMPTY, named=True, may_mark=False)
-
-    def refusal(self, plan: DatabasePlan) -> str:
-        return refusal(plan, self.safe, "u", "mssql")
+            plan = DatabasePlan(name, Ownership.SYSTEM, named=True)
+        elif self.server.marker:
+            plan = DatabasePlan(name, Ownership.OWN, named=True, marker=parse_marker(self.server.marker))
+        else:
+            plan = DatabasePlan(name, Ownership.EMPTY, named=True, may_mark=False)
+        return Inspection(plan, self.start(), refusal(plan, self.safe, "u", "mssql") if plan.refused else "",
+                          self.keep_database)
 
     def start(self):
         return Connection("Driver={ODBC Driver 18 for SQL Server};Server=h;Database=bench;UID=u;PWD=secret-1",
@@ -136,10 +141,10 @@ def standin(tmp_path):
         run_script=sqlserver.run_script, query_rows=sqlserver.query_rows)
 
     def run(**options):
-        provisioner = StandInProvisioner(server)
-        report = probe(scenario, provisioner, target="dsn", engine=engine,
-                       backgrounds=lambda spec, conninfo, eng, **kw: observers.append(StandInObserver(spec)) or observers[-1],
-                       **options)
+        provisioner = StandInProvisioner(server, **options)
+        report = probe(scenario, provisioner, engine=engine,
+                       backgrounds=lambda spec, conninfo, eng, **kw: observers.append(StandInObserver(spec))
+                       or observers[-1])
         return report, {c.check: c for c in report.checks}, provisioner
 
     return SimpleNamespace(run=run, server=server, observers=observers)

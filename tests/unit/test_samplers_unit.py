@@ -11,7 +11,7 @@ import threading
 import time
 
 
-from concurbench.samplers.base import Sampler, SamplerDriver, numeric_delta
+from concurbench.samplers.base import PERIODIC, SNAPSHOT, Sampler, SamplerDriver, numeric_delta
 from concurbench.samplers.postgres import DatabaseCounters, MultiXact, WaitEvents, Wal
 from concurbench.samplers.registry import SAMPLERS, build
 from concurbench.scenario.model import SamplerSpec
@@ -41,7 +41,7 @@ class FakeConn:
 
 class Snapshot(Sampler):
     name = "snap"
-    kind = "snapshot"
+    kind = SNAPSHOT
 
     def __init__(self, log, values):
         super().__init__()
@@ -60,7 +60,7 @@ class Ticker(Sampler):
     """Periodic; advances the fake clock by its interval on each of its first `moves` reads."""
 
     name = "ticker"
-    kind = "periodic"
+    kind = PERIODIC
 
     def __init__(self, log, clock, moves, interval=0.1, name=None, advance=True):
         super().__init__(SamplerSpec(name or self.name, (("interval", interval),)))

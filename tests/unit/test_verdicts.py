@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from concurbench.check import check_outcome, evaluate
+from concurbench.check import check_outcome, judge_claims
 from concurbench.check.evaluate import Skip, left_out
 from concurbench.errors import ConfigError
 from concurbench.results.migrate import migrate
@@ -33,7 +33,7 @@ def every_kind() -> list[ClaimVerdict]:
     about = replace(parse_claim("a: tps > b: tps"), servers=("2019",))
     quick = replace(parse_claim("b: tps > a: tps"), skip_quick="too short")
     claims = [about, quick, parse_claim("a: tps > c: tps"), parse_claim("a: tps > d: tps")]
-    return evaluate(claims, runs, quick=True,
+    return judge_claims(claims, runs, quick=True,
                     skipped={"c": left_out(), "d": Skip(Cause.NOT_RUN, "not run: the run was interrupted first")})
 
 

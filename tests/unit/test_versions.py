@@ -11,7 +11,7 @@ import pytest
 from concurbench.errors import ConfigError
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
-from concurbench.check import evaluate
+from concurbench.check import judge_claims
 from concurbench.scenario.versions import parse_versions, version_parts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_a_claim_with_a_condition_is_not_evaluated_on_other_versions(tmp_path):
                        pools={"p": PoolResult("p", True, 1, {"tps": 10.0, "transactions": 10})},
                        probes={"io": {"after": [{"reads": 3}]}} if server != "14.23" else {})
             for server in ("14.23", "16.4") for repeat in (1, 2)]  # two runs that agree: exact figures
-    verdicts = evaluate(list(scenario.expect), runs)
+    verdicts = judge_claims(list(scenario.expect), runs)
     assert [(v.server, v.claim[:8], v.verdict) for v in verdicts] == [
         ("14.23", "a: probe", "not evaluated"), ("14.23", "a: tps >", "pass"),
         ("16.4", "a: probe", "pass"), ("16.4", "a: tps >", "pass")]

@@ -49,6 +49,7 @@ from ..util import first_line
 from ..engines import mssql_names as names
 from ..engines import sqlserver
 from ..errors import ConfigError, EngineError
+from ..scenario.model import BackgroundKind
 from .base import close_quietly
 
 LINUX_DATA_DIR = "/var/opt/mssql/data/"
@@ -115,7 +116,7 @@ class ServerObserver:
     stays outside the samplers' span.
     """
 
-    kind = ""
+    kind: BackgroundKind | None = None  # each observer's own
     ends_after_samplers = True
     DATA_DIR = "SELECT CAST(SERVERPROPERTY('InstanceDefaultDataPath') AS nvarchar(4000)) AS data_dir"
     DATABASE_ID = "SELECT DB_ID() AS database_id"

@@ -26,6 +26,7 @@ from ..engines import mssql_names as names
 from ..engines.quoting import tsql_like_prefix, tsql_literal
 from ..util import first_line
 from ..errors import ConfigError, EngineError, Unsupported
+from ..scenario.model import BackgroundKind
 from .base import closed_on_failure
 from .mssql_common import GUEST_FILE_SIZE_MB, GUEST_FILES, ObserverScope, ServerObserver, join_path, last_row, \
     options_of, positive_int
@@ -70,7 +71,7 @@ class SqlTrace(ServerObserver):
     stops by itself.
     """
 
-    kind = "sql_trace"
+    kind = BackgroundKind.SQL_TRACE
     LEFTOVERS = "SELECT id, status FROM sys.traces WHERE path LIKE ?"
     STATUS = "SELECT status, event_count, dropped_event_count FROM sys.traces WHERE id = ? AND path LIKE ?"
 

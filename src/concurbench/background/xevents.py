@@ -44,6 +44,7 @@ from ..engines import mssql_names as names
 from ..engines.quoting import tsql_literal, tsql_name
 from ..util import first_line
 from ..errors import ConfigError, EngineError
+from ..scenario.model import BackgroundKind, XeTarget
 from .base import closed_on_failure
 from .mssql_common import GUEST_FILE_SIZE_MB, GUEST_FILES, ObserverScope, ServerObserver, join_path, major_of, \
     options_of, positive_int
@@ -97,8 +98,7 @@ class XEventSession(ServerObserver):
     not own the session is refused at start (UNBOUNDED_XE_FIX) unless the scope allows it.
     """
 
-    kind = "xevents"
-    TARGETS = ("ring_buffer", "event_file")
+    kind = BackgroundKind.XEVENTS
     DEFAULT_EVENTS = ("sqlserver.query_post_execution_showplan",)
     DEFINED = "SELECT COUNT(*) AS n FROM sys.server_event_sessions WHERE name = ?"
     RUNNING = "SELECT COUNT(*) AS n FROM sys.dm_xe_sessions WHERE name = ?"
@@ -121,9 +121,11 @@ class XEventSession(ServerObserver):
         self.major: int | None = None  # the server's major version, read at start (MAX_DURATION from 17)
         self.database_id: int | None = None  # a guest's session captures this database only (read at start)
         self.session = names.xe_session(self.key)
-        self.target = str(opts.get("target", "ring_buffer"))
-        if self.target not in self.TARGETS:
-            raise ConfigError(f"xevents {spec.name}: target must be ring_buffer or event_file, got {self.target!r}")
+        written = str(opts.get("target", XeTarget.RING_BUFFER.value))
+        try:
+            self.target = XeTarget(written)
+        except ValueError:
+            raise ConfigError(f"xevents {spec.name}: target must be {' or '.join(XeTarget)}, got {written!r}") from None
         self.no_event_loss = bool(opts.get("no_event_loss", False))
         events = opts.get("events") or list(self.DEFAULT_EVENTS)
         if isinstance(events, str):
@@ -150,7 +152,7 @@ class XEventSession(ServerObserver):
     def create_sql(self) -> str:
         where = "" if self.database_id is None else f" (WHERE ([sqlserver].[database_id] = ({int(self.database_id)})))"
         events = ", ".join(f"ADD EVENT {e}{where}" for e in self.events)  # event definitions are comma-separated
-        if self.target == "ring_buffer":
+        if self.target is XeTarget.RING_BUFFER:
             target = "ADD TARGET package0.ring_buffer"
             if self.max_events_limit:
                 target += f" (SET max_events_limit = {int(self.max_events_limit)})"
@@ -162,7 +164,7 @@ class XEventSession(ServerObserver):
             options.append(f"MAX_MEMORY = {int(self.max_memory_kb)} KB")
         retention = "NO_EVENT_LOSS" if self.no_event_loss else "ALLOW_SINGLE_EVENT_LOSS"
         options.append(f"EVENT_RETENTION_MODE = {retention}")
-        if self.target == "ring_buffer":  # its counts are read before STOP: events must not wait 30 s to arrive
+        if self.target is XeTarget.RING_BUFFER:  # its counts are read before STOP: events must not wait 30 s to arrive
             options.append(f"MAX_DISPATCH_LATENCY = {RING_DISPATCH_LATENCY_S} SECONDS")
         options.append("STARTUP_STATE = OFF")
         if self.bounded:  # stops by itself if the harness is killed
@@ -191,7 +193,7 @@ class XEventSession(ServerObserver):
 
     def written(self) -> list[str]:
         """The event_file target's files, `<base>_0_<ticks>.xel`."""
-        return [self._base() + "_0_*.xel"] if self.target == "event_file" and self.started else []
+        return [self._base() + "_0_*.xel"] if self.target is XeTarget.EVENT_FILE and self.started else []
 
     # lifecycle ----------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -206,13 +208,13 @@ class XEventSession(ServerObserver):
                                       f"so a session on a server concurbench does not own would keep running if the "
                                       f"run were killed; {UNBOUNDED_XE_FIX}")
                 self.database_id = self._database_id()
-            if self.target == "event_file" and not self.file:
+            if self.target is XeTarget.EVENT_FILE and not self.file:
                 self.file = join_path(self._data_dir(), f"{self.session}.xel")
             self._teardown()  # a leftover session of the same name
             self.conn.execute(self.create_sql())
             self.conn.execute(self.state_sql("START"))
             self.started = True
-            if self.target == "event_file":
+            if self.target is XeTarget.EVENT_FILE:
                 self.first_file = self._current_file()
 
     def _current_file(self) -> str | None:
@@ -232,12 +234,12 @@ class XEventSession(ServerObserver):
                 row = self._query_one(self.SESSION_STATS, self.session)
                 if row:
                     self.counts.update(dropped_events=row[0], dropped_buffers=row[1])
-                if self.target == "ring_buffer":
+                if self.target is XeTarget.RING_BUFFER:
                     row = self._query_one(self.RING_HEAD, self.session)
                     self.counts.update(ring_counts(row[0] if row else None))
                 self.conn.execute(self.state_sql("STOP"))
                 self.stopped = True
-                if self.target == "event_file":
+                if self.target is XeTarget.EVENT_FILE:
                     self._count_files()
             except Exception as exc:  # noqa: BLE001 - counting is a nicety; close() still drops
                 self.error = f"counting events: {first_line(exc)}"
@@ -262,9 +264,9 @@ class XEventSession(ServerObserver):
     def describe(self) -> dict:
         out = {"name": self.spec.name, "kind": self.kind, "session": self.session, "target": self.target,
                "event_names": list(self.events), "no_event_loss": self.no_event_loss,
-               "max_memory_kb": self.max_memory_kb, "file": self.file if self.target == "event_file" else None,
+               "max_memory_kb": self.max_memory_kb, "file": self.file if self.target is XeTarget.EVENT_FILE else None,
                "database_id": self.database_id, "stops_by_itself_after_s": self.stops_after_s if self.bounded else None}
-        if self.target == "event_file":
+        if self.target is XeTarget.EVENT_FILE:
             out.update(max_file_size_mb=self.max_file_size_mb, max_rollover_files=self.max_rollover_files)
         elif self.max_events_limit:
             out["max_events_limit"] = self.max_events_limit

@@ -121,7 +121,7 @@ class _Member:
         self.verdict: ClaimVerdict | None = None  # set when the member is settled without a test
 
 
-def evaluate(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, Skip] | None = None,
+def judge_claims(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[str, Skip] | None = None,
              quick: bool = False, look: Look = ONE_LOOK,
              decided: dict[tuple, ClaimVerdict] | None = None) -> list[ClaimVerdict]:
     """Verdicts for every claim on every server of `runs` (all repeats, not folded).

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 
 import click
 from rich.table import Table
 
 from ..errors import ConfigError
 from ..housekeeping import gc, remote
-from ..housekeeping.gc import Outcome
+from ..housekeeping.gc import GcOutcome
 from ..housekeeping.doctor import run_checks
 from ..provisioners.base import home_dir
 from ..provisioners.dsn import engine_of
-from ..provisioners.registry import TargetOptions, make_provisioner
+from ..provisioners.registry import DSN, TargetOptions, make_provisioner
 from .console import out
 
 
@@ -33,10 +34,18 @@ def doctor(offline: bool) -> None:
                                                                        f"{missing}" if missing else ""))
 
 
+class Where(StrEnum):
+    """What `gc --target` cleans up: this machine's leftovers, or what killed runs left on a server concurbench does
+    not own."""
+
+    LOCAL = "local"
+    DSN = DSN.name
+
+
 @click.command(name="gc")
 @click.option("--dry-run", is_flag=True, help="List what would be removed, and remove nothing.")
 @click.option("--force", is_flag=True, help="Also stop servers whose run is still going.")
-@click.option("--target", type=click.Choice(["local", "dsn"]), default="local", show_default=True,
+@click.option("--target", type=click.Choice([w.value for w in Where]), default=Where.LOCAL.value, show_default=True,
               help="local: this machine's servers, containers and caches; dsn: what killed runs left on the server "
                    "--dsn names (listed; removed with --yes).")
 @click.option("--dsn", default=None, help="Connection URL or string of the server (--target dsn).")
@@ -48,7 +57,8 @@ def gc_command(dry_run: bool, force: bool, target: str, dsn: str | None, passwor
                engine: str | None, yes: bool) -> None:
     """Stop servers and remove containers left by killed runs, and half-written cache folders; with --target dsn,
     list (and with --yes remove) what killed runs left on a server concurbench does not own."""
-    if target == "dsn":
+    where_to = Where(target)
+    if where_to is Where.DSN:
         sweeper = dsn_sweeper(dsn, password_env, engine)
         actions = remote.collect(sweeper, remove=yes and not dry_run)
         where = sweeper.safe
@@ -56,14 +66,14 @@ def gc_command(dry_run: bool, force: bool, target: str, dsn: str | None, passwor
         actions = gc.collect(dry_run=dry_run, force=force)
         where = str(home_dir())
     if not actions:
-        out.print(f"nothing to clean up on {where}" if target == "dsn" else f"nothing to clean up under {where}")
+        out.print(f"nothing to clean up on {where}" if where_to is Where.DSN else f"nothing to clean up under {where}")
         return
     for action in actions:
         notes = f" ({'; '.join(action.notes)})" if action.notes else ""
         out.print(f"{action.outcome}: {action.kind} {action.name}: {action.detail}{notes}", soft_wrap=True)
-    if target == "dsn" and not yes:
+    if where_to is Where.DSN and not yes:
         out.print("nothing was removed: add --yes to remove what is listed")
-    if any(a.outcome is Outcome.FAILED for a in actions):
+    if any(a.outcome is GcOutcome.FAILED for a in actions):
         sys.exit(1)
 
 
@@ -72,5 +82,5 @@ def dsn_sweeper(dsn: str | None, password_env: str | None, engine: str | None) -
     if not dsn:
         raise ConfigError("gc --target dsn needs --dsn: the server to look at (a postgresql:// or mssql:// URL, or a "
                           "connection string)")
-    options = TargetOptions(target="dsn", dsn=dsn, password_env=password_env)
+    options = TargetOptions(target=DSN.name, dsn=dsn, password_env=password_env)
     return make_provisioner(engine or engine_of(dsn), {}, options)

@@ -8,7 +8,7 @@ import click
 
 from ..api import Target
 from ..errors import ConfigError
-from ..provisioners.options import APPLY, SERVER_SETTINGS
+from ..provisioners.options import ServerSettings
 
 DSN_OPTIONS = (
     click.option("--dsn", default=None, help="Connection URL or string of an existing server (--target dsn)."),
@@ -16,7 +16,8 @@ DSN_OPTIONS = (
                  help="Take the dsn target's password from this environment variable."),
     click.option("--allow-server-changes", is_flag=True,
                  help="Let the scenario change server-wide settings of a dsn target (restored at the end)."),
-    click.option("--server-settings", type=click.Choice(SERVER_SETTINGS), default=APPLY, show_default=True,
+    click.option("--server-settings", type=click.Choice([s.value for s in ServerSettings]),
+                 default=ServerSettings.APPLY.value, show_default=True,
                  help="as-is: run on a dsn server as it is: settings that need a restart (and, without "
                       "--allow-server-changes, every setting) are left as they are, and each difference from the "
                       "scenario is recorded and shown."),

@@ -78,8 +78,8 @@ class Progress(Listener):
                    f"runs (look {event.look} of {event.of})")
 
     def on_provisioning(self, event: Provisioning) -> None:
-        self._line(f"connecting to the {event.target} server" if event.target == "dsn" else
-                   f"starting the {event.target} server")
+        self._line(f"starting the {event.target} server" if event.owns_server else
+                   f"connecting to the {event.target} server")
 
     def on_server(self, event: ServerUp) -> None:
         self._line(f"server {event.engine} {event.version} at {event.connection}")
@@ -137,8 +137,8 @@ class Progress(Listener):
         self._line(f"warning: {event.message}")
 
     def on_stopping(self, event: Stopping) -> None:
-        self._line("leaving the dsn server (its settings as they were)" if event.target == "dsn" else
-                   "stopping the server")
+        self._line("stopping the server" if event.owns_server else
+                   f"leaving the {event.target} server (its settings as they were)")
 
     def _where(self) -> str:
         """`; run 3 of 12, 1:10 elapsed, about 3:20 left` (plain lines carry what the bar shows)."""

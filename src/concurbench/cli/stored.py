@@ -68,12 +68,13 @@ def _table_text(rep) -> str:
 
 
 def _html(run: Run) -> str:
-    """The page, with the charts written first under RUN_DIR/plots/ when matplotlib is there."""
+    """The page, with the charts written first under RUN_DIR/plots/ (without them, saying why, where matplotlib is
+    missing: an install that left out concurbench's dependencies)."""
     if importlib.util.find_spec("matplotlib") is None:
         err.print(f"[yellow]no charts:[/yellow] {NO_MATPLOTLIB}", highlight=False, soft_wrap=True)
         return html_page(run, plots=None)
     try:
-        from ..report.plots import write_plots  # charts need matplotlib (optional) and pandas: loaded when drawn
+        from ..report.plots import write_plots  # charts need matplotlib and pandas: loaded when drawn
 
         paths = write_plots(run.path)
     except ConcurbenchError as exc:

@@ -23,6 +23,7 @@ Sources (Microsoft Learn unless noted):
 from __future__ import annotations
 
 import re
+from enum import Enum
 
 from ..errors import EngineError
 from .classes import CONNECTION, DEADLOCK, LOCK_NOT_AVAILABLE, OTHER, RETRYABLE, SERIALIZATION
@@ -71,13 +72,21 @@ def detect_driver(installed: list[str]) -> str:
     raise EngineError(f"no ODBC driver for SQL Server found (installed ODBC drivers: {listed}); {DRIVER_HELP}")
 
 
-def _kind(driver: str) -> str:
+class Family(Enum):
+    """Which driver a name is, for what its connection string takes."""
+
+    FREETDS = "FreeTDS"  # Server and Port apart, a TDS_Version
+    MS_18 = "ODBC Driver 18"  # encrypts by default; takes ConnectTimeout
+    MS_17 = "ODBC Driver 17"
+
+
+def _family(driver: str) -> Family:
     low = driver.lower()
     if "tds" in low:
-        return "freetds"
+        return Family.FREETDS
     if "18" in low:
-        return "18"
-    return "17"
+        return Family.MS_18
+    return Family.MS_17
 
 
 # -- connection strings ------------------------------------------------------------------------------
@@ -101,23 +110,23 @@ def connection_string(driver: str, host: str, port: int, user: str, password: st
     only for Driver 18 (a keyword from v18.7; older drivers ignore it); `connect()` also passes it
     to pyodbc, which sets SQL_ATTR_LOGIN_TIMEOUT on every driver.
     """
-    kind = _kind(driver)
+    family = _family(driver)
     parts: list[tuple[str, object]] = [("Driver", "{" + driver.replace("}", "}}") + "}")]
-    if kind == "freetds":
+    if family is Family.FREETDS:
         parts += [("Server", host), ("Port", int(port)), ("TDS_Version", FREETDS_TDS_VERSION)]
     else:
         parts.append(("Server", f"{host},{int(port)}"))
     if database:
         parts.append(("Database", database))
     parts += [("UID", user), ("PWD", password), ("APP", app)]
-    if kind != "freetds":
-        if encrypt is None and kind == "18":
+    if family is not Family.FREETDS:
+        if encrypt is None and family is Family.MS_18:
             encrypt = True  # Driver 18's own default, written out so the string reads the same everywhere
         if encrypt is not None:
             parts.append(("Encrypt", "yes" if encrypt else "no"))
         if encrypt and trust_server_certificate:
             parts.append(("TrustServerCertificate", "yes"))
-        if kind == "18" and timeout:
+        if family is Family.MS_18 and timeout:
             parts.append(("ConnectTimeout", int(timeout)))
     out = []
     for key, value in parts:

@@ -64,7 +64,7 @@ class ServerState:
         return ", ".join(parts)
 
 
-class Outcome(StrEnum):
+class GcOutcome(StrEnum):
     """What gc did about one thing (the words it prints)."""
 
     REMOVED = "removed"
@@ -80,7 +80,7 @@ class Action:
     kind: str      # server, container, staging, run
     name: str
     detail: str
-    outcome: Outcome
+    outcome: GcOutcome
     notes: list[str] = field(default_factory=list)
 
 
@@ -275,16 +275,16 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
         finally:
             client.close()
     except Exception as exc:  # noqa: BLE001 - an engine problem must not stop the local clean-up
-        return [Action("container", "-", f"listing containers failed: {exc}", Outcome.FAILED)]
+        return [Action("container", "-", f"listing containers failed: {exc}", GcOutcome.FAILED)]
     actions, doomed, names = [], set(), {}
     for name, labels, created in found:
         run_id = labels.get(LABEL_RUN, "?")
         detail = f"run {run_id}, {labels.get('concurbench.kind', 'container')}"
         why = _container_owner(labels, created, force)
         if why is not None:
-            actions.append(Action("container", name, detail, Outcome.LEFT_ALONE, [why]))
+            actions.append(Action("container", name, detail, GcOutcome.LEFT_ALONE, [why]))
         elif dry_run:
-            actions.append(Action("container", name, detail, Outcome.WOULD_REMOVE))
+            actions.append(Action("container", name, detail, GcOutcome.WOULD_REMOVE))
         else:
             doomed.add(run_id)
             names[name] = detail
@@ -292,9 +292,10 @@ def _containers(dry_run: bool, force: bool) -> list[Action]:
         try:
             removed = set(docker_engine.remove_leftover_containers(doomed))
         except Exception as exc:  # noqa: BLE001 - reported as a failed action, the rest goes on
-            return actions + [Action("container", n, d, Outcome.FAILED, [str(exc)]) for n, d in names.items()]
+            return actions + [Action("container", n, d, GcOutcome.FAILED, [str(exc)]) for n, d in names.items()]
         for name, detail in names.items():
-            actions.append(Action("container", name, detail, Outcome.REMOVED if name in removed else Outcome.FAILED))
+            done = GcOutcome.REMOVED if name in removed else GcOutcome.FAILED
+            actions.append(Action("container", name, detail, done))
     return actions
 
 
@@ -306,30 +307,31 @@ def collect(*, dry_run: bool = False, force: bool = False, home: Path | None = N
     for server in find_servers(home):
         detail = server.describe()
         if server.owner_alive and not force:
-            actions.append(Action("server", server.run_id, detail, Outcome.LEFT_ALONE,
+            actions.append(Action("server", server.run_id, detail, GcOutcome.LEFT_ALONE,
                                   ["its run is still going; --force stops it anyway"]))
             continue
         if dry_run:
-            actions.append(Action("server", server.run_id, detail, Outcome.WOULD_REMOVE))
+            actions.append(Action("server", server.run_id, detail, GcOutcome.WOULD_REMOVE))
             continue
         try:
             notes = _stop_server(server)
-            actions.append(Action("server", server.run_id, detail, Outcome.REMOVED, notes))
+            actions.append(Action("server", server.run_id, detail, GcOutcome.REMOVED, notes))
         except (ConcurbenchError, OSError) as exc:
-            actions.append(Action("server", server.run_id, detail, Outcome.FAILED, [str(exc)]))
+            actions.append(Action("server", server.run_id, detail, GcOutcome.FAILED, [str(exc)]))
     for path in _stale_staging(home):
         if dry_run:
-            actions.append(Action("staging", path.name, str(path), Outcome.WOULD_REMOVE))
+            actions.append(Action("staging", path.name, str(path), GcOutcome.WOULD_REMOVE))
             continue
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path, ignore_errors=True)
         else:
             path.unlink(missing_ok=True)
-        actions.append(Action("staging", path.name, str(path), Outcome.FAILED if path.exists() else Outcome.REMOVED))
+        done = GcOutcome.FAILED if path.exists() else GcOutcome.REMOVED
+        actions.append(Action("staging", path.name, str(path), done))
     if containers:
         actions.extend(_containers(dry_run, force))
     for run in liveruns.killed(home):
-        actions.append(Action("run", str(run.run_dir), run.detail, Outcome.KILLED))
+        actions.append(Action("run", str(run.run_dir), run.detail, GcOutcome.KILLED))
         if not dry_run:
             liveruns.unregister(run.note)
     return actions

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..errors import ConcurbenchError
 from ..provisioners.base import Sweeper
-from .gc import Action, Outcome
+from .gc import Action, GcOutcome
 
 
 def collect(sweeper: Sweeper, *, remove: bool) -> list[Action]:
@@ -23,15 +23,15 @@ def collect(sweeper: Sweeper, *, remove: bool) -> list[Action]:
     actions = []
     for item in sweeper.leftovers():
         if item.by_hand:
-            actions.append(Action(item.kind, item.name, item.detail, Outcome.BY_HAND, [item.by_hand]))
+            actions.append(Action(item.kind, item.name, item.detail, GcOutcome.BY_HAND, [item.by_hand]))
             continue
         if not remove:
-            actions.append(Action(item.kind, item.name, item.detail, Outcome.WOULD_REMOVE))
+            actions.append(Action(item.kind, item.name, item.detail, GcOutcome.WOULD_REMOVE))
             continue
         try:
             sweeper.remove(item)
         except ConcurbenchError as exc:
-            actions.append(Action(item.kind, item.name, item.detail, Outcome.FAILED, [exc.message]))
+            actions.append(Action(item.kind, item.name, item.detail, GcOutcome.FAILED, [exc.message]))
             continue
-        actions.append(Action(item.kind, item.name, item.detail, Outcome.REMOVED))
+        actions.append(Action(item.kind, item.name, item.detail, GcOutcome.REMOVED))
     return actions

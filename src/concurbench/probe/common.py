@@ -6,7 +6,7 @@ import re
 from dataclasses import replace
 
 from ..running.guards import capacity
-from ..scenario.model import Scenario, Variant
+from ..scenario.model import BackgroundKind, Scenario, Variant
 from .report import Check, failed, ok, skipped
 
 # Statements whose effects a rollback does not undo, or that end the probe's own transaction: the
@@ -23,9 +23,9 @@ CREATES = re.compile(r"\bCREATE\s+(OR\s+REPLACE\s+|OR\s+ALTER\s+|UNLOGGED\s+|UNI
 def without_statements(spec):
     """A held transaction that begins and ends without the scenario's statements (they need the setup's
     objects, which exist only inside the probe's own transaction)."""
-    if spec.kind == "statement":  # it would run only once a window began; its SQL goes in the rolled-back transaction
+    if spec.kind is BackgroundKind.STATEMENT:  # it would run once a window began; its SQL goes in the rolled-back one
         return replace(spec, sql=())
-    if spec.kind != "hold_transaction":
+    if spec.kind is not BackgroundKind.HOLD_TRANSACTION:
         return spec
     return replace(spec, sql=(), release_after=None, release_when=None)
 
@@ -45,7 +45,7 @@ def background_statements(variant) -> list[tuple[str, str]]:
     transaction."""
     out = []
     for spec in variant.background:
-        if spec.kind not in ("hold_transaction", "statement"):
+        if spec.kind not in (BackgroundKind.HOLD_TRANSACTION, BackgroundKind.STATEMENT):
             continue
         out += [(f"background {spec.name}", sql) for sql in spec.sql]
         if spec.release_when:

@@ -8,7 +8,9 @@ one, so one probe lists every problem it can reach.
 
 What differs by engine is in postgres.py and mssql.py (`side_for`). The provisioner is made without
 the scenario's settings, so starting it applies none (a dsn server's `start` only connects): the
-probe plans them instead. Samplers, background sessions and the engine come from the same registries
+probe plans them instead. What the server lets a run change, and what a run would do about its
+database on a server concurbench does not own, are the provisioner's answers (`policy`, `inspect`).
+Samplers, background sessions and the engine come from the same registries
 the runner uses; tests hand in stand-ins through `backgrounds` and `engine`."""
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from ..util import first_line
 from ..background.base import close_quietly
 from ..background.kinds import make_background
 from ..background.mssql_common import ObserverScope
-from ..engines.base import ChangePolicy
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError
 from ..samplers.registry import build as build_samplers
-from ..provisioners.owned import DatabasePlan, Ownership
+from ..engines.base import ChangePolicy
+from ..provisioners.base import Inspection, Provisioner
+from ..provisioners.owned import Ownership
 from ..running.needs import SKIP_OPTION, plan as plan_needs
 from ..scenario.model import Scenario, Variant
 from . import mssql, postgres
@@ -38,27 +41,27 @@ SIDES = {"postgres": postgres.PostgresSide, "mssql": mssql.SqlServerSide}
 CONNECT_FIX = "check the server is up and the connection settings (--dsn, --password-env); `concurbench doctor`"
 
 
-def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Variant] | None = None,
-          allow_server_changes: bool = False, as_is: bool = False, xe_without_max_duration: bool = False,
-          engine=None, backgrounds: Callable = make_background,
-          clock: Callable[[], float] = time.monotonic) -> ProbeReport:
-    """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives; `as_is` is
-    `--server-settings as-is`, `xe_without_max_duration` --allow-xe-without-max-duration. Never raises a
-    ConcurbenchError: every problem is a check of the report."""
+def probe(scenario: Scenario, provisioner: Provisioner, *, variants: list[Variant] | None = None, engine=None,
+          backgrounds: Callable = make_background, clock: Callable[[], float] = time.monotonic) -> ProbeReport:
+    """Probe `scenario` (its `variants`, all by default) on the server `provisioner` gives, under what it lets a
+    run change (its `policy`: --allow-server-changes, --server-settings as-is, --allow-xe-without-max-duration).
+    Never raises a ConcurbenchError: every problem is a check of the report."""
     started = clock()
     eng = engine or get_engine(scenario.engine)
     chosen = list(variants) if variants is not None else list(scenario.variants)
-    report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, target)
+    report = ProbeReport(scenario.name, str(scenario.path), scenario.engine, provisioner.name)
+    policy = provisioner.policy()
     conn, up = None, False
     try:
         try:
-            plan = provisioner.inspect() if target == "dsn" else None
-            side = SIDES[scenario.engine](eng, owned=target != "dsn", allowed=allow_server_changes, as_is=as_is,
-                                          database_plan=plan)
-            if plan is not None and plan.refused:
-                report.connection = provisioner.safe
+            inspection = provisioner.inspect()
+            plan = inspection.plan if inspection is not None else None
+            side = SIDES[scenario.engine](eng, owned=policy.owned, allowed=policy.allow_server_changes,
+                                          as_is=policy.as_is, database_plan=plan)
+            if inspection is not None and inspection.refusal:
+                report.connection = inspection.connection.safe
                 report.add(failed("connect", "not connected to the run's database: it is not concurbench's",
-                                  "see the database check"), _refused(eng, provisioner, side, scenario, chosen, plan))
+                                  "see the database check"), _refused(eng, inspection, side, scenario, chosen))
                 return report
             connection = provisioner.start()
             up = True
@@ -70,8 +73,8 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
             return report
         report.server = info.get("version_short", "")
         report.add(ok("connect", info.get("version", "")))
-        if plan is not None:
-            report.add(_database(plan, provisioner, side.database_changes(scenario, chosen)))
+        if inspection is not None:
+            report.add(_database(inspection, side.database_changes(scenario, chosen)))
         try:
             here = scenario.on_server(report.server)
             chosen = [here.variant(v.name) for v in chosen]
@@ -81,13 +84,11 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
         before = _step(report, "read the server's state", lambda: side.snapshot(conn, here, chosen))
         _step(report, "settings", lambda: side.settings(conn, here, chosen))
         _step(report, "connections", lambda: [connections(here, chosen, lambda sql: eng.query_rows(
-            conn, sql, "reading the server's connection limit"), owned=target != "dsn")])
+            conn, sql, "reading the server's connection limit"), owned=policy.owned)])
         _step(report, "permissions", lambda: side.permissions(conn, here, chosen))
-        policy = ChangePolicy(owned=target != "dsn", allow_server_changes=allow_server_changes, as_is=as_is,
-                              xe_without_max_duration=xe_without_max_duration)
         _step(report, "variants", lambda: _needs(here, chosen, conn, side, policy))
         scope = ObserverScope(run_id=connection.run_id, guest=not policy.owned,
-                              unbounded_xe=xe_without_max_duration)
+                              unbounded_xe=policy.xe_without_max_duration)
         deferred = DeferredSamplers(info.get("version_num", 0), side.fix)
         _step(report, "samplers", lambda: _samplers(eng, connection.conninfo, info.get("version_num", 0), chosen,
                                                     side, deferred))
@@ -108,9 +109,10 @@ def probe(scenario: Scenario, provisioner, *, target: str, variants: list[Varian
     return report
 
 
-def _database(plan: DatabasePlan, provisioner, changes: list[str]) -> Check:
-    """The database a dsn run uses, whose it is, and what the run does to it."""
-    name, kept = plan.name, provisioner.keep_database
+def _database(inspection: Inspection, changes: list[str]) -> Check:
+    """The database a run on a server concurbench does not own uses, whose it is, and what the run does to it."""
+    plan, kept = inspection.plan, inspection.keep_database
+    name = plan.name
     if plan.ownership == Ownership.CREATE:
         says = (f"{name}: did not exist; created for this probe and dropped at its end. A run creates it the same "
                 f"way (a copy of template1, marked as concurbench's) and " +
@@ -128,13 +130,13 @@ def _database(plan: DatabasePlan, provisioner, changes: list[str]) -> Check:
                                   ". No other change to the database"))
 
 
-def _refused(eng, provisioner, side, scenario: Scenario, variants: list[Variant], plan: DatabasePlan) -> Check:
+def _refused(eng, inspection: Inspection, side, scenario: Scenario, variants: list[Variant]) -> Check:
     """A database that is not concurbench's: refused, with its objects the run would drop or change."""
-    says = provisioner.refusal(plan)
-    if plan.ownership == Ownership.FOREIGN:
+    says = inspection.refusal
+    if inspection.plan.ownership == Ownership.FOREIGN:
         conn = None
         try:
-            conn = eng.connect(provisioner.conninfo, application_name="concurbench:probe")
+            conn = eng.connect(inspection.connection.conninfo, application_name="concurbench:probe")
             touched = side.would_touch(conn, scenario, variants)
         except ConcurbenchError as exc:
             touched = [f"(could not read them: {first_line(exc)})"]

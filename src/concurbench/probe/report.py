@@ -9,24 +9,35 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 from ..errors import ConfigError
 
 FORMAT = "concurbench-probe/1"
-OK, FAILED, SKIPPED = "ok", "failed", "skipped"
+
+
+class CheckStatus(StrEnum):
+    """How a check of the probe ended (its word in the JSON)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+OK, FAILED, SKIPPED = CheckStatus
 
 
 @dataclass(frozen=True)
 class Check:
     check: str
-    status: str
+    status: CheckStatus
     server_says: str = ""
     fix: str = ""
 
     @property
     def failed(self) -> bool:
-        return self.status == FAILED
+        return self.status is FAILED
 
 
 def ok(check: str, server_says: str = "") -> Check:

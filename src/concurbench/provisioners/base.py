@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Callable, Protocol
 
 from ..engines.base import ChangePolicy
+from .owned import DatabasePlan
 
 
 @dataclass(frozen=True)
@@ -39,11 +41,23 @@ class PullListener(Protocol):
     def on_pull(self, event: ImagePull) -> None: ...
 
 
+class LeftoverKind(StrEnum):
+    """What a killed run left on a server concurbench does not own, as gc names it."""
+
+    DATABASE = "database"
+    XE_SESSION = "xe session"
+    TRACE = "trace"
+    TRACE_FLAG = "trace flag"
+    SETTING = "sp_configure"
+    FILE = "file"
+    RUN_RECORD = "run record"
+
+
 @dataclass(frozen=True)
 class Leftover:
     """Something a killed run left on a server concurbench does not own (`gc --target dsn`)."""
 
-    kind: str  # database, xe session, trace, trace flag, file
+    kind: LeftoverKind
     name: str
     detail: str
     by_hand: str = ""  # what cannot be removed from a client: the command an administrator runs instead
@@ -57,11 +71,27 @@ class Sweeper(Protocol):
     def remove(self, leftover: Leftover) -> None: ...
 
 
+@dataclass(frozen=True)
+class Inspection:
+    """What a run would do about its database on a server concurbench does not own, found before anything is
+    changed (the probe shows it): the plan, the run's database (`connection.safe` may be shown), why a run would
+    refuse it ("" when it would not), and whether the run keeps a database it creates (--keep-database)."""
+
+    plan: DatabasePlan
+    connection: Connection
+    refusal: str = ""
+    keep_database: bool = False
+
+
 class Provisioner(Protocol):
     """What every target offers the runner, the probe and the API; what a target can do is declared here (an
     answer of None or a no-op where it cannot), never asked of it."""
 
     name: str
+
+    def inspect(self) -> Inspection | None:
+        """Before anything starts or changes: what a run would do about its database on a server concurbench does
+        not own, read from the server; None where the server and its database are concurbench's own."""
 
     def start(self) -> Connection: ...
 
@@ -89,7 +119,11 @@ class Provisioner(Protocol):
 
 class OwnServer:
     """The answers of a server concurbench starts itself (embedded, binaries, docker): its settings go in at start,
-    anything may change on it, and its files are out of reach unless the target says otherwise."""
+    anything may change on it, its database is its own, and its files are out of reach unless the target says
+    otherwise."""
+
+    def inspect(self) -> Inspection | None:
+        return None
 
     def apply_settings(self) -> None:
         return None

@@ -245,7 +245,7 @@ class BinariesPostgres(LocalPostgres):
         return {**super().describe(), "package": f"{PACKAGE}=={self.release}"}
 
 
-def _factory(engine: str, settings: dict, options: TargetOptions) -> BinariesPostgres:
+def _factory(engine: str, settings: dict[str, str], options: TargetOptions) -> BinariesPostgres:
     return BinariesPostgres(options.server_version, settings, run_id=options.run_id, keep=options.keep)
 
 

@@ -292,7 +292,7 @@ class DockerServer(OwnServer):
         return f"{self.recipe.hint()}; remove it with `docker rm -f -v {self.container_name}` or `concurbench gc`"
 
 
-def _factory(engine: str, settings: dict, options: TargetOptions) -> DockerServer:
+def _factory(engine: str, settings: dict[str, str], options: TargetOptions) -> DockerServer:
     return DockerServer(engine, image_of(spec(engine), options), settings, run_id=options.run_id, host_network=options.host_network,
                         keep=options.keep, ready_timeout=options.ready_timeout, listener=options.listener)
 

@@ -11,8 +11,8 @@ is then marked. A user's database of the default name is refused with the way to
 (--database NAME). The database is created from
 template1, as any new database is, so what a DBA put there for every new database (an extension
 such as pgstattuple, grants on pg_file_settings and pg_reload_conf) is in it. Anything else is
-refused before the run changes anything. `inspect` finds this without changing anything (the probe
-shows it); `start` acts on it; `stop` drops what the run created.
+refused before the run changes anything. `plan_database` finds this without changing anything (`inspect`
+gives it to the probe); `start` acts on it; `stop` drops what the run created.
 
 The scenario's server-wide settings are planned when the server is reached (`start`, which changes
 nothing) and applied only once the run's connections have been checked against the server
@@ -39,8 +39,8 @@ from ..engines import pg_settings
 from ..errors import ConfigError, ProvisionError
 from . import owned
 from ..engines.base import ChangePolicy
-from .base import Connection, Leftover
-from .options import AS_IS
+from .base import Connection, Inspection, Leftover, LeftoverKind
+from .options import TargetOptions
 from .dsn_mssql import ExistingSqlServer
 
 MAINTENANCE = ("postgres", "template1")  # where CREATE and DROP DATABASE run from, in this order
@@ -156,7 +156,13 @@ class ExistingServer:
                              f"{'; '.join(problems)}. Name a database in --dsn instead (an empty one, or one "
                              f"marked as concurbench's)")
 
-    def inspect(self) -> owned.DatabasePlan:
+    def inspect(self) -> Inspection:
+        """The probe's view before the run (provisioners/base.py): the plan, the run's database, any refusal."""
+        plan = self.plan_database()
+        return Inspection(plan, Connection(self.conninfo, self.safe), self.refusal(plan) if plan.refused else "",
+                          self.keep_database)
+
+    def plan_database(self) -> owned.DatabasePlan:
         """Whose the run's database is and what the run will do about it; nothing is changed."""
         with self._maintenance() as conn:
             role, may_create = conn.execute("SELECT current_user, rolcreatedb OR rolsuper FROM pg_roles "
@@ -197,7 +203,7 @@ class ExistingServer:
                 self.plan = pg_settings.plan(pg_settings.read(conn, list(self.settings)), self.settings,
                                              as_is=self.as_is, allowed=self.allow)
         self._refuse([p for p in self.plan if p.action == pg_settings.REFUSE])
-        plan = self.inspect()
+        plan = self.plan_database()
         if plan.refused:
             raise ConfigError(self.refusal(plan))
         self._take(plan)
@@ -206,7 +212,7 @@ class ExistingServer:
             "name": self.database, "ownership": str(plan.ownership), "dropped_at_end": self.drop_database}})
 
     def refusal(self, plan: owned.DatabasePlan) -> str:
-        """Why a run will not use the database `inspect` found, and the ways forward."""
+        """Why a run will not use the database `plan_database` found, and the ways forward."""
         return owned.refusal(plan, self.safe, self.role, "postgres")
 
     def _take(self, plan: owned.DatabasePlan) -> None:
@@ -350,7 +356,7 @@ class ExistingServer:
         for name, comment, sessions in rows:
             marker = owned.parse_marker(comment)
             if marker is not None and marker.temporary and not sessions:
-                found.append(Leftover("database", name, f"{self.server}/{name}: {marker.text}"))
+                found.append(Leftover(LeftoverKind.DATABASE, name, f"{self.server}/{name}: {marker.text}"))
         return found
 
     def remove(self, leftover: Leftover) -> None:
@@ -384,7 +390,7 @@ def _wait_reloaded(conn, wanted: dict, timeout_s: float = 5.0) -> None:
         time.sleep(0.05)
 
 
-def _dsn(options, variable: str, forms: str) -> str:
+def _dsn(options: TargetOptions, variable: str, forms: str) -> str:
     """--dsn, else the environment's variable; a ConfigError naming the forms it takes when neither is there."""
     dsn = options.dsn or os.environ.get(variable)
     if not dsn:
@@ -393,21 +399,21 @@ def _dsn(options, variable: str, forms: str) -> str:
     return dsn
 
 
-def _sql_server(engine: str, settings: dict, options) -> ExistingSqlServer:
+def _sql_server(engine: str, settings: dict[str, str], options: TargetOptions) -> ExistingSqlServer:
     dsn = _dsn(options, "CONCURBENCH_MSSQL_DSN", "an ODBC connection string ('Server=host,1433;Database=bench;"
                                                  "UID=user') or an mssql://user@host:1433/bench URL")
     return ExistingSqlServer(dsn, password_env=options.password_env, allow_server_changes=options.allow_server_changes,
-                             as_is=options.server_settings == AS_IS, keep_database=options.keep_database,
+                             as_is=options.as_is, keep_database=options.keep_database,
                              database=options.database, xe_without_max_duration=options.xe_without_max_duration)
 
 
-def _postgres(engine: str, settings: dict, options) -> ExistingServer:
+def _postgres(engine: str, settings: dict[str, str], options: TargetOptions) -> ExistingServer:
     dsn = _dsn(options, "CONCURBENCH_DSN", "a postgresql:// URL or a 'host=... port=... dbname=... user=...' string")
     if options.xe_without_max_duration:
         raise ConfigError("--allow-xe-without-max-duration is for SQL Server's Extended Events observers; a PostgreSQL "
                           "scenario has none")
     return ExistingServer(dsn, settings, password_env=options.password_env,
-                          allow_server_changes=options.allow_server_changes, as_is=options.server_settings == AS_IS,
+                          allow_server_changes=options.allow_server_changes, as_is=options.as_is,
                           keep_database=options.keep_database, database=options.database)
 
 

@@ -17,7 +17,7 @@ extended property `concurbench`, saying it is temporary) and dropped when the ru
 or --database), that database when it carries the marker or holds no user objects (then it is marked
 as kept), or created when it does not exist. Anything else, a login that may not create the database
 it needs, and a temporary database another run is still connected to are refused before anything is
-changed, with the way forward (`inspect` reads, `start` acts). A system database (master, tempdb,
+changed, with the way forward (`plan_database` reads, `start` acts). A system database (master, tempdb,
 model, msdb) is refused: the setup would create its tables there, and READ_COMMITTED_SNAPSHOT cannot
 be set on it. The run writes its record (`concurbench_run_<run id>`: which process on which machine)
 into its database, and removes it at the end when the database stays.
@@ -58,7 +58,7 @@ from ..errors import ConcurbenchError, ConfigError, ProvisionError
 from . import mssql_owned as mo
 from . import owned
 from ..engines.base import ChangePolicy
-from .base import Connection, Leftover
+from .base import Connection, Inspection, Leftover
 from ..util import first_line
 from .mssql_sweep import FLAG, SETTING, Sweep
 
@@ -131,7 +131,13 @@ class ExistingSqlServer:
             raise ProvisionError(f"cannot connect to {self.safe} (database {database}): "
                                  f"{first_line(exc) if isinstance(exc, ConcurbenchError) else odbc.error_text(exc)}") from None
 
-    def inspect(self) -> owned.DatabasePlan:
+    def inspect(self) -> Inspection:
+        """The probe's view before the run (provisioners/base.py): the plan, the run's database, any refusal."""
+        plan = self.plan_database()
+        return Inspection(plan, Connection(self.conninfo, self.safe), self.refusal(plan) if plan.refused else "",
+                          self.keep_database)
+
+    def plan_database(self) -> owned.DatabasePlan:
         """What a run would do about its database, read without changing anything."""
         conn = self._connect("master", "check")
         try:
@@ -185,12 +191,12 @@ class ExistingSqlServer:
         """Remove what a killed run of this machine left; refuse a database that is not concurbench's before anything
         is changed; create and mark one, or mark an empty one; put back what records of gone runs in a database it
         adopts say; write the run's record; connect the run there."""
-        plan = self.inspect()
+        plan = self.plan_database()
         if plan.refused:
             raise ConfigError(self.refusal(plan))
         notes = self._after_killed_runs()
         if notes:  # the database may have been a killed run's, removed now
-            plan = self.inspect()
+            plan = self.plan_database()
         if plan.ownership == owned.Ownership.OWN:
             notes += self._put_back_records()
         if plan.ownership == owned.Ownership.CREATE:
@@ -280,7 +286,7 @@ class ExistingSqlServer:
             conn.close()
 
     def refusal(self, plan: owned.DatabasePlan) -> str:
-        """Why a run will not use the database `inspect` found, and the ways forward."""
+        """Why a run will not use the database `plan_database` found, and the ways forward."""
         return owned.refusal(plan, self.where, self.login or "the login", "mssql",
                              default=names.run_database(self.run_id))
 

@@ -1,9 +1,9 @@
 """Whose a database on a SQL Server is, as a dsn run may use it (owned.DatabasePlan), read without changing
 anything; and the statements that create, mark and drop a database of concurbench's own.
 
-`inspect` asks the server, over a connection to master (every login may connect there), whether the
-database exists, whether the login may create one and open it; then, over a connection to the database
-itself, whether it carries concurbench's marker (the database-level extended property `concurbench`)
+`plan_database` (dsn_mssql.py) asks the server, over a connection to master (every login may connect
+there), whether the database exists, whether the login may create one and open it; then, over a connection
+to the database itself, whether it carries concurbench's marker (the database-level extended property `concurbench`)
 and which user objects it holds. A database counts as empty when it holds none of:
 
 - objects of sys.objects that are not shipped with SQL Server (is_ms_shipped = 0) and have no parent

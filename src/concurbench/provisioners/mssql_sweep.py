@@ -57,7 +57,7 @@ from ..engines.quoting import tsql_literal, tsql_name
 from ..errors import ConfigError, ProvisionError
 from . import mssql_owned as mo
 from . import owned
-from .base import Leftover
+from .base import Leftover, LeftoverKind
 
 OBSERVER = names.OBSERVER_PROGRAM  # the program name of an observer's sessions (background/mssql_common.py)
 LIVE = ("SELECT session_id, login_name, host_name, program_name, host_process_id, DB_NAME(database_id) "
@@ -82,12 +82,12 @@ NO_FILE = 25718  # fn_xe_file_target_read_file: no file matches the path
 _TRACE_FILE = re.compile(r"concurbench-(\w+)-\d{8}T\d{9}Z(?:_\d+)?\.trc$", re.I)
 _MAKER = re.compile(r"(?:made|marked) by [^@\s]*@(\S+) pid (\d+)")  # owned.marker_text's "user@host pid N"
 CONFIGURATION = "SELECT CAST(value_in_use AS bigint) FROM sys.configurations WHERE name = ?"
-DATABASE, XE, TRACE, FLAG, SETTING, FILE, RUN = ("database", "xe session", "trace", "trace flag", "sp_configure",
-                                                 "file", "run record")
+DATABASE, XE, TRACE, FLAG = LeftoverKind.DATABASE, LeftoverKind.XE_SESSION, LeftoverKind.TRACE, LeftoverKind.TRACE_FLAG
+SETTING, FILE, RUN = LeftoverKind.SETTING, LeftoverKind.FILE, LeftoverKind.RUN_RECORD
 
 
 @dataclass(frozen=True)
-class Run:
+class LiveSession:
     """A live session of concurbench's, as sys.dm_exec_sessions shows it."""
 
     program: str
@@ -126,7 +126,7 @@ class Sweep:
                 raise ConfigError(f"gc --target dsn needs a login that sees every session on {self.where} (VIEW "
                                   f"SERVER STATE, or VIEW SERVER PERFORMANCE STATE from 2022): without it a live "
                                   f"run's sessions look like a killed run's leftovers; nothing was listed or removed")
-            sessions = [(str(r[1] or ""), Run(str(r[3] or ""), str(r[2] or ""), _int(r[4]), r[5]))
+            sessions = [(str(r[1] or ""), LiveSession(str(r[3] or ""), str(r[2] or ""), _int(r[4]), r[5]))
                         for r in conn.execute(LIVE).fetchall()]
             runs = [run for _, run in sessions if run.program.startswith(guards.OURS)]
             properties = [(str(r[0]), str(r[1]), r[2]) for r in _rows(conn.execute(PROPERTIES))]
@@ -277,10 +277,10 @@ class Sweep:
         data = self.found.get((leftover.kind, leftover.name))
         if data is None:
             raise ProvisionError(f"{leftover.kind} {leftover.name} was not found by this gc; run gc again")
-        if leftover.kind == DATABASE:
+        if leftover.kind is DATABASE:
             self._drop_database(leftover.name)
             return
-        if leftover.kind == FILE:
+        if leftover.kind is FILE:
             self._delete_files(data.get("paths") or [], leftover)
             return
         conn = self.connect(data.get("database", "master"), "gc")
@@ -294,19 +294,19 @@ class Sweep:
 
     @staticmethod
     def _removal(leftover: Leftover, data: dict) -> list[str]:
-        if leftover.kind == FLAG:
+        if leftover.kind is FLAG:
             off = [f"DBCC TRACEOFF({int(data['flag'])}, -1)"] if data["on"] else []
             return off + guards.unrecord(data["record"])
-        if leftover.kind == SETTING:
+        if leftover.kind is SETTING:
             back = [f"EXEC sp_configure {tsql_literal(data['option'])}, {int(data['old'])}", "RECONFIGURE"] \
                 if data["restore"] else []
             return back + guards.unrecord(data["record"])
-        if leftover.kind == RUN:
+        if leftover.kind is RUN:
             return guards.unrecord(data["record"])
-        if leftover.kind == XE:
+        if leftover.kind is XE:
             stop = [f"ALTER EVENT SESSION {tsql_name(leftover.name)} ON SERVER STATE = STOP"] if data["running"] else []
             return stop + [f"DROP EVENT SESSION {tsql_name(leftover.name)} ON SERVER"]
-        if leftover.kind == TRACE:
+        if leftover.kind is TRACE:
             return [f"IF EXISTS (SELECT 1 FROM sys.traces WHERE id = {data['id']} AND status = 1) "
                     f"BEGIN EXEC sys.sp_trace_setstatus {data['id']}, 0 END",
                     f"EXEC sys.sp_trace_setstatus {data['id']}, 2"]
@@ -364,12 +364,12 @@ def _short(host: str) -> str:
     return host.split(".")[0].lower()
 
 
-def _alive(runs: list[Run], pid: int, host: str) -> bool:
+def _alive(runs: list[LiveSession], pid: int, host: str) -> bool:
     """Whether the process that wrote a record still has a session of concurbench's on the server."""
     return any(run.pid == pid and _short(run.host) == _short(host) for run in runs)
 
 
-def _observing(runs: list[Run], key: str) -> bool:
+def _observing(runs: list[LiveSession], key: str) -> bool:
     return any(run.program == OBSERVER + key or run.program.startswith(f"{OBSERVER}{key}:") for run in runs)
 
 

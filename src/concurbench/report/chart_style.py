@@ -1,5 +1,5 @@
 """What every chart of a run shares: sizes, the title naming scenario and servers, run labels,
-a grid of panels, stable colours, and matplotlib itself (optional, imported on demand, Agg backend)."""
+a grid of panels, stable colours, and matplotlib itself (imported when a chart is drawn, Agg backend)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def pyplot():
     try:
         import matplotlib
     except ImportError as exc:
-        raise ConfigError("plots need matplotlib: pip install matplotlib", cause=exc) from exc
+        raise ConfigError("plots need matplotlib, which concurbench's install brings: pip install 'matplotlib>=3.7'",
+                          cause=exc) from exc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

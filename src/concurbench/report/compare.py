@@ -126,7 +126,7 @@ class RunInfo:
     scenario: str
     title: str
     quick: bool
-    status: str
+    status: RunStatus
     servers: tuple[str, ...]
     host: str
     repeats: int  # the most repeats of any variant run

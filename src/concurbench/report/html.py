@@ -15,7 +15,7 @@ from ..results.model import Run
 from .render import numeric_columns
 from .tables import Report, build_report
 
-NO_MATPLOTLIB = "matplotlib is not installed (pip install -e '.[plots]')"
+NO_MATPLOTLIB = "matplotlib is not installed (concurbench's install brings it; pip install 'matplotlib>=3.7' adds it)"
 
 STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;

@@ -12,7 +12,7 @@
     wait-profile-<group>.png       share of sampled sessions by wait, one horizontal bar per variant run
 
 With repeats, bars and points are means and error bars their 95% intervals; time series show the
-first repeat. matplotlib is optional: it is imported when plots are asked for, with the Agg backend.
+first repeat. matplotlib, a base dependency, is imported when plots are asked for, with the Agg backend.
 """
 
 from __future__ import annotations

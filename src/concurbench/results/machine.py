@@ -6,16 +6,16 @@ are kept with the run (the manifest's `machine`):
 - `others_cpus`: CPUs in use while the run's own load was idle (a quarter of a second before the
   server starts, and again before each round of `--check`), read from /proc/stat: a neighbour that
   keeps a CPU busy shows as about 1.0, a quiet machine as a few hundredths;
-- `load_average`: the machine's 1-minute load average when the run started;
+- `load_average`: the machine's 1-minute load average when the run started, kept for the record;
 - `cpu_wait`: the largest share of its load loop a variant run's worker processes waited for a CPU
   (workload/cpu_wait.py), and which run that was.
 
-The machine was busy when others used at least OTHERS_LIMIT of a CPU or the load average exceeded the
-CPUs. Then the report says so in one line with the figures (the workers' wait among them), and an
-inconclusive claim says that a quieter machine or more runs would likely decide it: on a busy machine
-runs differ more from one another, and the runs are the unit. `--check` plans more runs only on what
-it measured itself (`contended`): a load average lags by a minute, and after a run of 90 clients it
-stays above two CPUs for a while on a quiet machine.
+The machine was busy when others used at least OTHERS_LIMIT of a CPU at the pauses. Then the report
+says so in one line with the figures (the workers' wait among them), and an inconclusive claim says
+that a quieter machine or more runs would likely decide it: on a busy machine runs differ more from
+one another, and the runs are the unit; `--check` plans more runs. The load average never makes a
+machine busy and is not in that line: it lags by a minute, so a quiet run started a minute after a
+run of 90 clients on two cores would read 4.8 (the previous run's load, not a neighbour's).
 
 The workers' wait alone does not make a machine busy: on two cores the server the run measures takes
 the CPUs from them as a neighbour would. Measured on a 2-core VM, the variant run whose workers waited
@@ -49,7 +49,8 @@ class MachineLoad:
 
     @property
     def busy(self) -> bool:
-        return any(self.reasons())
+        """Others kept a CPU busy while the run's load paused (the load average, which lags, has no say)."""
+        return self.contended
 
     @property
     def contended(self) -> bool:
@@ -57,14 +58,10 @@ class MachineLoad:
         return self.others is not None and self.others >= OTHERS_LIMIT
 
     def reasons(self) -> list[str]:
-        """Each figure that made the machine busy, as a phrase with its number (none on a quiet machine)."""
-        out = []
-        if self.contended:
-            out.append(f"other processes kept {self.others:.2f} of its {self.cpus} CPUs busy while the run's load "
-                       f"paused")
-        if self.load_average is not None and self.load_average > self.cpus:
-            out.append(f"its load average was {self.load_average:.1f} on {self.cpus} CPUs when the run started")
-        return out
+        """What made the machine busy, as a phrase with its figure (none on a quiet machine)."""
+        if not self.contended:
+            return []
+        return [f"other processes kept {self.others:.2f} of its {self.cpus} CPUs busy while the run's load paused"]
 
     def line(self) -> str | None:
         """One line for a busy machine's run (None for a quiet one)."""

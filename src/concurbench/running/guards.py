@@ -31,13 +31,18 @@ import math
 import os
 import resource
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import psutil
 
 from ..engines.registry import spec
 from ..errors import ConfigError, EngineError
-from ..scenario.model import Pool, Scenario, Variant
+from ..scenario.distributions import ZIPFIAN
+from ..scenario.model import BackgroundKind, Pool, Scenario, Variant
 from ..scenario.yamlpos import Checker, Problem, join
+
+if TYPE_CHECKING:  # the registry imports every target's code; the guards need only what a spec says
+    from ..provisioners.registry import TargetSpec
 
 WORKER_BASE_FDS = 32  # a spawned worker holds 13 before its first session (measured); the rest is headroom
 PARENT_BASE_FDS = 32  # 15 measured (admin and sampler connections come on top)
@@ -48,7 +53,6 @@ HISTOGRAM_BYTES = 33792 * 8  # counts of an HdrHistogram(1 ns, 1 h, 3 digits), 8
 ZIPF_TABLE_LIMIT = 200_000  # workload.distributions draws larger ranges without a table
 ZIPF_BYTES_PER_VALUE = 40  # a Python float and its place in a list
 WORKER_BYTES = 40 << 20  # a worker process before its sessions
-LOCAL_TARGETS = ("embedded", "binaries", "docker")  # the server's memory is this machine's too
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,8 @@ def own_connections(variant: Variant) -> dict[str, int]:
     """The harness's connections beside the pools during a variant run: its control (admin) connection, the
     samplers' one, and the background sessions' and observers': a held transaction and its release_when
     poller, a timed statement and the connection that reads its waits, one for a log drain or a trace."""
-    background = sum(2 if b.kind == "statement" else 1 + (1 if b.release_when else 0) for b in variant.background)
+    background = sum(2 if b.kind is BackgroundKind.STATEMENT else 1 + (1 if b.release_when else 0)
+                     for b in variant.background)
     return {"admin": 1, "sampler": 1 if variant.samplers else 0, "background": background}
 
 
@@ -144,7 +149,7 @@ def harness_bytes(pool: Pool) -> int:
     histograms = len(pool.statement_names) + 1
     tables = 0
     for _name, dist in pool.params:
-        if dist.kind == "zipfian":
+        if dist.kind is ZIPFIAN:
             n = int(dist.args[1]) - int(dist.args[0]) + 1
             tables += n * ZIPF_BYTES_PER_VALUE if n <= ZIPF_TABLE_LIMIT else 0
     return CONNECTION_BYTES + histograms * HISTOGRAM_BYTES + tables
@@ -153,9 +158,13 @@ def harness_bytes(pool: Pool) -> int:
 # Checks -------------------------------------------------------------------------------------------
 
 def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *, processes: int | None = None,
-                   target: str = "embedded", fds: int | None = None, memory: int | None = None) -> None:
+                   target: TargetSpec | None = None, fds: int | None = None, memory: int | None = None) -> None:
     """Raise a ConfigError (file, line, pool and limit) when a variant run would open more than the server
-    or this machine can hold. `fds` and `memory` default to this machine's; tests pass small ones."""
+    or this machine can hold. `target` says whose the server is and where it runs (None: a server concurbench
+    starts on this machine, as the default target does); `fds` and `memory` default to this machine's; tests
+    pass small ones."""
+    owned = target is None or target.owns_server
+    local = target is None or target.on_this_machine
     checker = Checker(scenario.path)
     fds = fd_limit() if fds is None else fds
     memory = available_memory() if memory is None else memory
@@ -163,7 +172,7 @@ def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *,
     for variant in variants if variants is not None else scenario.variants:
         need = worst(variant)
         where = _where(scenario, need)
-        limit = configured_limit(scenario, variant) if target != "dsn" else None
+        limit = configured_limit(scenario, variant) if owned else None
         if limit is not None and need.total > limit.allowed:
             checker.problems.append(where(
                 f"{_clients(need)} make {need.total:,} connections ({need.describe()}), more than the server "
@@ -183,7 +192,7 @@ def check_scenario(scenario: Scenario, variants: list[Variant] | None = None, *,
                 f"{n_workers} worker processes need {parent_fds:,} open files in the harness's own process, and a "
                 f"process may open {fds:,} (ulimit -n); raise the limit or use fewer worker processes (--processes)"))
         harness = sum(harness_bytes(p) * need.pools[p.name] for p in variant.pools) + n_workers * WORKER_BYTES
-        server = BACKEND_BYTES * need.total if target in LOCAL_TARGETS else 0
+        server = BACKEND_BYTES * need.total if local else 0
         if harness + server > memory:
             sides = f"{_size(harness)} in the harness" + (f" and {_size(server)} of server backends ({_size(BACKEND_BYTES)} "
                                                            f"each)" if server else "")

@@ -15,4 +15,4 @@ from ..scenario.model import Scenario
 
 def load_scenario(path: str | Path, *, quick: bool = False, overrides: dict[str, str] | None = None) -> Scenario:
     """Read and validate a scenario file; raises ConfigError listing every problem found."""
-    return loader.load_scenario(path, samplers=SAMPLERS, quick=quick, overrides=overrides)
+    return loader.read_scenario(path, samplers=SAMPLERS, quick=quick, overrides=overrides)

@@ -2,7 +2,7 @@
 
 The shards are read by the store, joined by results/join.py (which refuses runs that are not shards
 of one run), and the merged run's claims are judged on the data of every shard at one look
-(check.evaluate): a shard does not judge them. The claims are the scenario's, so the scenario file
+(check.judge_claims): a shard does not judge them. The claims are the scenario's, so the scenario file
 is read again - from where the shards ran it, or `scenario_file` - and must have the shards' SHA-256.
 The store writes the merged run (manifest, summary.json, summary.csv, samples/) and report.md is
 rendered from it, as after `run`; nothing prints here.
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..check import evaluate, with_differences
+from ..check import judge_claims, with_differences
 from ..check.evaluate import Skip, left_out
 from ..errors import ConfigError
 from ..report.render import write_report
@@ -44,7 +44,7 @@ def merge_shards(dirs: list[Path], out_dir: Path, *, partial: bool = False,
     joined = join(runs, partial=partial)
     run = joined.run
     claims = _claims(run, scenario_file) if any(r.claims for r in runs) else []
-    verdicts = with_differences(evaluate(claims, run.variant_runs, skipped=_skipped(run, joined.plan),
+    verdicts = with_differences(judge_claims(claims, run.variant_runs, skipped=_skipped(run, joined.plan),
                                          quick=run.scenario.quick), run.servers) if claims else []
     out_dir.mkdir(parents=True, exist_ok=True)
     run = replace(run, claims=verdicts, path=out_dir)

@@ -32,7 +32,7 @@ from ..engines import mssql_config as mc
 from ..engines.base import ChangePolicy
 from ..engines.sqlserver import YEARS
 from ..engines.registry import spec
-from ..scenario.model import Scenario, Variant
+from ..scenario.model import BackgroundKind, Scenario, Variant
 
 SKIP_OPTION = "--skip-unrunnable"
 
@@ -152,7 +152,7 @@ class SqlServerNeeds:
     def _observers(self, variant: Variant) -> list[Need]:
         needs = []
         for b in variant.background:
-            if b.kind == "xevents":
+            if b.kind is BackgroundKind.XEVENTS:
                 if not self.may["ALTER ANY EVENT SESSION"]:
                     needs.append(Need(variant.name, Unrunnable.PERMISSION, f"Extended Events observer {b.name}, which "
                                       f"needs ALTER ANY EVENT SESSION", self._grant("ALTER ANY EVENT SESSION")))
@@ -160,7 +160,7 @@ class SqlServerNeeds:
                     needs.append(Need(variant.name, Unrunnable.NO_MAX_DURATION, f"Extended Events observer {b.name} on "
                                       f"SQL Server {YEARS.get(self.major, self.major)}, which has no MAX_DURATION",
                                       FIXES[Unrunnable.NO_MAX_DURATION]))
-            elif b.kind == "sql_trace":
+            elif b.kind is BackgroundKind.SQL_TRACE:
                 if self.edition in NO_TRACE_EDITIONS:
                     needs.append(Need(variant.name, Unrunnable.UNSUPPORTED, f"SQL Trace observer {b.name} on "
                                       f"{NO_TRACE_EDITIONS[self.edition]}", FIXES[Unrunnable.UNSUPPORTED]))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from ..engines.registry import POSTGRES
 from ..provisioners.base import ImagePull
-from ..results.model import VariantRun
+from ..results.model import RunStatus, VariantRun
 from ..workload.pool import LoadProgress
 from .plan import PlannedRun
 
@@ -34,7 +34,7 @@ class RunEnded:
     """A scenario's run ended: `status` as the run records it (ok, incomplete, interrupted, failed)."""
 
     scenario: str
-    status: str
+    status: RunStatus
 
 
 @dataclass(frozen=True)
@@ -60,9 +60,10 @@ class CheckLook:
 
 @dataclass(frozen=True)
 class Provisioning:
-    """A server of `target` is being started (or, for dsn, connected to)."""
+    """A server of `target` is being started (or, on a server concurbench does not own, connected to)."""
 
     target: str
+    owns_server: bool = True  # the target starts its own server (provisioners/registry.py's TargetSpec)
 
 
 @dataclass(frozen=True)
@@ -151,9 +152,10 @@ class RunWarning:
 
 @dataclass(frozen=True)
 class Stopping:
-    """The run lets a server of `target` go (a dsn server is left as it was)."""
+    """The run lets a server of `target` go (a server concurbench does not own is left as it was)."""
 
     target: str
+    owns_server: bool = True
 
 
 class Listener:

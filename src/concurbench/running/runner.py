@@ -21,13 +21,13 @@ from pathlib import Path
 
 from . import liveruns
 from .. import stats
-from ..check import CheckPolicy, Sequential, evaluate, with_differences, with_machine
+from ..check import CheckPolicy, Sequential, judge_claims, with_differences, with_machine
 from ..check.evaluate import Skip, left_out
-from ..check.rounds import points_of
-from ..check.sides import MIN_RUNS
+from ..check.rounds import Stop
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from ..provisioners.base import Provisioner
+from ..provisioners.registry import EMBEDDED, TargetSpec
 from ..report.render import RunReport
 from ..report.tables import Report
 from ..results.machine import MachineLoad
@@ -69,7 +69,7 @@ class RunOutcome:
         return self.run.path
 
     @property
-    def status(self) -> str:
+    def status(self) -> RunStatus:
         return self.run.status
 
     @property
@@ -95,7 +95,7 @@ class Runner:
 
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Listener | None = None, processes: int | None = None,
-                 variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
+                 variants: list[str] | None = None, target: TargetSpec = EMBEDDED, repeat: int = 1,
                  check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
@@ -107,9 +107,7 @@ class Runner:
         self.repeat = max(1, repeat)
         self.check = check  # --check: repeat what open claims need until they are decided
         self.skip_unrunnable = skip_unrunnable  # run the variants a server can run, skip the others (needs.py)
-        self.sequential: Sequential | None = None
-        self._verdicts: list[ClaimVerdict] = []  # the last look's verdicts
-        self._judged = 0  # how many variant runs that look saw
+        self.sequential: Sequential | None = None  # --check: its looks and rounds (check/rounds.py)
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
         self._recorded: list[ServerInfo] = []  # the servers of the run, in the order they started
@@ -215,32 +213,28 @@ class Runner:
             self.progress.on_warning(RunWarning(f"finished variant runs cannot be kept until the end ({unkept}); "
                                                 f"they stay in memory"))
 
-    def _result(self, run_dir: Path, started: str, status: str, error: ConcurbenchError | None,
+    def _result(self, run_dir: Path, started: str, status: RunStatus, error: ConcurbenchError | None,
                 results: list[VariantRun], verdicts: list[ClaimVerdict]) -> Run:
         s = self.scenario
         shard = None if self.shard is None else ShardInfo(self.shard.index, self.shard.count, self.plan, [
             server.version if server.started and server.info is not None else None for server in self._servers])
         return Run(scenario=ScenarioInfo.of(s, checkout_of(s.path)), status=status, error=error.message if error else None,
-                   servers=list(self._recorded), target=self.target, host=host_info(),
+                   servers=list(self._recorded), target=self.target.name, host=host_info(),
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
                    claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir,
                    shard=shard, machine=self._machine)
 
-    def _final_verdicts(self, results: list[VariantRun], status: str) -> list[ClaimVerdict]:
+    def _final_verdicts(self, results: list[VariantRun], status: RunStatus) -> list[ClaimVerdict]:
         """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""
         if self.shard is not None:  # a shard holds part of the data: `merge` judges the claims on all of it
             return shard_verdicts(self.scenario, results, self.shard)
-        seq = self.sequential
-        if seq is not None and seq.looks_taken and len(results) == self._judged:
-            return self._verdicts
         skipped = self._skipped(results, status)
-        if seq is not None:
-            seq.skipped = skipped
-            return seq.judge(results)
-        return evaluate(list(self.scenario.expect), results, skipped=skipped, quick=self.scenario.quick)
+        if self.sequential is not None:
+            return self.sequential.final(results, skipped)
+        return judge_claims(list(self.scenario.expect), results, skipped=skipped, quick=self.scenario.quick)
 
-    def _skipped(self, results: list[VariantRun], status: str) -> dict[str, Skip]:
+    def _skipped(self, results: list[VariantRun], status: RunStatus) -> dict[str, Skip]:
         """Variants a claim may name that have no run, and why (claims on them are not evaluated)."""
         chosen = {v.name for v in self._variants_or_all()}
         ran = {r.variant for r in results}
@@ -293,34 +287,24 @@ class Runner:
             server.teardown()
 
     def _decide(self, servers: list[ServerSession], variants: list[Variant], results: list[VariantRun]) -> None:
-        """--check: more interleaved rounds of the variant points open claims read, until decided or out of limits."""
+        """--check: the rounds the check asks for (check/rounds.py), each run interleaved, until it stops."""
         seq = self.sequential
-        repeat = self.repeat
+        versions = [s.version for s in servers]
         while True:
-            if repeat >= MIN_RUNS:
-                self._plan_check()
-                seq.skipped = self._skipped(results, "ok")
-                self._verdicts, self._judged = seq.judge(results), len(results)
-                wanted = seq.wanted(self._verdicts, results)
-                open_claims = sum(1 for v in self._verdicts if v.verdict == stats.INCONCLUSIVE)
-                if open_claims:
-                    self.progress.on_check(CheckLook(seq.looks_taken, seq.looks, open_claims, repeat))
-            else:  # one run decides nothing: every point a claim reads runs a second time
-                wanted = {}
-                for claim in self.scenario.expect:
-                    if self.scenario.quick and claim.skip_quick:
-                        continue
-                    for key in points_of(claim, results):
-                        wanted.setdefault(key, set()).update(s.version for s in servers)
-            running = {v.name for v in variants} - set(self.unsupported)
-            wanted = {key: where for key, where in wanted.items() if key[0] in running}
-            if not wanted or repeat >= seq.max_repeats:
-                return
-            if not seq.affordable(wanted):
+            step = seq.next_round(results, skipped=self._skipped(results, RunStatus.OK), busy=self._machine.contended,
+                                  servers=versions, running={v.name for v in variants} - set(self.unsupported))
+            if step.widened:
+                self.progress.on_warning(RunWarning(
+                    f"--check: the machine is busy ({self._machine.short()}): up to {seq.max_repeats} runs a side "
+                    f"instead of {self.check.max_repeats}"))
+            if step.taken is not None and step.taken.open:
+                self.progress.on_check(CheckLook(step.taken.look, step.taken.of, step.taken.open, step.taken.runs))
+            if step.stop is Stop.BUDGET:
                 self.progress.on_warning(RunWarning("--check: the next round would pass the time budget; "
                                                     "stopping with the claims still open"))
+            if step.stop is not None:
                 return
-            repeat += 1
+            repeat, wanted = step.repeat, step.wanted
             self._pause()
             self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
             self._announce()  # the progress display learns of the round before it starts
@@ -336,14 +320,6 @@ class Runner:
         others = cpus_in_use(self._machine.cpus)
         if others is not None:
             self._machine = self._machine.paused(others)
-
-    def _plan_check(self) -> None:
-        """Before the first look: when others keep a CPU busy, the check may take more runs
-        (CheckPolicy.busy_max_repeats), planned from the machine alone, and the user is told why."""
-        seq = self.sequential
-        if seq.looks_taken == 0 and seq.plan(self._machine.contended):
-            self.progress.on_warning(RunWarning(f"--check: the machine is busy ({self._machine.short()}): up to "
-                                                f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
 
     def _variant_on(self, server: ServerSession, variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:

@@ -16,6 +16,7 @@ from ..engines.base import Configurator, Engine
 from ..engines.registry import spec
 from ..errors import ConcurbenchError, ConfigError
 from ..provisioners.base import Connection, Provisioner
+from ..provisioners.registry import TargetSpec
 from ..results.model import ServerInfo
 from ..scenario.model import Scenario, Variant
 from ..workload.pool import start_workers_early
@@ -46,8 +47,8 @@ def deferred_interrupts():
 class ServerSession:
     """One server of the run and what the run keeps about it between variants."""
 
-    def __init__(self, provisioner: Provisioner, position: int, *, scenario: Scenario, engine: Engine, target: str,
-                 progress: Listener, skip_unrunnable: bool = False):
+    def __init__(self, provisioner: Provisioner, position: int, *, scenario: Scenario, engine: Engine,
+                 target: TargetSpec, progress: Listener, skip_unrunnable: bool = False):
         self.provisioner = provisioner
         self.position = position  # its place in the run's list of servers (--server-version order)
         self.engine = engine
@@ -74,7 +75,7 @@ class ServerSession:
         """Start the server, check the run's connections and every variant's needs (needs.py) against it before
         anything is changed, configure it, tell `described` what it is, and run the scenario's setup on it."""
         whole, eng = self.whole, self.engine
-        self.progress.on_provisioning(Provisioning(self.target))
+        self.progress.on_provisioning(Provisioning(self.target.name, self.target.owns_server))
         self.started = True
         start_workers_early()  # the workers' fork server starts beside the server
         self.connection = self.provisioner.start()
@@ -94,7 +95,7 @@ class ServerSession:
         if not policy.owned:  # what the scenario wanted that this server has not
             facts["differences"] = eng.setting_differences(self.conn, dict(whole.settings), dict(whole.database),
                                                            allowed=policy.allow_server_changes)
-        facts.update(target=self.target, connection=self.connection.safe)
+        facts.update(target=self.target.name, connection=self.connection.safe)
         if facts.get("differences") and policy.as_is:
             self.progress.on_warning(RunWarning(
                 f"--server-settings as-is: this server runs the scenario without some of its settings, so its figures "
@@ -162,7 +163,7 @@ class ServerSession:
             with contextlib.suppress(Exception):
                 self.conn.close()
         if self.started:
-            self.progress.on_stopping(Stopping(self.target))
+            self.progress.on_stopping(Stopping(self.target.name, self.target.owns_server))
             try:
                 self.provisioner.stop()
             except ConcurbenchError as exc:  # what was measured is saved all the same; the message says what is left

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from enum import StrEnum
 from typing import Any, Callable, ClassVar, Sequence
 
 from ..figures import Figure
@@ -23,12 +24,22 @@ from ..util import first_line
 from ..scenario.model import SamplerSpec
 
 
+class SamplerKind(StrEnum):
+    """How a sampler reads: before and after the window, or every `interval` during it."""
+
+    SNAPSHOT = "snapshot"
+    PERIODIC = "periodic"
+
+
+SNAPSHOT, PERIODIC = SamplerKind
+
+
 class Sampler:
     """Base class: subclasses set `name`, `kind`, and implement `read` (and `summarize`)."""
 
     name: ClassVar[str] = ""
     engine: ClassVar[str] = "postgres"  # or "mssql"
-    kind: ClassVar[str] = "snapshot"  # or "periodic"
+    kind: ClassVar[SamplerKind] = SNAPSHOT
     options: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
     default_interval: ClassVar[float] = 0.1
@@ -38,6 +49,7 @@ class Sampler:
     figures: ClassVar[tuple[Figure, ...]] = ()
 
     def __init__(self, spec: SamplerSpec | None = None):
+        self.kind = SamplerKind(self.kind)  # a kind declared as its word reads as the type (ValueError for no kind)
         self.spec = spec or SamplerSpec(self.name)
         self.interval = float(self.spec.option("interval") or self.default_interval)
 
@@ -137,7 +149,7 @@ class SamplerDriver:
             sampler.prepare(self.conn, self.version_num)
             self.unavailable.update({f"{sampler.name}.{k}": why for k, why in sampler.unavailable().items()})
         if self.early:
-            self._snapshots([s for s in self.samplers if s.kind == "snapshot" and s.early_opening], self.before,
+            self._snapshots([s for s in self.samplers if s.kind is SNAPSHOT and s.early_opening], self.before,
                             closing=False)
 
     def close(self) -> None:
@@ -224,9 +236,9 @@ class SamplerDriver:
         wait = (self._measure_from - self.clock()) / 1e9
         if wait > 0 and self._end.wait(wait):
             return
-        self._snapshots([s for s in self.samplers if s.kind == "snapshot" and s.name not in self.before], self.before,
+        self._snapshots([s for s in self.samplers if s.kind is SNAPSHOT and s.name not in self.before], self.before,
                         closing=False, settle=False)
-        periodic = [s for s in self.samplers if s.kind == "periodic"]
+        periodic = [s for s in self.samplers if s.kind is PERIODIC]
         due = {s.name: self.clock() for s in periodic}
         while periodic and not self._end.is_set():
             now = self.clock()
@@ -246,12 +258,12 @@ class SamplerDriver:
             if end - last > 0.1 * s.interval * 1e9:
                 for row in self._safe(s) or []:
                     self.rows[s.name].append({"t_s": round((end - self._measure_from) / 1e9, 3), **row})
-        self._snapshots([s for s in self.samplers if s.kind == "snapshot"], self.after, closing=True)
+        self._snapshots([s for s in self.samplers if s.kind is SNAPSHOT], self.after, closing=True)
 
     def summaries(self, elapsed_s: float) -> dict[str, dict]:
         out = {}
         for s in self.samplers:
-            if s.kind == "snapshot" and (self.before.get(s.name) is None or self.after.get(s.name) is None):
+            if s.kind is SNAPSHOT and (self.before.get(s.name) is None or self.after.get(s.name) is None):
                 out[s.name] = {"error": "no reading"}
                 continue
             try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..engines.quoting import tsql_name
 from ..errors import ConfigError, EngineError
 from ..figures import Better, Figure, Kind
-from .base import Sampler
+from .base import PERIODIC, SNAPSHOT, Sampler
 from .mssql_counters import LockWaits, PerfCounters, TempdbAllocation, VersionStore
 from .mssql_latches import TempdbLatches
 from .mssql_rows import dict_rows
@@ -94,7 +94,7 @@ class IndexPhysicalStats(Sampler):
 
     name = "index_physical_stats"
     engine = "mssql"
-    kind = "snapshot"
+    kind = SNAPSHOT
     options = ("table", "database", "index")
     description = ("sys.dm_db_index_physical_stats (DETAILED) of one table before and after: levels, leaf pages, "
                    "ghost and version ghost records")
@@ -170,7 +170,7 @@ class SnapshotTransactions(Sampler):
 
     name = "snapshot_transactions"
     engine = "mssql"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("interval",)
     description = ("active snapshot (row-versioning) transactions: count, sessions, oldest age (s), "
                    "longest version chain traversed")

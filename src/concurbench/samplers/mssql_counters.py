@@ -29,7 +29,7 @@ from typing import Callable
 
 from ..engines.quoting import tsql_literal
 from ..figures import Better, Figure, Kind
-from .base import Sampler
+from .base import PERIODIC, Sampler
 from .mssql_rows import RATE_TYPES, counter_key, counter_rates, counter_row_key, dict_rows, one_second_max
 
 EVERY = "*"  # as the instance of a counter: every instance, the column suffixed by the instance's name
@@ -39,7 +39,7 @@ class CounterSampler(Sampler):
     """Reads COUNTERS, (column, object after the colon, counter, instance) tuples, every interval."""
 
     engine = "mssql"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("interval",)
     default_interval = 1.0
     COUNTERS: tuple[tuple[str, str, str, str], ...] = ()

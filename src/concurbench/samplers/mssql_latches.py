@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..figures import Better, Figure, Kind
-from .base import Sampler
+from .base import PERIODIC, Sampler
 from .mssql_rows import TEMPDB_ID, dict_rows, latch_page_counts, other_page_counts, wait_deltas
 from .mssql_pages import PageNamer
 
@@ -51,7 +51,7 @@ class TempdbLatches(Sampler):
 
     name = "tempdb_latches"
     engine = "mssql"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("interval", "min_task_samples", "resolve_pages")
     description = ("PAGELATCH waits on tempdb pages from sys.dm_os_waiting_tasks by PFS/GAM/SGAM/object, and "
                    "PAGELATCH_* wait statistics of the window")

@@ -31,7 +31,7 @@ import re
 from collections import Counter
 
 from ..figures import Better, Figure, Kind
-from .base import Sampler
+from .base import PERIODIC, Sampler
 from .mssql_rows import dict_rows, pool_of
 
 _PAGE = re.compile(r"^\s*\d+:\d+:\d+")
@@ -82,7 +82,7 @@ class Requests(Sampler):
 
     name = "mssql_requests"
     engine = "mssql"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("interval",)
     description = ("sys.dm_exec_requests: requests by wait type and resource type (KEY, APPLICATION, PAGE, ...), "
                    "blocking chains and their head blockers")

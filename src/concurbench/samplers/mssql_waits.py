@@ -25,7 +25,7 @@ import time
 from typing import Callable
 
 from ..figures import Better, Figure, Kind
-from .base import Sampler
+from .base import PERIODIC, Sampler
 from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, is_observer_wait, pool_of, wait_deltas
 
 _COLUMNS = ("waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
@@ -94,7 +94,7 @@ class WaitStats(Sampler):
 
     name = "mssql_waits"
     engine = "mssql"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("exclude_benign", "keep", "top", "interval")
     description = ("wait statistics over the window, server-wide (sys.dm_os_wait_stats) and of the load sessions "
                    "(sys.dm_exec_session_wait_stats): top waits by wait time, tasks and signal wait")

@@ -12,7 +12,7 @@ from collections import Counter
 from ..errors import EngineError
 from ..figures import Better, Figure, Kind
 from . import pgstats
-from .base import Sampler, numeric_delta
+from .base import PERIODIC, SNAPSHOT, Sampler, numeric_delta
 
 LOWER, NEUTRAL = Better.LOWER, Better.NEUTRAL
 COUNT, SIZE, SHARE, DIAGNOSTIC = Kind.COUNT, Kind.SIZE, Kind.SHARE, Kind.DIAGNOSTIC
@@ -26,7 +26,7 @@ def not_on(version_num: int, why: str) -> str:
 class CumulativeStats(Sampler):
     """A snapshot sampler of PostgreSQL's cumulative statistics: its readings wait for them to settle."""
 
-    kind = "snapshot"
+    kind = SNAPSHOT
     early_opening = True
 
     def settle(self, conn, *, closing, sessions, clock, sleep):
@@ -37,7 +37,7 @@ class WaitEvents(Sampler):
     """Counts `wait_event_type:wait_event` over the non-idle sessions at each sample ("CPU" when none)."""
 
     name = "wait_events"
-    kind = "periodic"
+    kind = PERIODIC
     options = ("interval",)
     description = "wait events of every non-idle session but the sampler's own, sampled from pg_stat_activity"
     figures = (Figure("waits.*", "share", NEUTRAL, SHARE, "share of sampled sessions in one wait event (CPU: none)",

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 from ..util import parse_rate, suggest
 from .context import Context
-from .model import Background
+from .model import Background, BackgroundKind, XeTarget
 from .yamlpos import Checker, describe, join
 
 BACKGROUND_KEYS = ["name", "kind", "isolation", "sql", "release_after", "release_when", "rate", "options",
                    "start_after", "stop_after", "at"]
-BACKGROUND_KINDS = {"postgres": ["hold_transaction", "statement", "log_drain"],
-                    "mssql": ["hold_transaction", "xevents", "sql_trace"]}
-POSTGRES_ONLY_KINDS = {"statement": "it samples the statement's wait event from pg_stat_activity"}
+HOLD, STATEMENT, DRAIN = BackgroundKind.HOLD_TRANSACTION, BackgroundKind.STATEMENT, BackgroundKind.LOG_DRAIN
+BACKGROUND_KINDS = {"postgres": [HOLD, STATEMENT, DRAIN],
+                    "mssql": [HOLD, BackgroundKind.XEVENTS, BackgroundKind.SQL_TRACE]}
+POSTGRES_ONLY_KINDS = {STATEMENT: "it samples the statement's wait event from pg_stat_activity"}
 ISOLATION = {"postgres": ["read committed", "repeatable read", "serializable"],
              "mssql": ["read uncommitted", "read committed", "repeatable read", "snapshot", "serializable"]}
-OBSERVER_OPTIONS = {"xevents": ["target", "no_event_loss", "events", "file", "max_memory_kb", "max_file_size_mb",
-                                "max_rollover_files", "max_events_limit"],
-                    "sql_trace": ["events", "file", "max_file_size_mb", "max_files", "columns"]}
+OBSERVER_OPTIONS = {BackgroundKind.XEVENTS: ["target", "no_event_loss", "events", "file", "max_memory_kb",
+                                             "max_file_size_mb", "max_rollover_files", "max_events_limit"],
+                    BackgroundKind.SQL_TRACE: ["events", "file", "max_file_size_mb", "max_files", "columns"]}
 
 
 def read_background(ctx: Context, vnode, vpath: str, duration: float) -> tuple[Background, ...]:
@@ -26,17 +27,19 @@ def read_background(ctx: Context, vnode, vpath: str, duration: float) -> tuple[B
     out = []
     for i, item, sub in check.mappings(vnode, "background", join(vpath, "background"), what="sessions"):
         check.known_keys(item, sub, BACKGROUND_KEYS, required=("kind",))
-        kind = _kind(check, ctx.engine, item, sub)
+        kind = _kind(check, ctx.engine, item, sub)  # None: not a kind of this engine (the checker says so)
         isolation = (check.string(item, "isolation", sub, default="read committed") or "").lower()
         levels = ISOLATION[ctx.engine]
         if isolation not in levels:
             check.add(item, "isolation", join(sub, "isolation"),
                       f"unknown isolation level '{isolation}'{suggest(isolation, levels)}; known: {', '.join(levels)}")
-        options = _observer_options(check, item, kind, sub)
         sql = _sql(check, item, sub)
+        if kind is None:
+            continue  # what the other keys take depends on the kind
+        options = _observer_options(check, item, kind, sub)
         rate = _drain_rate(check, vnode["background"], i, item, kind, sub)
         start_after, release_after, at = _times(check, item, kind, sub, duration)
-        if kind == "statement" and not sql:
+        if kind is STATEMENT and not sql:
             check.add(vnode["background"], i, join(sub, "sql"), "a statement needs its 'sql'")
         out.append(Background(
             name=check.string(item, "name", sub, default=f"{kind}{i + 1}") or kind, kind=kind,
@@ -45,17 +48,24 @@ def read_background(ctx: Context, vnode, vpath: str, duration: float) -> tuple[B
     return tuple(out)
 
 
-def _kind(check: Checker, engine: str, item, sub: str) -> str:
-    kind = check.string(item, "kind", sub, default="hold_transaction") or "hold_transaction"
+def _kind(check: Checker, engine: str, item, sub: str) -> BackgroundKind | None:
+    written = check.string(item, "kind", sub, default=HOLD.value) or HOLD.value
     kinds = BACKGROUND_KINDS[engine]
-    if kind in POSTGRES_ONLY_KINDS and kind not in kinds:
-        check.add(item, "kind", join(sub, "kind"), f"kind {kind} is PostgreSQL-only for now "
+    try:
+        kind = BackgroundKind(written)
+    except ValueError:
+        kind = None
+    if kind in kinds:
+        return kind
+    if kind in POSTGRES_ONLY_KINDS:
+        check.add(item, "kind", join(sub, "kind"), f"kind {written} is PostgreSQL-only for now "
                                                    f"({POSTGRES_ONLY_KINDS[kind]}); on SQL Server "
                                                    f"use a one-client pool instead")
-    elif kind not in kinds:
-        check.add(item, "kind", join(sub, "kind"), f"unknown background kind '{kind}' for engine "
-                                                   f"{engine}{suggest(kind, kinds)}; known: {', '.join(kinds)}")
-    return kind
+    else:
+        names = [k.value for k in kinds]
+        check.add(item, "kind", join(sub, "kind"), f"unknown background kind '{written}' for engine "
+                                                   f"{engine}{suggest(written, names)}; known: {', '.join(names)}")
+    return None
 
 
 def _sql(check: Checker, item, sub: str) -> list[str]:
@@ -67,9 +77,9 @@ def _sql(check: Checker, item, sub: str) -> list[str]:
     return sql
 
 
-def _drain_rate(check: Checker, sessions, i: int, item, kind: str, sub: str) -> float | None:
+def _drain_rate(check: Checker, sessions, i: int, item, kind: BackgroundKind, sub: str) -> float | None:
     """A log drain's `rate` in bytes per second (other kinds take none), and the keys a drain does not take."""
-    if kind != "log_drain":
+    if kind is not DRAIN:
         if "rate" in item:
             check.add(item, "rate", join(sub, "rate"), "applies only to kind log_drain", of_key=True)
         return None
@@ -86,19 +96,19 @@ def _drain_rate(check: Checker, sessions, i: int, item, kind: str, sub: str) -> 
     return rate
 
 
-def _times(check: Checker, item, kind: str, sub: str, duration: float) -> tuple:
+def _times(check: Checker, item, kind: BackgroundKind, sub: str, duration: float) -> tuple:
     """A session's times in the window: (start_after, release_after, at), each checked against its kind
     and the variant's duration. `stop_after` is the shared name of `release_after`."""
     keys = ("start_after", "stop_after", "release_after", "at")
     times = {key: check.duration(item, key, sub, default=None) for key in keys}
-    takes = {"hold_transaction": ("start_after", "stop_after", "release_after"), "statement": ("at",)}
+    takes = {HOLD: ("start_after", "stop_after", "release_after"), STATEMENT: ("at",)}
     for key in times:
         if key in item and key not in takes.get(kind, ()):
             takers = [k for k, keys in takes.items() if key in keys]
             check.add(item, key, join(sub, key), f"does not apply to kind {kind} (only to "
                                                  f"{' and '.join(takers)})", of_key=True)
             times[key] = None
-    if kind == "statement" and "at" not in item:
+    if kind is STATEMENT and "at" not in item:
         check.add(item, None, join(sub, "at"), "a statement needs 'at', the time in the measurement "
                                                "window to run it, such as 500ms")
     if times["stop_after"] is not None and times["release_after"] is not None:
@@ -114,7 +124,7 @@ def _times(check: Checker, item, kind: str, sub: str, duration: float) -> tuple:
     if start is not None and stop is not None and stop <= start:
         key = "stop_after" if times["stop_after"] is not None else "release_after"
         check.add(item, key, join(sub, key), f"{stop:g} s is not after start_after ({start:g} s)")
-    if kind == "statement":
+    if kind is STATEMENT:
         for key in ("isolation", "release_when"):
             if key in item:
                 check.add(item, key, join(sub, key), "does not apply to kind statement (its SQL runs in "
@@ -122,7 +132,7 @@ def _times(check: Checker, item, kind: str, sub: str, duration: float) -> tuple:
     return start, stop, times["at"]
 
 
-def _observer_options(check: Checker, item, kind: str, sub: str) -> dict:
+def _observer_options(check: Checker, item, kind: BackgroundKind, sub: str) -> dict:
     """`options:` of an Extended Events session or a SQL Trace (other kinds take none)."""
     node = item.get("options")
     if node is None:
@@ -137,8 +147,8 @@ def _observer_options(check: Checker, item, kind: str, sub: str) -> dict:
         return {}
     path = join(sub, "options")
     check.known_keys(node, path, allowed)
-    if kind == "xevents" and "target" in node and node["target"] not in ("ring_buffer", "event_file"):
-        check.add(node, "target", join(path, "target"), f"must be ring_buffer or event_file, got "
+    if kind is BackgroundKind.XEVENTS and "target" in node and node["target"] not in [t.value for t in XeTarget]:
+        check.add(node, "target", join(path, "target"), f"must be {' or '.join(XeTarget)}, got "
                                                         f"{describe(node['target'])}")
     if "no_event_loss" in node and not isinstance(node["no_event_loss"], bool):
         check.add(node, "no_event_loss", join(path, "no_event_loss"), "must be true or false")

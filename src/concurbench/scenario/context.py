@@ -16,7 +16,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")  # a scenario's or a varia
 PARAM_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class SamplerKind(Protocol):
+class SamplerClass(Protocol):
     """What the loader needs of a sampler class: its engine, its option names, and a check of the options
     (making one with a spec raises ConfigError when they are wrong)."""
 
@@ -34,7 +34,7 @@ class Context:
     path: Path  # the scenario file
     params: dict[str, Any]
     engine: str
-    samplers: Mapping[str, SamplerKind]
+    samplers: Mapping[str, SamplerClass]
     files: list[Path] = field(default_factory=list)  # SQL files read, for the scenario's hash
     positions: dict[str, tuple[int, int]] = field(default_factory=dict)  # field path -> (line, column), for running/guards.py
 

@@ -11,17 +11,34 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..util import suggest
 
 _CALL = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*$", re.S)
 
-ARITY = {"constant": (1, 1), "uniform": (2, 2), "zipfian": (3, 3), "sequence": (1, 2)}
+
+
+class DistributionKind(StrEnum):
+    """A parameter's distribution, as a scenario writes its name."""
+
+    CONSTANT = "constant"
+    UNIFORM = "uniform"
+    ZIPFIAN = "zipfian"
+    SEQUENCE = "sequence"
+
+
+CONSTANT, UNIFORM, ZIPFIAN, SEQUENCE = DistributionKind
+ARITY = {CONSTANT: (1, 1), UNIFORM: (2, 2), ZIPFIAN: (3, 3), SEQUENCE: (1, 2)}  # arguments: fewest, most
+
 
 @dataclass(frozen=True)
 class Distribution:
-    kind: str
+    kind: DistributionKind
     args: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", DistributionKind(self.kind))  # a kind given as its word (tests, scripts)
 
     def __str__(self) -> str:
         return f"{self.kind}({', '.join(str(a) for a in self.args)})"
@@ -40,15 +57,19 @@ def parse_distribution(value) -> Distribution:
     if isinstance(value, bool):
         raise ValueError(f"expected a distribution such as uniform(1, 100), got {value}")
     if isinstance(value, (int, float)):
-        return Distribution("constant", (value,))
+        return Distribution(CONSTANT, (value,))
     match = _CALL.match(str(value))
     if not match:
         raise ValueError(
             f"expected a number or a distribution such as uniform(1, 100) or zipfian(1, 100, 1.1), got '{value}'")
-    kind, body = match.group(1), match.group(2)
-    if kind not in ARITY:
-        raise ValueError(f"unknown distribution '{kind}'{suggest(kind, ARITY)}; known: {', '.join(ARITY)}")
-    if kind == "constant":
+    written, body = match.group(1), match.group(2)
+    try:
+        kind = DistributionKind(written)
+    except ValueError:
+        names = [k.value for k in DistributionKind]
+        raise ValueError(f"unknown distribution '{written}'{suggest(written, names)}; known: {', '.join(names)}") \
+            from None
+    if kind is CONSTANT:
         raw = body.strip()
         try:
             args = (_number(raw),)
@@ -63,14 +84,14 @@ def parse_distribution(value) -> Distribution:
     if not low <= len(args) <= high:
         want = str(low) if low == high else f"{low} or {high}"
         raise ValueError(f"{kind}(...) takes {want} arguments, got {len(args)}")
-    if kind in ("uniform", "zipfian", "sequence"):
+    if kind in (UNIFORM, ZIPFIAN, SEQUENCE):
         for arg in args[:2]:
             if not isinstance(arg, int):
                 raise ValueError(f"{kind}(...) bounds must be integers, got {arg}")
-    if kind in ("uniform", "zipfian") and args[0] > args[1]:
+    if kind in (UNIFORM, ZIPFIAN) and args[0] > args[1]:
         raise ValueError(f"{kind}(...) needs min <= max, got {args[0]} > {args[1]}")
-    if kind == "sequence" and len(args) == 2 and args[0] > args[1]:
+    if kind is SEQUENCE and len(args) == 2 and args[0] > args[1]:
         raise ValueError(f"sequence(...) needs start <= max, got {args[0]} > {args[1]}")
-    if kind == "zipfian" and not 1.001 <= float(args[2]) <= 1000:
+    if kind is ZIPFIAN and not 1.001 <= float(args[2]) <= 1000:
         raise ValueError(f"zipfian(...) needs 1.001 <= s <= 1000 (as pgbench), got {args[2]}")
     return Distribution(kind, args)

@@ -16,7 +16,7 @@ from ruamel.yaml.comments import CommentedMap
 from ..engines.registry import SPECS
 from ..errors import ConfigError
 from ..util import suggest
-from .context import NAME_RE, Context, SamplerKind, expand
+from .context import NAME_RE, Context, SamplerClass, expand
 from .expect import read_expect
 from .model import Scenario
 from .server_keys import read_database, read_images, read_settings, read_versions
@@ -33,10 +33,10 @@ DEFAULT_DURATION = 10.0
 DEFAULT_WARMUP = 2.0
 
 
-def load_scenario(path: str | Path, *, samplers: Mapping[str, SamplerKind], quick: bool = False,
+def read_scenario(path: str | Path, *, samplers: Mapping[str, SamplerClass], quick: bool = False,
                   overrides: dict[str, str] | None = None) -> Scenario:
     """Read and validate a scenario file against the given samplers (by name); raises ConfigError listing
-    every problem found. Commands use concurbench.scenarios.load_scenario, bound to the samplers' registry."""
+    every problem found. Commands use running/load.py's load_scenario, bound to the samplers' registry."""
     path = Path(path)
     doc = load_yaml(path)
     check = Checker(path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -37,7 +38,28 @@ class Phase:
     clients: int | None = None
 
 
-ARRIVALS = ("poisson", "fixed")
+class Arrivals(StrEnum):
+    """How a rate-driven pool spaces its transactions (`arrivals:`)."""
+
+    POISSON = "poisson"  # exponential gaps, as pgbench -R
+    FIXED = "fixed"  # one every 1/rate seconds
+
+
+class BackgroundKind(StrEnum):
+    """A background session's `kind:` (background/kinds.py makes each)."""
+
+    HOLD_TRANSACTION = "hold_transaction"
+    STATEMENT = "statement"
+    LOG_DRAIN = "log_drain"
+    XEVENTS = "xevents"
+    SQL_TRACE = "sql_trace"
+
+
+class XeTarget(StrEnum):
+    """Where an Extended Events session keeps its events (`options: {target: ...}`)."""
+
+    RING_BUFFER = "ring_buffer"
+    EVENT_FILE = "event_file"
 
 
 @dataclass(frozen=True)
@@ -56,11 +78,14 @@ class Pool:
     protocol: str = "prepared"  # prepared | extended | simple, as pgbench -M
     init: tuple[str, ...] = ()  # SQL run once by each session right after it connects (SET ...)
     rate: float | None = None  # transactions per second for the whole pool; None: closed loop
-    arrivals: str = "poisson"  # or "fixed": how a rate's transactions are spaced
+    arrivals: Arrivals = Arrivals.POISSON  # how a rate's transactions are spaced
     latency_limit: float | None = None  # seconds; later transactions are counted late, or skipped
     start_after: float | None = None  # seconds into the measurement window; None: with the warm-up
     stop_after: float | None = None  # seconds into the measurement window; None: at its end
     phases: tuple[Phase, ...] = ()  # one after another from the pool's start; the pool stops after the last
+
+    def __post_init__(self):
+        object.__setattr__(self, "arrivals", Arrivals(self.arrivals))  # given as its word (tests, scripts)
 
     @property
     def paced(self) -> bool:
@@ -89,7 +114,7 @@ class Background:
     """A session kept beside the pools, e.g. an idle transaction holding a snapshot."""
 
     name: str
-    kind: str  # "hold_transaction", "statement", "log_drain", "xevents" or "sql_trace"
+    kind: BackgroundKind
     isolation: str
     sql: tuple[str, ...]
     release_after: float | None = None  # seconds into the measurement; None: held to the end
@@ -98,6 +123,9 @@ class Background:
     rate: float | None = None  # log_drain: bytes per second the drain reads from the server's log FIFO
     release_when: str | None = None  # or: SQL polled on another connection; commit once it returns true
     options: dict = field(default_factory=dict, compare=False)  # xevents / sql_trace: target, events, file...
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", BackgroundKind(self.kind))  # a kind given as its word (tests, scripts)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Read and checked apart from the rest of a pool, with file, line and field for ev
 
 from __future__ import annotations
 
-from .model import ARRIVALS, Phase
+from .model import Arrivals, Phase
 from .yamlpos import Checker, describe, join
 
 TIMELINE_KEYS = ["rate", "arrivals", "latency_limit", "start_after", "stop_after", "phases"]
@@ -38,11 +38,13 @@ def _rate(check: Checker, node: dict, path: str) -> float | None:
 def read_timeline(check: Checker, pnode: dict, path: str, *, think: float, clients: int | None) -> dict:
     """The pool's timeline fields (the keyword arguments of Pool) from its YAML mapping."""
     rate = _rate(check, pnode, path)
-    arrivals = check.string(pnode, "arrivals", path, default="poisson") or "poisson"
-    if arrivals not in ARRIVALS:
-        check.add(pnode, "arrivals", join(path, "arrivals"), f"must be one of {', '.join(ARRIVALS)}, got "
+    written = check.string(pnode, "arrivals", path, default=Arrivals.POISSON.value) or Arrivals.POISSON.value
+    try:
+        arrivals = Arrivals(written)
+    except ValueError:
+        check.add(pnode, "arrivals", join(path, "arrivals"), f"must be one of {', '.join(Arrivals)}, got "
                                                             f"{describe(pnode['arrivals'])}")
-        arrivals = "poisson"
+        arrivals = Arrivals.POISSON
     start = check.duration(pnode, "start_after", path, default=None)
     stop = check.duration(pnode, "stop_after", path, default=None)
     if stop is not None and stop <= (start or 0.0):

@@ -8,7 +8,7 @@ import random
 from itertools import accumulate
 from typing import Callable
 
-from ..scenario.distributions import Distribution
+from ..scenario.distributions import CONSTANT, SEQUENCE, UNIFORM, ZIPFIAN, Distribution
 
 # Ranges up to this size use an exact cumulative table; larger ones use rejection sampling.
 _TABLE_LIMIT = 200_000
@@ -71,18 +71,18 @@ def _uniform(rng: random.Random, low: int, high: int) -> Callable[[], int]:
 def make_drawer(dist: Distribution, rng: random.Random, session: int = 0, sessions: int = 1) -> Callable[[], object]:
     """A zero-argument function returning the next value for one session."""
     kind, args = dist.kind, dist.args
-    if kind == "constant":
+    if kind is CONSTANT:
         value = args[0]
         return lambda: value
-    if kind == "uniform":
+    if kind is UNIFORM:
         return _uniform(rng, *args)
-    if kind == "zipfian":
+    if kind is ZIPFIAN:
         low, high, s = args[0], args[1], float(args[2])
         n = high - low + 1
         draw = _zipf_table(n, s) if n <= _TABLE_LIMIT else _zipf_rejection(n, s)
         offset = low - 1
         return lambda: draw(rng) + offset
-    if kind == "sequence":
+    if kind is SEQUENCE:
         start = args[0]
         span = (args[1] - start + 1) if len(args) == 2 else None
         counter = iter(range(session, 1 << 62, max(sessions, 1)))
