@@ -9,7 +9,9 @@ Metrics kept: every number a measured pool reports (`tps`, `latency.*`, `stateme
 `lag.*`, the shares of its transactions that failed, retried, ran late or were skipped, ...) under its
 pool; every number of the variant run itself (WAL, sampler summaries, wait shares, probes,
 `elapsed_s`) under pool "" (once, however many pools it has); and each claim's measured ratio (left
-over right) or left side under variant "claims", one series per claim.
+over right) or left side under variant "claims", one series per claim and server, named by the claim's
+key (ClaimKey: its `id:`, else its form written one way, carrying the form), so a claim reworded,
+re-spaced or moved in its list keeps its series, and what its figure means is read from its form.
 
 A pool's counts of rare events (failed, retried, late and skipped transactions, errors by class, and the
 shares of its scheduled transactions they make) keep, besides their value, the count summed over the
@@ -38,6 +40,7 @@ from ..results.machine import OTHERS_LIMIT
 from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.catalogue import CATALOGUE
 from ..results.model import Run, RunStatus, Unavailable, VariantRun
+from ..scenario.claims import ClaimForm
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
 
@@ -53,6 +56,21 @@ class RunKind(StrEnum):
 
     MEASURED = "run"
     CONFIRMATION = "confirmation"
+
+
+class ClaimKey(str):
+    """A claim series' metric: the claim's key, carrying the parsed form it was stored with (None where none
+    was), so which way its figure is better comes from the form. It compares and hashes as its text."""
+
+    form: ClaimForm | None
+
+    def __new__(cls, key: str, form: ClaimForm | None = None):
+        out = super().__new__(cls, key)
+        out.form = form
+        return out
+
+    def __reduce__(self):
+        return ClaimKey, (str(self), self.form)
 
 
 class SeriesKey(NamedTuple):
@@ -311,7 +329,7 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         if shown is None or not _number(shown.value):
             continue
         status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
-        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, c.claim)
+        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, ClaimKey(c.key, c.form))
         out.append(PointRecord(record.run_id, key, status, float(shown.value), None, None, _finite(shown.low),
                                _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
     return out

@@ -359,7 +359,8 @@ class ClaimVerdict:
     """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated.
 
     The claim travels with it: `claim` is its text as the scenario wrote it, `claim_id` its place in the
-    scenario's `expect` (0 first), `form` its parsed sides and operator. `cause` says why the verdict is what
+    scenario's `expect` (0 first), `form` its parsed sides and operator, `key` what names it (its `id:`, else
+    its form written one way; a verdict stored without one takes its form's). `cause` says why the verdict is what
     it is (the reason says it in words); `left_out` marks a claim not evaluated on purpose, which a check does
     not count as undecided: the scenario left it out (of quick runs, or of servers it is not about) or the
     user did (its variants were not chosen with --variant)."""
@@ -379,10 +380,18 @@ class ClaimVerdict:
     cause: Cause = Cause.TESTED
     claim_id: int | None = None  # None: a verdict built outside a scenario's check (tests)
     form: ClaimForm | None = None  # the claim parsed: form.left, form.op, form.right
+    claim_key: str = ""  # the claim's `id:` or its form's text (made "": the form's, or the text without one)
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
         object.__setattr__(self, "cause", Cause(self.cause))
+        if not self.claim_key:  # made or stored without one: its form's text (the text itself where it has none)
+            object.__setattr__(self, "claim_key", self.form.text if self.form is not None else self.claim)
+
+    @property
+    def key(self) -> str:
+        """What names the claim in reports and the history (see above)."""
+        return self.claim_key
 
     @property
     def left_out(self) -> bool:
@@ -402,7 +411,7 @@ class ClaimVerdict:
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
                 "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed,
                 "cause": self.cause.value, "claim_id": self.claim_id,
-                "form": None if self.form is None else claim_form(self.form)}
+                "form": None if self.form is None else claim_form(self.form), "key": self.key}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -423,7 +432,7 @@ class ClaimVerdict:
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
                    data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
                    data.get("runs_needed"), cause, data.get("claim_id"),
-                   _form(data.get("form"), f"{where}.form"))
+                   _form(data.get("form"), f"{where}.form"), str(data.get("key") or ""))
 
 
 class _Flat:
