@@ -39,6 +39,7 @@ from ..report.repeats import key as repeat_key
 from ..results.machine import OTHERS_LIMIT
 from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.catalogue import CATALOGUE
+from ..results.metric import Scope
 from ..results.model import Run, RunStatus, Unavailable, VariantRun
 from ..scenario.claims import ClaimForm
 from ..results.store import MANIFEST, SUMMARY, load_run
@@ -254,7 +255,7 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
         status = next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK)
         measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
         for pool in measured:
-            own = set(_flat_names(first.pools[pool].metrics)) | set(PER_TXN_FIGURES)
+            own = {m.name for m in first.metrics if m.scope is Scope.POOL and m.pool == pool} | set(PER_TXN_FIGURES)
             clients = int(first.pools[pool].clients)
             rows = [{**r.flat_metrics(pool), **per_txn(r.pools[pool].metrics)} for r in runs if pool in r.pools]
             _check_numbers(record, first, pool, rows)
@@ -344,14 +345,6 @@ def _numbers(rows: list[dict]) -> list[str]:
                 seen.add(name)
                 names.append(name)
     return names
-
-
-def _flat_names(node, prefix: str = ""):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _flat_names(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix
 
 
 def _total_clients(r: VariantRun) -> int:

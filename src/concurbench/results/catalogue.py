@@ -5,7 +5,7 @@ metric's direction.
     CATALOGUE.figure("latency.p99_ms")   # Figure(unit "ms", better LOWER, kind HEADLINE)
     claim_figure(key, form)                # a claim's measured figure: `>` better higher, a headline
 
-The pools' figures are declared in results/metrics.py, a variant run's own in results/model.py, each
+The pools' figures are declared in results/metrics.py, a variant run's own in results/metric.py, each
 sampler's on its class (samplers/); a sampler added to the registry brings its figures with it.
 """
 
@@ -15,7 +15,7 @@ from ..figures import Better, Catalogue, Figure, Kind
 from ..samplers.registry import SAMPLERS
 from ..scenario.claims import ClaimForm
 from .metrics import POOL_FIGURES
-from .model import RUN_FIGURES
+from .metric import RUN_FIGURES
 
 CATALOGUE = Catalogue([*POOL_FIGURES, *RUN_FIGURES, *(f for cls in SAMPLERS.values() for f in cls.figures)])
 
