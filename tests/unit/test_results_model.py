@@ -119,6 +119,16 @@ def test_format_3_keeps_each_figure_as_a_record_and_a_sampler_failure_typed(tmp_
     assert "alone: sampler mssql_waits gave no summary: no reading" in markdown(build_report(loaded))
 
 
+def test_a_claims_figure_is_a_record_named_by_its_key():
+    form = parse_claim("a: tps > 1.1 * b: tps").form
+    ratio = ClaimVerdict("a:tps >  b: tps*1.1", "pass", server="17.2", left=ClaimEstimate(200.0),
+                         ratio=ClaimEstimate(1.8, 1.5, 2.1), form=form)
+    assert ratio.metric == Metric("a: tps > 1.1 * b: tps", 1.8, "×", Scope.CLAIM, "claims", "", 0, "17.2", 0)
+    left = ClaimVerdict("c: tps > 1", "fail", server="17.2", left=ClaimEstimate(0.5), claim_key="c-fast")
+    assert (left.metric.name, left.metric.value, left.metric.unit) == ("c-fast", 0.5, "")
+    assert ClaimVerdict("d: io.reads > 0", "not evaluated").metric is None
+
+
 def test_a_format_2_sampler_error_is_read_as_a_typed_failure(tmp_path):
     write_run(full_run(tmp_path))
     for name in ("manifest.json", "summary.json"):

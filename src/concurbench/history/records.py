@@ -40,12 +40,12 @@ from ..results.machine import OTHERS_LIMIT
 from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.catalogue import CATALOGUE
 from ..results.metric import Scope
-from ..results.model import Run, RunStatus, Unavailable, VariantRun
+from ..results.model import CLAIMS_VARIANT, Run, RunStatus, Unavailable, VariantRun
 from ..scenario.claims import ClaimForm
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
 
-CLAIMS = "claims"  # the variant name claims' series are kept under
+CLAIMS = CLAIMS_VARIANT  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
 RARE_COUNTS = ("failed", "retries", "late", "skipped")  # a pool's counts of rare events, besides errors.*
@@ -326,13 +326,15 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
     else the left side; its interval is the 95% one the verdict reports."""
     out = []
     for c in run.claims:
-        shown = c.ratio if c.ratio is not None else c.left
-        if shown is None or not _number(shown.value):
+        m = c.metric  # its figure as a record; its interval is the verdict's ratio's, or its left side's
+        if m is None or not _number(m.value):
             continue
+        shown = c.ratio if c.ratio is not None else c.left
         status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
-        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, ClaimKey(c.key, c.form))
-        out.append(PointRecord(record.run_id, key, status, float(shown.value), None, None, _finite(shown.low),
-                               _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
+        key = SeriesKey(record.scenario, m.variant, m.pool, m.clients, NO_POINT, m.server or default_server,
+                        ClaimKey(m.name, c.form))
+        out.append(PointRecord(record.run_id, key, status, float(m.value), None, None, _finite(shown.low),
+                               _finite(shown.high), int(shown.n or 1), (float(m.value),)))
     return out
 
 

@@ -60,6 +60,7 @@ class Cause(StrEnum):
 LEFT_OUT_CAUSES = (Cause.QUICK, Cause.OTHER_SERVER, Cause.NOT_CHOSEN)  # not evaluated on purpose
 
 
+CLAIMS_VARIANT = "claims"  # the variant a claim's figure is placed under (ClaimVerdict.metric, the history)
 STATUSES = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.INCOMPLETE, RunStatus.FAILED)  # of a variant run
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
 
@@ -392,6 +393,15 @@ class ClaimVerdict:
     def key(self) -> str:
         """What names the claim in reports and the history (see above)."""
         return self.claim_key
+
+    @property
+    def metric(self) -> Metric | None:
+        """Its measured figure as a record (scope claim, named by its key, under variant `claims`): left over
+        right where the test was on that ratio (unit ×), else its left side; None where nothing was measured."""
+        shown, unit = (self.ratio, "×") if self.ratio is not None else (self.left, "")
+        if shown is None or not _number(shown.value):
+            return None
+        return Metric(self.key, shown.value, unit, Scope.CLAIM, CLAIMS_VARIANT, "", 0, self.server, 0)
 
     @property
     def left_out(self) -> bool:
