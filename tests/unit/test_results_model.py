@@ -129,6 +129,21 @@ def test_a_claims_figure_is_a_record_named_by_its_key():
     assert ClaimVerdict("d: io.reads > 0", "not evaluated").metric is None
 
 
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r[0]["metrics"][2].pop("scope"), "results[0].metrics[2]: not a Metric record (KeyError: 'scope')"),
+    (lambda r: r[1]["metrics"][0].update(scope="planet"), "results[1].metrics[0]: not a Metric record (ValueError:"),
+    (lambda r: r[4].update(sampler_failures={"x": 1}), "results[4].sampler_failures: expected a list, got dict"),
+])
+def test_a_malformed_record_names_the_file_and_the_place(tmp_path, edit, message):
+    write_run(full_run(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    edit(summary["results"])
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ConfigError) as info:
+        load_run(tmp_path)
+    assert f"summary.json: {message}" in info.value.message
+
+
 def test_a_format_2_sampler_error_is_read_as_a_typed_failure(tmp_path):
     write_run(full_run(tmp_path))
     for name in ("manifest.json", "summary.json"):
