@@ -105,13 +105,13 @@ def test_runs_of_different_scenarios_are_refused_with_exit_2(two_runs):
 
 
 def test_runs_of_different_format_versions_are_refused_naming_both(two_runs):
-    """The stored format-1 fixture of the same scenario against a run written now (format 2)."""
+    """The stored format-1 fixture of the same scenario against a run written now (format 3)."""
     _, cont = two_runs
     old = ROOT / "tests" / "fixtures" / "runs" / "temp-table-churn"
     result = concurbench("compare", str(old), str(cont))
     assert result.returncode == 2, result.stderr[-2000:]
     text = " ".join(result.stderr.split())
-    assert "different run-directory format versions (1 and 2)" in text and "Traceback" not in text
+    assert "different run-directory format versions (1 and 3)" in text and "Traceback" not in text
     forced = concurbench("compare", str(old), str(cont), "--force", "--format", "json")
     assert forced.returncode in (0, 1), forced.stderr[-2000:]
-    assert any("format versions (1 and 2)" in w for w in json.loads(forced.stdout)["warnings"])
+    assert any("format versions (1 and 3)" in w for w in json.loads(forced.stdout)["warnings"])

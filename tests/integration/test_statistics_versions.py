@@ -51,7 +51,7 @@ def test_table_stats_deltas_equal_the_work_done(known_work_run):
     assert result.pools["readers"].metrics["transactions"] == READS
     assert result.pools["writers"].metrics["transactions"] == WRITES
     stats = result.samplers["table_stats"]
-    assert result.sampler_errors == []
+    assert result.sampler_errors == [] and result.sampler_failures == []
     assert {k: stats[k] for k in ("idx_scan", "idx_tup_read", "idx_tup_fetch", "n_tup_upd", "seq_scan", "n_tup_ins",
                                   "n_tup_del")} == {
         "idx_scan": READS + WRITES, "idx_tup_read": READS + WRITES, "idx_tup_fetch": READS + WRITES,

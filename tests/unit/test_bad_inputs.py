@@ -139,9 +139,9 @@ def test_a_variant_the_scenario_lacks_is_exit_2_with_a_suggestion(capsys, monkey
 
 
 RUN_CASES = [
-    ("format_999", "format_999/manifest.json: format version 999 is newer than this concurbench reads (2)"),
+    ("format_999", "format_999/manifest.json: format version 999 is newer than this concurbench reads (3)"),
     ("summary_format_999", "summary_format_999/summary.json: format version 999 is newer than this concurbench "
-                           "reads (2)"),
+                           "reads (3)"),
     ("versions_differ", "versions_differ: manifest.json is format version 1 but summary.json is 2"),
     ("no_format_version", "no_format_version/manifest.json: no format version"),
     ("truncated_manifest", "truncated_manifest/manifest.json: not valid JSON"),

@@ -9,6 +9,7 @@ import pytest
 
 from concurbench.figures import Better, Catalogue, Figure, Kind
 from concurbench.results.catalogue import CATALOGUE, claim_figure
+from concurbench.scenario.claims import parse_claim
 from concurbench.results.model import Unavailable
 from concurbench.results.store import load_run
 from concurbench.samplers.registry import SAMPLERS
@@ -48,11 +49,15 @@ def test_an_exact_name_says_more_than_a_glob_declared_before_it():
 
 
 def test_a_claims_figure_is_better_on_the_side_its_operator_wants():
-    assert claim_figure("a@max: tps > 1.1 * b@max: tps").better is Better.HIGHER
-    assert claim_figure("a: statements.lock.mean_ms <= b: statements.lock.mean_ms").better is Better.LOWER
-    assert claim_figure("a: failed == 0").better is Better.NEUTRAL
-    assert claim_figure("a: tps > b: tps").kind is Kind.HEADLINE and claim_figure("a: tps > b: tps").unit == "×"
-    assert not claim_figure("not a claim").known
+    def figure(text):
+        claim = parse_claim(text)
+        return claim_figure(claim.key, claim.form)
+    assert figure("a@max: tps > 1.1 * b@max: tps").better is Better.HIGHER
+    assert figure("a: statements.lock.mean_ms <= b: statements.lock.mean_ms").better is Better.LOWER
+    assert figure("a: failed == 0").better is Better.NEUTRAL and figure("a: failed == 0").unit == ""
+    assert figure("a: tps > b: tps").kind is Kind.HEADLINE and figure("a: tps > b: tps").unit == "×"
+    assert figure("a: tps > b: tps").pattern == "a: tps > b: tps"
+    assert not claim_figure("a claim stored without its form", None).known
 
 
 def test_the_history_derives_the_shares_of_transactions_that_failed_retried_ran_late_or_were_skipped():

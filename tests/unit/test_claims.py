@@ -25,13 +25,26 @@ def repeated(variant, point=None, spread=(0.98, 1.0, 1.02), **kw):
 
 
 def test_parse_sides_with_factors_and_numbers():
-    claim = parse_claim("holder: elapsed_s >= 3 * none: elapsed_s")
-    assert claim.op == ">="
-    assert claim.left.ref == Ref("holder", None, None, "elapsed_s") and claim.left.factor == 1.0
-    assert claim.right.ref == Ref("none", None, None, "elapsed_s") and claim.right.factor == 3.0
-    claim = parse_claim("a@max/pool: waits.Lock:tuple * 0.5 < 0.25")
-    assert claim.left.ref == Ref("a", "max", "pool", "waits.Lock:tuple") and claim.left.factor == 0.5
-    assert claim.right.ref is None and claim.right.factor == 0.25
+    form = parse_claim("holder: elapsed_s >= 3 * none: elapsed_s").form
+    assert form.op == ">="
+    assert form.left.ref == Ref("holder", None, None, "elapsed_s") and form.left.factor == 1.0
+    assert form.right.ref == Ref("none", None, None, "elapsed_s") and form.right.factor == 3.0
+    form = parse_claim("a@max/pool: waits.Lock:tuple * 0.5 < 0.25").form
+    assert form.left.ref == Ref("a", "max", "pool", "waits.Lock:tuple") and form.left.factor == 0.5
+    assert form.right.ref is None and form.right.factor == 0.25
+
+
+def test_a_claims_key_is_its_form_written_one_way_or_its_id():
+    key = parse_claim("reuse: elapsed_s < 0.7 * static: elapsed_s").key
+    assert key == "reuse: elapsed_s < 0.7 * static: elapsed_s"
+    for text in ("reuse:elapsed_s  <  static : elapsed_s*0.70", "reuse: elapsed_s < 7e-1 * static: elapsed_s",
+                 "  reuse: elapsed_s < .7 * static: elapsed_s"):
+        assert parse_claim(text, "reworded").key == key, text
+    assert parse_claim("a@max: tps > 1.0 * b@max: tps").key == "a@max: tps > b@max: tps"
+    assert parse_claim("a: failed == 0").key == "a: failed == 0"
+    assert parse_claim("a: tps > b: tps").key != parse_claim("a: tps >= b: tps").key
+    claim = parse_claim("a: tps > b: tps")
+    assert claim.form is claim.form  # parsed once, not rebuilt on each access
 
 
 @pytest.mark.parametrize("text", ["a: tps", "a: tps > b: tps > c: tps", "a:tps>b:tps", "not a ref < 3"])
@@ -80,6 +93,24 @@ def test_claims_validated_against_the_scenario(tmp_path):
     assert messages[1][:2] == (10, "expect[1]") and "no variant named 'b'" in messages[1][2]
     assert messages[2][:2] == (11, "expect[2]") and "no pool 'q'" in messages[2][2]
     assert messages[3][:2] == (12, "expect[3]") and "compares two sides" in messages[3][2]
+
+
+def test_a_claims_id_is_its_key_and_two_claims_of_one_key_are_refused(tmp_path):
+    path = tmp_path / "s.yaml"
+    head = ("name: s\nengine: postgres\nvariants:\n  a:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
+            "  b:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\nexpect:\n")
+    path.write_text(head + "  - {check: 'a: tps > 1.1 * b: tps', id: a-faster}\n  - 'b: tps  <  a: tps'\n")
+    first, second = load_scenario(path).expect
+    assert (first.key, second.key) == ("a-faster", "b: tps < a: tps")
+    verdicts = evaluate(list(load_scenario(path).expect), repeated("a", tps=200) + repeated("b", tps=100))
+    assert [v.key for v in verdicts] == ["a-faster", "b: tps < a: tps"]
+    path.write_text(head + "  - 'a: tps > b: tps'\n  - {check: 'a:tps > b: tps * 1.0', claim: reworded}\n"
+                           "  - {check: 'a: tps > 2 * b: tps', id: ''}\n")
+    with pytest.raises(ConfigError) as info:
+        load_scenario(path)
+    messages = [(p.line, p.path, p.message) for p in info.value.problems]
+    assert messages[0][:2] == (12, "expect[1]") and "claim 1 has the key 'a: tps > b: tps' already" in messages[0][2]
+    assert messages[1][:2] == (13, "expect[2].id") and "short name" in messages[1][2]
 
 
 def test_a_claim_about_some_servers_is_not_evaluated_on_the_others_and_does_not_count():

@@ -68,10 +68,10 @@ def waits(readers: list[tuple]) -> dict:
 ])
 def test_the_readers_waits_do_not_show_the_observer(readers, verdict):
     found = claims("observer-overhead.yaml", "observer_share")
-    assert [c.left.ref.variant for c in found] == ["xe_ring_buffer", "xe_event_file", "sql_trace_file"]
+    assert [c.form.left.ref.variant for c in found] == ["xe_ring_buffer", "xe_event_file", "sql_trace_file"]
     summary = waits(readers)
     assert summary["observer_share"] > 0.5  # server-wide, XE_TIMER_EVENT's sleep is most of the time in every arm
-    runs = [run(c.left.ref.variant, "2022-CU15", r, {"mssql_waits": summary}) for c in found for r in (1, 2)]
+    runs = [run(c.form.left.ref.variant, "2022-CU15", r, {"mssql_waits": summary}) for c in found for r in (1, 2)]
     verdicts = judge_claims(list(found), runs)
     assert [v.verdict for v in verdicts] == [verdict] * 3, [v.reason for v in verdicts]
 
@@ -104,7 +104,7 @@ def test_on_2022_the_gam_page_is_almost_never_waited_for(polls, verdict):
 @pytest.mark.parametrize("seconds_2019, seconds_2022, verdict", [(10.0, 7.0, "pass"), (9.0, 13.0, "fail")])
 def test_on_2022_the_same_calls_finish_sooner_than_on_2019(seconds_2019, seconds_2022, verdict):
     (claim,) = claims("tempdb-gam-contention.yaml", "on 2019: elapsed_s")
-    assert claim.right.ref.server == "2019" and claim.servers == ("2022",)
+    assert claim.form.right.ref.server == "2019" and claim.servers == ("2022",)
     runs = [run("dynamic_memopt", server, r, elapsed=seconds + 0.1 * r)
             for server, seconds in (("2019-CU27", seconds_2019), ("2022-CU15", seconds_2022)) for r in (1, 2, 3)]
     verdicts = {v.server: v for v in judge_claims([claim], runs)}
@@ -116,6 +116,6 @@ def test_a_side_on_a_server_the_run_lacks_is_not_evaluated_and_the_form_keeps_it
     claim = parse_claim("dynamic_memopt: elapsed_s < dynamic_memopt on 2019: elapsed_s")
     (judged,) = judge_claims([claim], [run("dynamic_memopt", "2022-CU15", r) for r in (1, 2)])
     assert judged.verdict == "not evaluated" and "names server 2019, and this run has none" in judged.reason
-    assert str(claim.right.ref) == "dynamic_memopt on 2019: elapsed_s"
+    assert str(claim.form.right.ref) == "dynamic_memopt on 2019: elapsed_s"
     from concurbench.scenario.claims import claim_form, claim_of
     assert claim_of(claim_form(claim.form)) == claim.form

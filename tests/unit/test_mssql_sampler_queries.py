@@ -15,6 +15,7 @@ from ruamel.yaml import YAML
 from test_tsql_parses import SCENARIO_DIR
 
 from concurbench.errors import ConfigError, EngineError
+from concurbench.samplers.base import NoReading
 from concurbench.samplers.mssql import (MSSQL_SAMPLERS, IndexPhysicalStats, PerfCounters, SnapshotTransactions,
                                         TempdbLatches, WaitStats, aggregate_levels)
 from concurbench.samplers.mssql_rows import PERF_COUNTER_BULK_COUNT, PERF_COUNTER_LARGE_RAWCOUNT, latch_page_counts
@@ -189,7 +190,8 @@ def test_waits_top_ten():
     out = sampler.summarize(None, None, [], 1.0)
     assert len(out["top"]) == 10 and out["top"][0]["wait_type"] == "W14" and out["wait_types"] == 15
     assert sum(1 for k in out if k.startswith("wait_ms.")) == 10
-    assert WaitStats().summarize(None, None, [], 1.0) == {"error": "no reading"}
+    with pytest.raises(NoReading, match="no reading"):  # the driver keeps it as a SamplerFailure
+        WaitStats().summarize(None, None, [], 1.0)
 
 
 # -- index_physical_stats ----------------------------------------------------------------------------

@@ -173,7 +173,7 @@ def test_without_warm_up_the_opening_reading_is_taken_before_the_sessions_connec
     driver.measurement_ended(0)
     assert log[3:] == [("settle", True, ("concurbench:p",)), ("read", "a"), ("read", "b")]
     assert driver.errors == ["sampler a: closing reading: late"]
-    assert driver.summaries(1.0) == {"a": {"n": 3}, "b": {"n": 3}}
+    assert driver.summaries(1.0) == ({"a": {"n": 3}, "b": {"n": 3}}, [])
 
 
 def test_only_samplers_whose_figures_arrive_late_read_before_the_sessions_connect():

@@ -28,7 +28,7 @@ KEYS = ["server", "variant", "group", "point", "pool", "measured", "clients", "r
 def test_frame_has_one_row_per_variant_run_pool_and_metric():
     run = concurbench.load(RUN)
     frame = run.frame()
-    assert list(frame.columns) == KEYS + ["metric", "value", "unavailable"]
+    assert list(frame.columns) == KEYS + ["metric", "value", "unit", "scope", "unavailable"]
     expected = sum(len([m for m in r.flat_metrics(p) if not m.startswith("error_messages.")])
                    for r in run.variant_runs for p in r.pools)
     assert len(frame) == expected > 100
@@ -38,6 +38,9 @@ def test_frame_has_one_row_per_variant_run_pool_and_metric():
     tps = frame[frame.metric == "tps"].set_index("variant")["value"]
     assert tps.to_dict() == {r.variant: r.pools["callers"].metrics["tps"] for r in run.variant_runs}
     assert frame.value.dtype == float and frame.unavailable.isna().all()
+    units = frame.drop_duplicates("metric").set_index("metric")[["unit", "scope"]].T.to_dict("list")
+    assert units["tps"] == ["1/s", "pool"] and units["wal.bytes_per_txn"] == ["B", "sampler"]
+    assert units["elapsed_s"] == ["s", "run"] and units["waits.CPU"] == ["share", "sampler"]
 
 
 def test_frame_of_a_sweep_keeps_points_and_background_pools():

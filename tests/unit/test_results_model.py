@@ -18,6 +18,10 @@ from concurbench.scenario.claims import parse_claim
 from concurbench.results.model import (FORMAT_VERSION, Cause, ClaimEstimate, ClaimVerdict, PoolResult, PublishedFigure, Run,
                                        ScenarioInfo, ServerInfo, Source, VariantRun)
 from concurbench.results.store import load_run, write_run
+from concurbench.report.render import markdown
+from concurbench.report.tables import build_report
+from concurbench.results.metric import Metric, Scope
+from concurbench.samplers.base import SamplerFailure
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 V1_RUN = FIXTURES / "runs" / "temp-table-churn"  # format 1, written by `run --quick`
@@ -67,7 +71,8 @@ def full_run(path: Path) -> Run:
         variant_runs=[variant_run("for_update", 1), variant_run("advisory", 1, settings={"work_mem": "4MB"}),
                       variant_run("for_update", 2, status="incomplete"),
                       variant_run("advisory", 2, status="interrupted", unavailable={"io.reads": "needs 16"}),
-                      variant_run("alone", 1, point=None, server="2022-CU18")],
+                      variant_run("alone", 1, point=None, server="2022-CU18",
+                                  sampler_failures=[SamplerFailure("mssql_waits", "no reading")])],
         published=[PublishedFigure("advisory", "tps", 3446.0, "tps", 40, None, "10 lockers", "12")],
         claims=[ClaimVerdict("advisory: tps > for_update: tps", "pass", "faster", "17.2", ClaimEstimate(200.0),
                              ClaimEstimate(150.0)),
@@ -88,10 +93,71 @@ def test_a_run_written_and_loaded_is_equal_and_writing_changes_nothing(tmp_path)
     assert loaded == run
     assert loaded.path == tmp_path and loaded.format_version == FORMAT_VERSION
     for name in ("manifest.json", "summary.json"):
-        assert json.loads((tmp_path / name).read_text())["format_version"] == FORMAT_VERSION == 2
+        assert json.loads((tmp_path / name).read_text())["format_version"] == FORMAT_VERSION == 3
     assert sorted(p.name for p in (tmp_path / "samples").iterdir()) == ["mssql_counters.csv", "wait_events.csv"]
     header = (tmp_path / "samples" / "wait_events.csv").read_text().splitlines()[0]
     assert header == "variant,point,server,repeat,t_s,wait,sessions"
+
+
+def test_format_3_keeps_each_figure_as_a_record_and_a_sampler_failure_typed(tmp_path):
+    run = full_run(tmp_path)
+    write_run(run)
+    stored = json.loads((tmp_path / "summary.json").read_text())["results"]
+    assert stored[4]["sampler_failures"] == [{"sampler": "mssql_waits", "reason": "no reading"}]
+    assert "mssql_waits" not in stored[4]["samplers"]
+    assert {"name": "tps", "value": 100.0, "unit": "1/s", "scope": "pool", "variant": "for_update", "pool": "lockers",
+            "clients": 8, "server": "17.2", "repeat": 1} in stored[0]["metrics"]
+    loaded = load_run(tmp_path)
+    assert [r.metrics for r in loaded.variant_runs] == [r.metrics for r in run.variant_runs]
+    first = {(m.name, m.pool): m for m in loaded.variant_runs[0].metrics}
+    assert first[("wal.bytes_per_txn", "")] == Metric("wal.bytes_per_txn", 285.7, "B", Scope.SAMPLER, "for_update", "",
+                                                    9, "17.2", 1)
+    assert first[("waits.Lock:tuple", "")].scope is Scope.SAMPLER and first[("elapsed_s", "")].scope is Scope.RUN
+    assert first[("probes.sizes.after.bytes", "")].scope is Scope.PROBE
+    assert first[("latency.mean_ms", "noise")].unit == "ms" and first[("latency.mean_ms", "noise")].clients == 1
+    assert loaded.variant_runs[4].sampler_failures == [SamplerFailure("mssql_waits", "no reading")]
+    assert "alone: sampler mssql_waits gave no summary: no reading" in markdown(build_report(loaded))
+
+
+def test_a_claims_figure_is_a_record_named_by_its_key():
+    form = parse_claim("a: tps > 1.1 * b: tps").form
+    ratio = ClaimVerdict("a:tps >  b: tps*1.1", "pass", server="17.2", left=ClaimEstimate(200.0),
+                         ratio=ClaimEstimate(1.8, 1.5, 2.1), form=form)
+    assert ratio.metric == Metric("a: tps > 1.1 * b: tps", 1.8, "×", Scope.CLAIM, "claims", "", 0, "17.2", 0)
+    left = ClaimVerdict("c: tps > 1", "fail", server="17.2", left=ClaimEstimate(0.5), claim_key="c-fast")
+    assert (left.metric.name, left.metric.value, left.metric.unit) == ("c-fast", 0.5, "")
+    assert ClaimVerdict("d: io.reads > 0", "not evaluated").metric is None
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r[0]["metrics"][2].pop("scope"), "results[0].metrics[2]: not a Metric record (KeyError: 'scope')"),
+    (lambda r: r[1]["metrics"][0].update(scope="planet"), "results[1].metrics[0]: not a Metric record (ValueError:"),
+    (lambda r: r[4].update(sampler_failures={"x": 1}), "results[4].sampler_failures: expected a list, got dict"),
+])
+def test_a_malformed_record_names_the_file_and_the_place(tmp_path, edit, message):
+    write_run(full_run(tmp_path))
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    edit(summary["results"])
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ConfigError) as info:
+        load_run(tmp_path)
+    assert f"summary.json: {message}" in info.value.message
+
+
+def test_a_format_2_sampler_error_is_read_as_a_typed_failure(tmp_path):
+    write_run(full_run(tmp_path))
+    for name in ("manifest.json", "summary.json"):
+        data = json.loads((tmp_path / name).read_text())
+        if name == "summary.json":
+            for r in data["results"]:
+                r.pop("metrics"), r.pop("sampler_failures", None)
+            data["results"][4]["samplers"]["mssql_waits"] = {"error": "no reading"}
+        (tmp_path / name).write_text(json.dumps({**data, "format_version": 2}))
+    loaded = load_run(tmp_path)
+    assert loaded.format_version == 2
+    assert loaded.variant_runs[4].sampler_failures == [SamplerFailure("mssql_waits", "no reading")]
+    assert "mssql_waits" not in loaded.variant_runs[4].samplers
+    assert [r.metrics for r in loaded.variant_runs] == [r.metrics for r in full_run(tmp_path).variant_runs]
 
 
 def test_variant_run_status_and_claim_verdict_properties(tmp_path):
@@ -187,7 +253,7 @@ def test_an_unknown_format_version_is_refused_naming_the_file_and_both_versions(
     assert code == 2 and " ".join(err.split()) == f"error: {expected}"
     _set_version(run_dir, 0, 0)
     with pytest.raises(ConfigError, match=r"manifest.json: format version 0, not one concurbench writes \(this "
-                                          r"concurbench reads 1 to 2\)"):
+                                          r"concurbench reads 1 to 3\)"):
         load_run(run_dir)
 
 

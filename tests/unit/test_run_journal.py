@@ -113,4 +113,4 @@ def test_a_journal_line_of_another_format_is_left_out_and_said(run):
     (started.path / journal.JOURNAL).write_text(json.dumps({"format_version": 1, "result": {}}) + "\n")
     record_variant_run(started.path, finished)
     runs, problems = journal.read(started.path)
-    assert len(runs) == 1 and problems == [f"{started.path / journal.JOURNAL}:1: format version 1, not 2; left out"]
+    assert len(runs) == 1 and problems == [f"{started.path / journal.JOURNAL}:1: format version 1, not 3; left out"]

@@ -11,7 +11,7 @@ import threading
 import time
 
 
-from concurbench.samplers.base import PERIODIC, SNAPSHOT, Sampler, SamplerDriver, numeric_delta
+from concurbench.samplers.base import PERIODIC, SNAPSHOT, Sampler, SamplerDriver, SamplerFailure, numeric_delta
 from concurbench.samplers.postgres import DatabaseCounters, MultiXact, WaitEvents, Wal
 from concurbench.samplers.registry import SAMPLERS, build
 from concurbench.scenario.model import SamplerSpec
@@ -129,7 +129,7 @@ def test_snapshot_read_before_and_after_periodic_rows_in_between():
     assert driver.rows["ticker"] == [{"t_s": round(0.1 * i, 3), "reads": i + 1} for i in range(6)]
     assert driver.errors == []
     assert conn.closed and driver.conn is None
-    assert driver.summaries(1.0) == {"snap": {"commits": 15}, "ticker": {"rows": 6}}
+    assert driver.summaries(1.0) == ({"snap": {"commits": 15}, "ticker": {"rows": 6}}, [])
 
 
 def test_periodic_samplers_follow_their_own_intervals():
@@ -170,13 +170,13 @@ def test_a_failing_sampler_is_recorded_and_does_not_stop_the_others():
     assert driver.errors.count('sampler broken_periodic: relation "pg_nothing" does not exist') == 5
     assert len(driver.errors) == 7
     assert conn.rollbacks == 7  # after each failure, so the connection is usable again
-    summaries = driver.summaries(1.0)
-    assert summaries["broken"] == {"error": "no reading"}
+    summaries, failures = driver.summaries(1.0)
+    assert "broken" not in summaries and failures == [SamplerFailure("broken", "no reading")]
     assert summaries["snap"] == {"n": 3}
     assert summaries["ticker"] == {"rows": 5}
 
 
-def test_a_failing_summarize_becomes_an_error_entry():
+def test_a_failing_summarize_becomes_a_typed_failure():
     class BadSummary(Ticker):
         def summarize(self, before, after, rows, elapsed_s):
             raise ZeroDivisionError("division by zero")
@@ -185,7 +185,7 @@ def test_a_failing_summarize_becomes_an_error_entry():
     ticker = BadSummary([], clock, moves=1)
     driver = SamplerDriver([ticker], FakeConn, 160000, clock=clock)
     run_window(driver, ticker.done)
-    assert driver.summaries(1.0) == {"ticker": {"error": "division by zero"}}
+    assert driver.summaries(1.0) == ({}, [SamplerFailure("ticker", "division by zero")])
 
 
 def test_window_ended_before_it_started_reads_nothing():
@@ -196,7 +196,7 @@ def test_window_ended_before_it_started_reads_nothing():
     driver.window_set(3600 * NS, None)  # an hour away on the fake clock: the driver waits on its event
     driver.measurement_ended(0)
     assert log == []
-    assert driver.summaries(0.0) == {"snap": {"error": "no reading"}}
+    assert driver.summaries(0.0) == ({}, [SamplerFailure("snap", "no reading")])
 
 
 def test_window_in_the_near_future_is_waited_for():
@@ -260,7 +260,7 @@ def test_open_prepares_every_sampler_and_nothing_happens_without_samplers():
     empty.open()
     empty.window_set(0, None)
     empty.measurement_ended(0)
-    assert empty.summaries(1.0) == {} and empty.errors == []
+    assert empty.summaries(1.0) == ({}, []) and empty.errors == []
 
 
 def test_close_swallows_errors_of_a_broken_connection():

@@ -157,7 +157,7 @@ def test_shards_of_different_runs_are_refused_naming_both_directories_and_the_di
 def test_different_format_versions_and_plans_are_refused(tmp_path):
     first = shard_run(tmp_path, 1, write=False)
     for other, expected in [
-        (shard_run(tmp_path, 2, write=False, format_version=1), "format version 2 and 1"),
+        (shard_run(tmp_path, 2, write=False, format_version=1), f"format version {FORMAT_VERSION} and 1"),
         (shard_run(tmp_path, 2, plan=replace(PLAN, repeat=3), write=False), "--repeat 2 and 3"),
         (shard_run(tmp_path, 2, 3, write=False), "cut into 2 and 3 shards"),
         (shard_run(tmp_path, 2, plan=replace(PLAN, variants=PLAN.variants[:1]), write=False),
@@ -166,7 +166,7 @@ def test_different_format_versions_and_plans_are_refused(tmp_path):
         with pytest.raises(ConfigError, match="are not shards of one run: ") as info:
             join([first, other])
         assert expected in info.value.message and str(first.path) in info.value.message
-    assert FORMAT_VERSION == 2
+    assert FORMAT_VERSION == 3
 
 
 def test_overlapping_shards_are_refused(tmp_path, cli_main):

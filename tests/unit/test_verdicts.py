@@ -96,7 +96,7 @@ def test_a_directory_written_before_left_out_and_the_claims_identity_reads_the_s
             del claim[key]
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     loaded = load_run(tmp_path)
-    assert loaded == run and loaded.format_version == FORMAT_VERSION == 2
+    assert loaded == run and loaded.format_version == FORMAT_VERSION == 3
     assert check_outcome(loaded.claims) == check_outcome(run.claims) == (0, 2)
 
 

@@ -156,7 +156,7 @@ def judge_claims(claims: list[Claim], runs: list[VariantRun], *, skipped: dict[s
     family = len(testable)
     for member, (ok, level) in zip(testable, steps):
         p = member.test.two_sided
-        verdict = stats.decide(member.claim.op, member.test, p if ok else None, level or 0.0)
+        verdict = stats.decide(member.claim.form.op, member.test, p if ok else None, level or 0.0)
         member.verdict = _verdict(member, verdict, p, level, look, family)
     for member in members:
         if member.verdict is None:
@@ -181,8 +181,8 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], 
         member.verdict = _settled(member, f"not evaluated: {why}", Cause.NOT_RUN)
         return
     try:
-        member.left = _side(claim.left, runs, every)
-        member.right = _side(claim.right, runs, every)
+        member.left = _side(claim.form.left, runs, every)
+        member.right = _side(claim.form.right, runs, every)
     except NotEvaluated as exc:
         member.verdict = _settled(member, f"not evaluated: {exc}", Cause.NOT_RUN)
         return
@@ -195,10 +195,11 @@ def _prepare(member: _Member, runs: list[VariantRun], skipped: dict[str, Skip], 
         member.reason = "; ".join(dict.fromkeys(s.reason for s in untested))
         member.cause = Cause.THIN if any(s.cause is Cause.THIN for s in untested) else untested[0].cause
         return
-    if claim.op not in ("==", "!=") and len(sides) == 2 and all(s.zero for s in sides):
+    if claim.form.op not in ("==", "!=") and len(sides) == 2 and all(s.zero for s in sides):
         member.reason, member.cause = f"{NEVER_SEEN} in every run: nothing was seen to compare", Cause.NEVER_SEEN
         return
-    member.test = stats.test_runs(_runs(member.left, claim.left.factor), _runs(member.right, claim.right.factor))
+    form = claim.form
+    member.test = stats.test_runs(_runs(member.left, form.left.factor), _runs(member.right, form.right.factor))
     if member.test.p_greater is None:
         member.reason, member.cause = "no uncertainty could be estimated for a side", Cause.NO_UNCERTAINTY
 
@@ -228,7 +229,7 @@ def _settled(member: _Member, reason: str, cause: Cause) -> ClaimVerdict:
     """Not evaluated, and why (a cause of LEFT_OUT_CAUSES: on purpose, which a check does not count as undecided)."""
     claim = member.claim
     return ClaimVerdict(claim.text, Verdict.NOT_EVALUATED, claim.description, member.server, reason=reason,
-                        cause=cause, claim_id=member.claim_id, form=claim.form)
+                        cause=cause, claim_id=member.claim_id, form=claim.form, claim_key=claim.key)
 
 
 def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | None, look: Look,
@@ -237,8 +238,8 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     claim was tested at: that interval leaves out the claim's boundary exactly when the verdict decides."""
     claim = member.claim
     test = member.test
-    left = _shown(member.left, claim.left.factor)
-    right = _shown(member.right, claim.right.factor)
+    left = _shown(member.left, claim.form.left.factor)
+    right = _shown(member.right, claim.form.right.factor)
     needed, cause = None, member.cause
     if member.reason:
         reason = member.reason
@@ -261,7 +262,7 @@ def _verdict(member: _Member, verdict: Verdict, p: float | None, level: float | 
     return ClaimVerdict(claim.text, verdict, claim.description, member.server, left, right, reason,
                         ratio=_interval(test, stats.ALPHA) if test and test.scale == "log" else None, p_value=p,
                         level=shown, interval=None if shown is None else _interval(test, shown), runs_needed=needed,
-                        cause=cause, claim_id=member.claim_id, form=claim.form)
+                        cause=cause, claim_id=member.claim_id, form=claim.form, claim_key=claim.key)
 
 
 def _shown(side, factor: float) -> ClaimEstimate | None:

@@ -54,7 +54,7 @@ from ..results.catalogue import CATALOGUE, claim_figure
 from ..results.model import RunStatus
 from ..stats.tdist import t_quantile
 from .detect import QUIET_T, Change, Level, Method, detect, largest_shift_t
-from .records import CLAIMS, RunKind, SeriesKey
+from .records import CLAIMS, ClaimKey, RunKind, SeriesKey
 from .store import HistoryStore, StoredRun
 
 ORDERS = ("track", "time", "version")
@@ -349,8 +349,11 @@ def machine_starts(pts: list[Point]) -> list[int]:
 
 
 def figure_of(key: SeriesKey) -> Figure:
-    """What a series' metric means, from the metric catalogue (a claim's figure from its operator)."""
-    return claim_figure(key.metric) if key.variant == CLAIMS else CATALOGUE.figure(key.metric)
+    """What a series' metric means, from the metric catalogue (a claim's figure from the form stored with its
+    key: which way is better from its operator)."""
+    if key.variant == CLAIMS:
+        return claim_figure(key.metric, key.metric.form if isinstance(key.metric, ClaimKey) else None)
+    return CATALOGUE.figure(key.metric)
 
 
 def better_way(key: SeriesKey, directions: dict[str, str] | None = None) -> Better:

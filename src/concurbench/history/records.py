@@ -9,7 +9,9 @@ Metrics kept: every number a measured pool reports (`tps`, `latency.*`, `stateme
 `lag.*`, the shares of its transactions that failed, retried, ran late or were skipped, ...) under its
 pool; every number of the variant run itself (WAL, sampler summaries, wait shares, probes,
 `elapsed_s`) under pool "" (once, however many pools it has); and each claim's measured ratio (left
-over right) or left side under variant "claims", one series per claim.
+over right) or left side under variant "claims", one series per claim and server, named by the claim's
+key (ClaimKey: its `id:`, else its form written one way, carrying the form), so a claim reworded,
+re-spaced or moved in its list keeps its series, and what its figure means is read from its form.
 
 A pool's counts of rare events (failed, retried, late and skipped transactions, errors by class, and the
 shares of its scheduled transactions they make) keep, besides their value, the count summed over the
@@ -37,11 +39,13 @@ from ..report.repeats import key as repeat_key
 from ..results.machine import OTHERS_LIMIT
 from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.catalogue import CATALOGUE
-from ..results.model import Run, RunStatus, Unavailable, VariantRun
+from ..results.metric import Scope
+from ..results.model import CLAIMS_VARIANT, Run, RunStatus, Unavailable, VariantRun
+from ..scenario.claims import ClaimForm
 from ..results.store import MANIFEST, SUMMARY, load_run
 from ..stats import Verdict, estimate
 
-CLAIMS = "claims"  # the variant name claims' series are kept under
+CLAIMS = CLAIMS_VARIANT  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
 RARE_COUNTS = ("failed", "retries", "late", "skipped")  # a pool's counts of rare events, besides errors.*
@@ -53,6 +57,21 @@ class RunKind(StrEnum):
 
     MEASURED = "run"
     CONFIRMATION = "confirmation"
+
+
+class ClaimKey(str):
+    """A claim series' metric: the claim's key, carrying the parsed form it was stored with (None where none
+    was), so which way its figure is better comes from the form. It compares and hashes as its text."""
+
+    form: ClaimForm | None
+
+    def __new__(cls, key: str, form: ClaimForm | None = None):
+        out = super().__new__(cls, key)
+        out.form = form
+        return out
+
+    def __reduce__(self):
+        return ClaimKey, (str(self), self.form)
 
 
 class SeriesKey(NamedTuple):
@@ -236,7 +255,7 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
         status = next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK)
         measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
         for pool in measured:
-            own = set(_flat_names(first.pools[pool].metrics)) | set(PER_TXN_FIGURES)
+            own = {m.name for m in first.metrics if m.scope is Scope.POOL and m.pool == pool} | set(PER_TXN_FIGURES)
             clients = int(first.pools[pool].clients)
             rows = [{**r.flat_metrics(pool), **per_txn(r.pools[pool].metrics)} for r in runs if pool in r.pools]
             _check_numbers(record, first, pool, rows)
@@ -307,13 +326,15 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
     else the left side; its interval is the 95% one the verdict reports."""
     out = []
     for c in run.claims:
-        shown = c.ratio if c.ratio is not None else c.left
-        if shown is None or not _number(shown.value):
+        m = c.metric  # its figure as a record; its interval is the verdict's ratio's, or its left side's
+        if m is None or not _number(m.value):
             continue
+        shown = c.ratio if c.ratio is not None else c.left
         status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
-        key = SeriesKey(record.scenario, CLAIMS, "", 0, NO_POINT, c.server or default_server, c.claim)
-        out.append(PointRecord(record.run_id, key, status, float(shown.value), None, None, _finite(shown.low),
-                               _finite(shown.high), int(shown.n or 1), (float(shown.value),)))
+        key = SeriesKey(record.scenario, m.variant, m.pool, m.clients, NO_POINT, m.server or default_server,
+                        ClaimKey(m.name, c.form))
+        out.append(PointRecord(record.run_id, key, status, float(m.value), None, None, _finite(shown.low),
+                               _finite(shown.high), int(shown.n or 1), (float(m.value),)))
     return out
 
 
@@ -326,14 +347,6 @@ def _numbers(rows: list[dict]) -> list[str]:
                 seen.add(name)
                 names.append(name)
     return names
-
-
-def _flat_names(node, prefix: str = ""):
-    if isinstance(node, dict):
-        for key, value in node.items():
-            yield from _flat_names(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix
 
 
 def _total_clients(r: VariantRun) -> int:

@@ -2,7 +2,8 @@
 
     history_meta          key/value: `schema_version`
     history_runs          one row per run directory added (its RunRecord); `run_id` unique
-    history_series        one row per series: scenario, variant, pool, clients, point, server, metric; unique
+    history_series        one row per series: scenario, variant, pool, clients, point, server, metric; unique;
+                          a claim's series has the claim's key for metric and its parsed form (JSON)
     history_points        one row per run and series: status, mean, its standard error and degrees of freedom
                           (or, for a claim's figure, the 95% interval its verdict gave), n, each repeat's value
     history_findings      one row per regression the gate found: the series (its key, with the line it runs
@@ -24,7 +25,9 @@ the machine it ran on and how busy it was, the server settings in effect and its
 series, or a confirming run that never joins a series' level); with each finding its kind (a change
 on a line, or an upgrade judged against the previous major), the runs its change could start at, its
 present size, the thresholds it was found with and its confirmation; expectations say when their
-window lapsed; and a log of relabelled runs and merged stores.
+window lapsed; a log of relabelled runs and merged stores; and a claim's series is keyed by the claim's
+key (its `id:`, else its form written one way) with its form beside it, where version 2 keyed it by its
+text: migrating joins the series of texts of one form into the series of their key.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ CREATE TABLE history_runs (
 CREATE TABLE history_series (
     id {serial},
 {where}    server TEXT NOT NULL,
-    metric TEXT NOT NULL,
+    metric TEXT NOT NULL{series_v3},
     UNIQUE (scenario, variant, pool, clients, point, server, metric)
 );
 CREATE TABLE history_points (
@@ -126,6 +129,7 @@ CREATE TABLE history_expectations (
 _V3_COLUMNS = {
     "history_runs": ["machine TEXT NOT NULL DEFAULT '{{}}'", "settings TEXT NOT NULL DEFAULT '{{}}'",
                      "kind TEXT NOT NULL DEFAULT 'run'"],
+    "history_series": ["form TEXT"],
     "history_points": ["count {real}", "exposure {real}"],
     "history_findings": ["kind TEXT NOT NULL DEFAULT 'change'", "first_low INTEGER REFERENCES history_runs (id)",
                          "first_high INTEGER REFERENCES history_runs (id)", "now_change {real}",
@@ -148,7 +152,8 @@ def _inline(table: str) -> str:
     return "".join(f",\n    {c}" for c in _V3_COLUMNS[table])
 
 _TABLES = _CORE + _FINDINGS + _LOG
-_INLINE = {"runs_v3": _inline("history_runs"), "points_v3": _inline("history_points"),
+_INLINE = {"runs_v3": _inline("history_runs"), "series_v3": _inline("history_series"),
+           "points_v3": _inline("history_points"),
            "findings_v3": _inline("history_findings"), "expectations_v3": _inline("history_expectations")}
 _NONE = {name: "" for name in _INLINE}  # the tables as versions 1 and 2 made them
 
@@ -183,7 +188,8 @@ _SERIES_KEY_POSTGRESQL = [
     "ALTER TABLE history_series ADD UNIQUE (scenario, variant, pool, clients, point, server, metric)",
 ]
 
-# 2 -> 3: the new columns (each with a default or nullable, so the rows of version 2 read as before) and the log.
+# 2 -> 3: the new columns (each with a default or nullable, so the rows of version 2 read as before) and the log;
+# then claim_keys.py keys the claims' series by their keys (a step in Python: it parses each claim's text).
 _ADD_V3 = [f"ALTER TABLE {table} ADD COLUMN {column}" for table, columns in _V3_COLUMNS.items() for column in columns] \
     + _split(_LOG)
 

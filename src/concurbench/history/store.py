@@ -39,7 +39,9 @@ from ..errors import ConfigError
 from .level import Level
 from ..figures import Better
 from .findings import Expectation, Finding, FindingKind, FindingState
-from .records import PointRecord, RunKind, RunRecord, SeriesKey
+from ..scenario.claims import claim_form, claim_of
+from .claim_keys import key_claims
+from .records import CLAIMS, ClaimKey, PointRecord, RunKind, RunRecord, SeriesKey
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
 
 DEFAULT_STORE = "history.db"
@@ -56,6 +58,8 @@ _FINDING_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "line", "
                     "min_change", "better", "family", "alpha", "baseline", "confirmation")
 _ACTED_COLUMNS = ("state", "reason", "acted", "resolved_run", "now_change", "now_run", "confirmation")
 _POINT_COLUMNS = ("status", "mean", "se", "df", "low", "high", "n", "vals", "count", "exposure")
+_SERIES_COLUMNS = "s.scenario, s.variant, s.pool, s.clients, s.point, s.server, s.metric, s.form"
+_PYTHON_STEPS = {2: key_claims}  # after a migration step's statements: a step in Python (the version it leaves)
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,8 @@ class HistoryStore:
         for step in range(version, SCHEMA_VERSION):
             for statement in migration_statements(self.dialect, step):
                 self._execute(statement)
+            if step in _PYTHON_STEPS:
+                _PYTHON_STEPS[step](self._execute)
         if version < SCHEMA_VERSION:
             self._execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             self._migrated()
@@ -289,6 +295,10 @@ class HistoryStore:
         keys = sorted({p.key for p in points})
         self._executemany("INSERT INTO history_series (scenario, variant, pool, clients, point, server, metric) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", keys)
+        # a claim's series keeps the form of its latest run (an `id:` may name a check rewritten since)
+        self._executemany("UPDATE history_series SET form = ? WHERE scenario = ? AND variant = ? AND pool = ? AND "
+                          "clients = ? AND point = ? AND server = ? AND metric = ?",
+                          [(_form_text(k.metric), *k) for k in keys if _form_text(k.metric) is not None])
         ids = {}
         for sid, *key in self._execute("SELECT id, scenario, variant, pool, clients, point, server, metric "
                                        "FROM history_series WHERE scenario = ?", (record.scenario,)).fetchall():
@@ -329,20 +339,19 @@ class HistoryStore:
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
             columns = ", ".join("p." + c for c in _POINT_COLUMNS)
-            rows = self._read(f"SELECT p.run, s.scenario, s.variant, s.pool, s.clients, s.point, s.server, s.metric, "
+            rows = self._read(f"SELECT p.run, {_SERIES_COLUMNS}, "
                               f"{columns} FROM history_points p JOIN history_series s ON s.id = p.series "
                               f"WHERE p.run IN ({', '.join('?' * len(chunk))})", chunk, "reading points")
             for run, *key, status, mean, se, df, low, high, n, vals, count, exposure in rows:
                 out[runs[int(run)]].append(PointRecord(
-                    runs[int(run)], SeriesKey(key[0], key[1], key[2], int(key[3]), int(key[4]), key[5], key[6]),
-                    status, mean, se, df, low, high, int(n), tuple(json.loads(vals)), count, exposure))
+                    runs[int(run)], _series_key(key), status, mean, se, df, low, high, int(n),
+                    tuple(json.loads(vals)), count, exposure))
         return out
 
     def series(self, scenario: str | None = None) -> dict[int, SeriesKey]:
         where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
-        rows = self._read(f"SELECT id, scenario, variant, pool, clients, point, server, metric FROM history_series "
-                          f"{where}", params, "reading series")
-        return {int(r[0]): SeriesKey(r[1], r[2], r[3], int(r[4]), int(r[5]), r[6], r[7]) for r in rows}
+        rows = self._read(f"SELECT s.id, {_SERIES_COLUMNS} FROM history_series s {where}", params, "reading series")
+        return {int(r[0]): _series_key(r[1:]) for r in rows}
 
     def points(self, series: list[int], *, values: bool = True,
                scenario: str | None = None) -> dict[int, list[StoredPoint]]:
@@ -650,6 +659,21 @@ def _column(record: RunRecord, column: str):
     if column in ("quick", "dirty"):
         return None if value is None else int(bool(value))
     return value
+
+
+def _series_key(row) -> SeriesKey:
+    """A series' key from its row (_SERIES_COLUMNS): a claim's metric is its ClaimKey, with the form stored."""
+    scenario, variant, pool, clients, point, server, metric, form = row
+    if variant == CLAIMS:
+        metric = ClaimKey(metric, None if form is None else claim_of(json.loads(form)))
+    return SeriesKey(scenario, variant, pool, int(clients), int(point), server, metric)
+
+
+def _form_text(metric: str) -> str | None:
+    """A claim's form as its series stores it (JSON), where its key carries one."""
+    if isinstance(metric, ClaimKey) and metric.form is not None:
+        return json.dumps(claim_form(metric.form), sort_keys=True)
+    return None
 
 
 def _record(row: tuple) -> RunRecord:

@@ -1,4 +1,4 @@
-"""Claims by server version: one table per scenario, a row per claim, a column per server version.
+"""Claims by server version: one table per scenario, a row per claim (by its key), a column per server version.
 
 Each cell is the verdict with the measured ratio (left over right) and the interval the verdict used
 (at the claim's share of the error rate, so a decided cell's interval leaves out 1), the difference
@@ -43,17 +43,16 @@ def claims_by_version(runs: list[Run], *, title: str = "Claims by server version
     tables = []
     for run in runs:
         versions = sorted({s.version_short for s in run.servers}, key=_version_key)
-        claims: list[str] = []
+        claims: dict[str, str] = {}  # a claim's key -> its text as the scenario wrote it
         for v in run.claims:
-            if v.claim not in claims:
-                claims.append(v.claim)
-        by = {(v.claim, v.server): v for v in run.claims}
+            claims.setdefault(v.key, v.claim)
+        by = {(v.key, v.server): v for v in run.claims}
         table = Table(f"{run.scenario.name}{' (quick)' if run.scenario.quick else ''}", ["#", "Claim", *versions])
-        for n, claim in enumerate(claims, 1):
-            table.rows.append([str(n), claim, *[cell(by.get((claim, version))) for version in versions]])
+        for n, (key, text) in enumerate(claims.items(), 1):
+            table.rows.append([str(n), text, *[cell(by.get((key, version))) for version in versions]])
             reasons: dict[str, list[str]] = {}  # a reason once, with every version it was given on
             for version in versions:
-                v = by.get((claim, version))
+                v = by.get((key, version))
                 if v is not None and v.verdict is not Verdict.PASS:
                     reasons.setdefault(_without_figures(v.reason), []).append(version)
             for reason, where in reasons.items():

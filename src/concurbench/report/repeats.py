@@ -56,6 +56,7 @@ def fold(runs: list[VariantRun]) -> Folded:
         worker_wall_s=[c for r in runs for c in r.worker_wall_s],
         messages=[m for r in runs for m in r.messages],
         sampler_errors=[m for r in runs for m in r.sampler_errors],
+        sampler_failures=[f for r in runs for f in r.sampler_failures],
         samplers=_nested_mean([r.samplers for r in runs]) or {},
         pools=pools)
     return Folded(**values, repeats=len(runs), repeat_stats={

@@ -126,7 +126,7 @@ def build_report(run: Run) -> Report:
     warnings = [f"{name} was skipped: {why}" for name, why in run.skipped.items()]
     warnings += run_warnings(run.variant_runs)
     for r in results:
-        for msg in r.messages + r.sampler_errors:
+        for msg in [*r.messages, *r.sampler_errors, *map(str, r.sampler_failures)]:
             warnings.append(f"{r.variant}: {msg}")
     return Report(scen.title or scen.name, lines, tables, warnings)
 

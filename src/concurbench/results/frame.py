@@ -3,9 +3,10 @@
 pandas is imported where a frame is made, not with this module: the model imports it, and worker
 processes and the command line load the model without needing pandas (about a second's start-up).
 
-The tidy frame has one row per server x variant x point x pool x repeat x metric, the metric named as
-reports, summary.csv and claims name it; `value` is a float (NaN where the run has no figure) and
-`unavailable` the reason when the server could not give the metric. Error texts are left out.
+The tidy frame has one row per server x variant x point x pool x repeat x metric, from the variant run's
+metric records (results/metric.py): the metric named as reports, summary.csv and claims name it, its
+`unit` and `scope`; `value` is a float (NaN where the run has no figure) and `unavailable` the reason when
+the server could not give the metric. Error texts are left out.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .metric import Scope
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,8 +23,9 @@ if TYPE_CHECKING:
     from .model import Run
 
 KEYS = ["server", "variant", "group", "point", "pool", "measured", "clients", "repeat", "status"]
-COLUMNS = KEYS + ["metric", "value", "unavailable"]
+COLUMNS = KEYS + ["metric", "value", "unit", "scope", "unavailable"]
 SAMPLE_KEYS = ["server", "variant", "group", "point", "repeat", "status"]
+TEXTS = ("error_messages.",)  # a pool's texts, not figures
 
 
 def tidy(run: Run) -> pd.DataFrame:
@@ -32,11 +35,12 @@ def tidy(run: Run) -> pd.DataFrame:
     for r in run.variant_runs:
         for name, pool in r.pools.items():
             key = (r.server, r.variant, r.group, r.point, name, pool.measure, pool.clients, r.repeat, r.status)
-            for metric, value in r.flat_metrics(name).items():
-                if metric.startswith("error_messages."):
+            gone = {**r.unavailable, **pool.unavailable}  # figures the server could not give, and why
+            for m in r.metrics:
+                if (m.scope is Scope.POOL and m.pool != name) or m.name in gone or m.name.startswith(TEXTS):
                     continue
-                gone = getattr(value, "reason", None)  # an Unavailable figure says why
-                rows.append((*key, metric, _float(value), gone))
+                rows.append((*key, m.name, _float(m.value), m.unit, m.scope.value, None))
+            rows += [(*key, metric, float("nan"), "", "", reason) for metric, reason in gone.items()]
     return _typed(pd.DataFrame.from_records(rows, columns=COLUMNS))
 
 

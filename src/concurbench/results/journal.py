@@ -18,9 +18,11 @@ from pathlib import Path
 
 import psutil
 
+from .migrate import result_v2_to_v3
 from .model import FORMAT_VERSION, FormatProblem, VariantRun
 
 JOURNAL = "variant-runs.jsonl"
+JOURNAL_BEFORE = 2  # the format before this one, whose runs in progress are read too (a kill loses nothing)
 
 
 def owner() -> dict:
@@ -78,7 +80,9 @@ def read(path: Path) -> tuple[list[VariantRun], list[str]]:
         try:
             entry = json.loads(line)
             version = entry.get("format_version")
-            if version != FORMAT_VERSION:
+            if version == JOURNAL_BEFORE:  # a run in progress the previous format wrote, killed before it ended
+                entry = {**entry, "result": result_v2_to_v3(entry["result"])}
+            elif version != FORMAT_VERSION:
                 problems.append(f"{file}:{number}: format version {version!r}, not {FORMAT_VERSION}; left out")
                 continue
             runs.append(VariantRun.from_dict(entry["result"], f"{JOURNAL}:{number}", samples=entry.get("samples")))

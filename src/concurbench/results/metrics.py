@@ -1,7 +1,7 @@
 """Turn a pool's raw measurements into the metrics a PoolResult keeps (`tps`, `latency`, `statements`...).
 
-Reports, CSV and claims read them flattened into dotted names by VariantRun.flat_metrics:
-`tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`, `wal.bytes_per_txn`,
+Each becomes a Metric record under its pool (results/metric.py), by a dotted name that reports, CSV and
+claims use (VariantRun.flat_metrics gives them by name): `tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`, `wal.bytes_per_txn`,
 `multixact.created`, `waits.Lock:transactionid` (share of sampled sessions).
 
 POOL_FIGURES says what each of a pool's figures means (results/catalogue.py gathers it with the

@@ -21,6 +21,12 @@ The format version is written in both manifest.json and summary.json. Versions s
    `settings_in_effect` (its settings that were not its defaults); a run written before it reads as
    None, "not recorded", never as "all defaults".
 
+3. one metric record per figure: each variant run carries `metrics`, its figures as records (name, value,
+   unit, scope, and the variant, pool, clients, server and repeat that place it; results/metric.py),
+   and `sampler_failures` (a sampler that gave no summary, and why) where version 2 kept a summary
+   `{"error": reason}` among the samplers' figures. Migrating moves those into `sampler_failures`; the
+   records of an older run are made from its figures when it is read.
+
 The rule: every version ever written keeps a step to the next one here, so that `load_run` reads
 any of them; a version newer than FORMAT_VERSION is refused, naming both versions.
 """
@@ -76,6 +82,29 @@ def _v1_to_v2(manifest: dict, summary: dict) -> tuple[dict, dict]:
     return manifest, summary
 
 
+def _v2_to_v3(manifest: dict, summary: dict) -> tuple[dict, dict]:
+    results = summary.get("results")
+    if not isinstance(results, list):
+        return manifest, summary
+    moved = [result_v2_to_v3(r) if isinstance(r, dict) else r for r in results]
+    if all(a is b for a, b in zip(moved, results)):  # nothing to move: the same document
+        return manifest, summary
+    return manifest, {**summary, "results": moved}
+
+
+def result_v2_to_v3(result: dict) -> dict:
+    """A variant run of version 2: a sampler's `{"error": reason}` summary becomes a sampler failure."""
+    samplers = result.get("samplers")
+    if not isinstance(samplers, dict):
+        return result
+    failed = {name: s["error"] for name, s in samplers.items() if isinstance(s, dict) and set(s) == {"error"}}
+    if not failed:
+        return result
+    return {**result, "samplers": {k: v for k, v in samplers.items() if k not in failed},
+            "sampler_failures": [*(result.get("sampler_failures") or []),
+                                 *({"sampler": k, "reason": str(v)} for k, v in failed.items())]}
+
+
 def _claim_v1(claim: dict) -> dict:
     passed = claim.get("passed")
     verdict = Verdict.PASS if passed is True else Verdict.FAIL if passed is False else Verdict.NOT_EVALUATED
@@ -124,4 +153,4 @@ def _cause(claim: dict) -> Cause:
     return next((cause for words, cause in CAUSE_WORDS if reason.startswith(words)), Cause.TESTED)
 
 
-STEPS = {1: _v1_to_v2}
+STEPS = {1: _v1_to_v2, 2: _v2_to_v3}

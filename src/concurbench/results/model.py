@@ -11,21 +11,22 @@ pool; metric lookups then return an `Unavailable` (printed "unavailable: reason"
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..figures import Better, Figure, Kind
 from ..scenario.claims import ClaimForm, claim_form, claim_of
 from ..scenario.model import Scenario
 from ..stats import Verdict
 from ..workload.events import Event
 from . import frame as frames
 from .machine import MachineLoad
+from .metric import Metric, SamplerFailure, Scope, measured
 from .shards import Plan
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 class RunStatus(StrEnum):
@@ -59,15 +60,9 @@ class Cause(StrEnum):
 LEFT_OUT_CAUSES = (Cause.QUICK, Cause.OTHER_SERVER, Cause.NOT_CHOSEN)  # not evaluated on purpose
 
 
+CLAIMS_VARIANT = "claims"  # the variant a claim's figure is placed under (ClaimVerdict.metric, the history)
 STATUSES = (RunStatus.OK, RunStatus.INTERRUPTED, RunStatus.INCOMPLETE, RunStatus.FAILED)  # of a variant run
 SAMPLE_KEYS = ("variant", "point", "server", "repeat")  # the columns samples/*.csv add to a sampler's rows
-# the figures flat_metrics gives a variant run as a whole (besides its pools' and its samplers')
-RUN_FIGURES = (
-    Figure("elapsed_s", "s", Better.LOWER, Kind.DIAGNOSTIC,
-           "the measurement window used (the result of a variant that runs a fixed count of transactions)"),
-    Figure("probes.*.rows", "rows", Better.NEUTRAL, Kind.COUNT, "rows a probe returned"),
-    Figure("probes.*", "", Better.NEUTRAL, Kind.DIAGNOSTIC, "a number a probe's first row gave"),
-)
 
 
 class FormatProblem(ValueError):
@@ -182,6 +177,12 @@ class VariantRun:
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
     events: list[Event] = field(default_factory=list)  # the timeline in time order (workload/events.py)
     warmup_pass: WarmupPass | None = None  # the unmeasured pass before the load (running/warmup.py); None: none
+    sampler_failures: list[SamplerFailure] = field(default_factory=list)  # samplers that gave no summary
+
+    @cached_property
+    def metrics(self) -> tuple[Metric, ...]:
+        """Its figures as records (results/metric.py), made once: each pool's, the samplers', probes' and its own."""
+        return measured(self)
 
     @property
     def complete(self) -> bool:
@@ -203,33 +204,10 @@ class VariantRun:
         return next((p for p in self.pools.values() if p.measure), next(iter(self.pools.values())))
 
     def flat_metrics(self, pool: str) -> dict:
-        """Flat metrics of one pool, with the variant run's sampler and probe figures: the names reports,
-        summary.csv, claims and compare use (`tps`, `latency.p95_ms`, `wal.bytes_per_txn`, `waits.CPU`)."""
-        flat: dict = {}
-        _flatten(self.pools[pool].metrics, "", flat)
-        txns = sum(p.metrics.get("transactions") or 0 for p in self.pools.values()) or None
-        wal = self.samplers.get("wal") or {}
-        if wal.get("bytes") is not None:
-            flat["wal.bytes"] = wal["bytes"]
-            flat["wal.bytes_per_txn"] = round(wal["bytes"] / txns, 1) if txns else None
-            if wal.get("records") is not None:
-                flat["wal.records"] = wal["records"]
-                flat["wal.fpi"] = wal.get("fpi")
-        for name, summary in self.samplers.items():
-            if name in ("wal", "wait_events") or not isinstance(summary, dict):
-                continue
-            for key, value in summary.items():
-                if _number(value):
-                    flat[f"{name}.{key}"] = value
-        for key, value in ((self.samplers.get("wait_events") or {}).get("share") or {}).items():
-            flat[f"waits.{key}"] = value
-        for name, times in self.probes.items():
-            for when, rows in times.items():
-                flat[f"probes.{name}.{when}.rows"] = len(rows)
-                for column, value in (rows[0].items() if rows else []):
-                    if _number(value):
-                        flat[f"probes.{name}.{when}.{column}"] = value
-        flat["elapsed_s"] = self.elapsed_s
+        """The figures of one pool with those of the variant run as a whole (its samplers', probes' and its own),
+        by name, from its records: the names reports, summary.csv, claims and compare use (`tps`,
+        `latency.p95_ms`, `wal.bytes_per_txn`, `waits.CPU`); a figure the server could not give is Unavailable."""
+        flat = {m.name: m.value for m in self.metrics if m.scope is not Scope.POOL or m.pool == pool}
         for name, reason in {**self.unavailable, **self.pools[pool].unavailable}.items():
             flat[name] = Unavailable(reason)
         return flat
@@ -260,6 +238,9 @@ class VariantRun:
             out["events"] = [e.as_dict() for e in self.events]
         if self.warmup_pass is not None:
             out["warmup_pass"] = asdict(self.warmup_pass)
+        if self.sampler_failures:
+            out["sampler_failures"] = [f.as_dict() for f in self.sampler_failures]
+        out["metrics"] = [m.as_dict() for m in self.metrics]
         return out
 
     @classmethod
@@ -272,7 +253,7 @@ class VariantRun:
         status = data.get("status", RunStatus.OK)
         if status not in STATUSES:
             raise FormatProblem(f"{where}.status", f"'{status}' is not one of {', '.join(STATUSES)}")
-        return cls(
+        run = cls(
             variant=str(data["variant"]), group=str(data["group"]), point=data["point"], server=data.get("server"),
             repeat=int(data.get("repeat") or 1), status=RunStatus(status), elapsed_s=data.get("elapsed_s") or 0.0,
             started=data.get("started"), warmup_s=data.get("warmup_s"), fixed=data.get("fixed"),
@@ -288,7 +269,27 @@ class VariantRun:
             workers=Workers.from_dict(data["workers"], f"{where}.workers") if data.get("workers") else None,
             loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
             warmup_pass=WarmupPass.from_dict(data["warmup_pass"], f"{where}.warmup_pass")
-            if data.get("warmup_pass") else None)
+            if data.get("warmup_pass") else None,
+            sampler_failures=_records(SamplerFailure, data.get("sampler_failures") or [], f"{where}.sampler_failures"))
+        if data.get("metrics") is not None:  # format 3: the records as written (older formats make them again)
+            run.__dict__["metrics"] = tuple(_records(Metric, data["metrics"], f"{where}.metrics"))
+        return run
+
+
+def _records(kind, value, where: str) -> list:
+    """Stored records of a kind with a `from_dict` (Metric, SamplerFailure), or a FormatProblem naming which."""
+    if not isinstance(value, list):
+        raise FormatProblem(where, f"expected a list, got {type(value).__name__}")
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(kind.from_dict(_mapping(item, f"{where}[{i}]")))
+        except (KeyError, ValueError, TypeError) as exc:
+            if isinstance(exc, FormatProblem):
+                raise
+            raise FormatProblem(f"{where}[{i}]", f"not a {kind.__name__} record ({type(exc).__name__}: {exc})") \
+                from None
+    return out
 
 
 def _form(value, where: str) -> ClaimForm | None:
@@ -359,7 +360,8 @@ class ClaimVerdict:
     """The verdict on one `expect` claim on one server: pass, fail, inconclusive or not evaluated.
 
     The claim travels with it: `claim` is its text as the scenario wrote it, `claim_id` its place in the
-    scenario's `expect` (0 first), `form` its parsed sides and operator. `cause` says why the verdict is what
+    scenario's `expect` (0 first), `form` its parsed sides and operator, `key` what names it (its `id:`, else
+    its form written one way; a verdict stored without one takes its form's). `cause` says why the verdict is what
     it is (the reason says it in words); `left_out` marks a claim not evaluated on purpose, which a check does
     not count as undecided: the scenario left it out (of quick runs, or of servers it is not about) or the
     user did (its variants were not chosen with --variant)."""
@@ -379,10 +381,27 @@ class ClaimVerdict:
     cause: Cause = Cause.TESTED
     claim_id: int | None = None  # None: a verdict built outside a scenario's check (tests)
     form: ClaimForm | None = None  # the claim parsed: form.left, form.op, form.right
+    claim_key: str = ""  # the claim's `id:` or its form's text (made "": the form's, or the text without one)
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
         object.__setattr__(self, "cause", Cause(self.cause))
+        if not self.claim_key:  # made or stored without one: its form's text (the text itself where it has none)
+            object.__setattr__(self, "claim_key", self.form.text if self.form is not None else self.claim)
+
+    @property
+    def key(self) -> str:
+        """What names the claim in reports and the history (see above)."""
+        return self.claim_key
+
+    @property
+    def metric(self) -> Metric | None:
+        """Its measured figure as a record (scope claim, named by its key, under variant `claims`): left over
+        right where the test was on that ratio (unit ×), else its left side; None where nothing was measured."""
+        shown, unit = (self.ratio, "×") if self.ratio is not None else (self.left, "")
+        if shown is None or not _number(shown.value):
+            return None
+        return Metric(self.key, shown.value, unit, Scope.CLAIM, CLAIMS_VARIANT, "", 0, self.server, 0)
 
     @property
     def left_out(self) -> bool:
@@ -402,7 +421,7 @@ class ClaimVerdict:
                 "ratio": self.ratio.as_dict() if self.ratio else None, "p_value": self.p_value, "level": self.level,
                 "interval": self.interval.as_dict() if self.interval else None, "runs_needed": self.runs_needed,
                 "cause": self.cause.value, "claim_id": self.claim_id,
-                "form": None if self.form is None else claim_form(self.form)}
+                "form": None if self.form is None else claim_form(self.form), "key": self.key}
 
     @classmethod
     def from_dict(cls, data: dict, where: str) -> "ClaimVerdict":
@@ -423,7 +442,7 @@ class ClaimVerdict:
                    ClaimEstimate.from_dict(data.get("ratio"), f"{where}.ratio"), data.get("p_value"),
                    data.get("level"), ClaimEstimate.from_dict(data.get("interval"), f"{where}.interval"),
                    data.get("runs_needed"), cause, data.get("claim_id"),
-                   _form(data.get("form"), f"{where}.form"))
+                   _form(data.get("form"), f"{where}.form"), str(data.get("key") or ""))
 
 
 class _Flat:
@@ -705,14 +724,6 @@ class Run:
 
 def _number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _flatten(node, prefix: str, out: dict) -> None:
-    if isinstance(node, dict):
-        for key, value in node.items():
-            _flatten(value, f"{prefix}.{key}" if prefix else str(key), out)
-    else:
-        out[prefix] = node
 
 
 def _mapping(value, where: str) -> dict:

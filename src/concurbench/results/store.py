@@ -288,9 +288,10 @@ def load_run(path: Path | str) -> Run:
 
 def _unfinished(path: Path, manifest: dict, version: int) -> Run:
     """A run still going or killed: its manifest and the variant runs its journal kept."""
-    if version != FORMAT_VERSION:
+    if version not in (journal.JOURNAL_BEFORE, FORMAT_VERSION):
         raise ConfigError(f"{path / MANIFEST}: a run in progress written in format version {version}; this "
-                          f"concurbench reads runs in progress of version {FORMAT_VERSION} only")
+                          f"concurbench reads runs in progress of versions {journal.JOURNAL_BEFORE} and "
+                          f"{FORMAT_VERSION} only")
     runs, problems = journal.read(path)
     owner = manifest.get("owner")
     alive = journal.owner_alive(owner)

@@ -378,5 +378,5 @@ def shard_verdicts(scenario: Scenario, results: list[VariantRun], shard: Shard) 
     servers = list(dict.fromkeys(r.server for r in results)) or [None]
     reason = f"not evaluated in shard {shard}: `concurbench merge` judges the claims on the data of every shard"
     return [ClaimVerdict(c.text, stats.Verdict.NOT_EVALUATED, c.description, server, reason=reason,
-                         cause=Cause.IN_A_SHARD, claim_id=i, form=c.form)
+                         cause=Cause.IN_A_SHARD, claim_id=i, form=c.form, claim_key=c.key)
             for server in servers for i, c in enumerate(scenario.expect)]

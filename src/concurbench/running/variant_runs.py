@@ -53,7 +53,7 @@ class VariantRuns:
         started = time.time()
         outcome, driver, background_sessions = self._window(server, variant, point, pools)
         elapsed = outcome.elapsed_s
-        summaries, background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
+        (summaries, failures), background = driver.summaries(elapsed), [h.describe() for h in background_sessions]
         status, after, settings = self._after_window(conn, variant, probes, status_of(outcome))
         messages = [*outcome.messages, *conn.take_notes(),
                     *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
@@ -71,7 +71,7 @@ class VariantRuns:
             samplers=summaries, sampler_errors=list(driver.errors), background=background,
             probes=probes, settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
             unavailable=driver.unavailable, events=merged(outcome.events, background_events(background_sessions)),
-            warmup_pass=warm)
+            warmup_pass=warm, sampler_failures=failures)
         self.progress.on_variant_done(VariantDone(result))
         return result
 

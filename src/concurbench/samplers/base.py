@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Callable, ClassVar, Sequence
 
@@ -34,6 +35,32 @@ class SamplerKind(StrEnum):
 SNAPSHOT, PERIODIC = SamplerKind
 
 
+@dataclass(frozen=True)
+class SamplerFailure:
+    """A sampler that gave no summary of a variant run, and why (`no reading`: a snapshot it never took)."""
+
+    sampler: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"sampler {self.sampler} gave no summary: {self.reason}"
+
+    def as_dict(self) -> dict:
+        return {"sampler": self.sampler, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SamplerFailure":
+        return cls(str(data["sampler"]), str(data["reason"]))
+
+
+class NoReading(Exception):
+    """A sampler's summary cannot be made: it has not read what it needs (the reason is its message)."""
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 class Sampler:
     """Base class: subclasses set `name`, `kind`, and implement `read` (and `summarize`)."""
 
@@ -47,6 +74,8 @@ class Sampler:
     # what the summary's figures mean, by the names reports give them (`wal.bytes`, `database.deadlocks`);
     # results/catalogue.py gathers them into the metric catalogue
     figures: ClassVar[tuple[Figure, ...]] = ()
+    # where its figures stand among a variant run's samplers' (the columns of summary.csv): lower first
+    figures_rank: ClassVar[int] = 1
 
     def __init__(self, spec: SamplerSpec | None = None):
         self.kind = SamplerKind(self.kind)  # a kind declared as its word reads as the type (ValueError for no kind)
@@ -66,6 +95,13 @@ class Sampler:
 
     def read(self, conn) -> Any:
         raise NotImplementedError
+
+    @classmethod
+    def flat(cls, summary: dict, transactions: int | None) -> dict[str, Any]:
+        """The summary's figures by the names reports give them: `NAME.KEY` for each number in it (a sampler
+        whose figures read otherwise says so here); `transactions`: the variant run's, for a figure per
+        transaction."""
+        return {f"{cls.name}.{key}": value for key, value in summary.items() if is_number(value)}
 
     def unavailable(self) -> dict[str, str]:
         """Figures of the summary this server cannot give, and why (`not available on PostgreSQL 14`);
@@ -260,15 +296,16 @@ class SamplerDriver:
                     self.rows[s.name].append({"t_s": round((end - self._measure_from) / 1e9, 3), **row})
         self._snapshots([s for s in self.samplers if s.kind is SNAPSHOT], self.after, closing=True)
 
-    def summaries(self, elapsed_s: float) -> dict[str, dict]:
-        out = {}
+    def summaries(self, elapsed_s: float) -> tuple[dict[str, dict], list[SamplerFailure]]:
+        """Each sampler's summary, and a SamplerFailure for each that could not make one."""
+        out, failed = {}, []
         for s in self.samplers:
             if s.kind is SNAPSHOT and (self.before.get(s.name) is None or self.after.get(s.name) is None):
-                out[s.name] = {"error": "no reading"}
+                failed.append(SamplerFailure(s.name, "no reading"))
                 continue
             try:
                 out[s.name] = s.summarize(self.before.get(s.name), self.after.get(s.name), self.rows[s.name],
                                           elapsed_s)
-            except Exception as exc:  # noqa: BLE001
-                out[s.name] = {"error": str(exc)}
-        return out
+            except Exception as exc:  # noqa: BLE001 - the run keeps its other figures, and says which is missing
+                failed.append(SamplerFailure(s.name, first_line(exc) or type(exc).__name__))
+        return out, failed

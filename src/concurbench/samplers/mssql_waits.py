@@ -25,7 +25,7 @@ import time
 from typing import Callable
 
 from ..figures import Better, Figure, Kind
-from .base import PERIODIC, Sampler
+from .base import PERIODIC, NoReading, Sampler
 from .mssql_rows import BENIGN_WAITS, OBSERVER_WAITS, dict_rows, is_observer_wait, pool_of, wait_deltas
 
 _COLUMNS = ("waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
@@ -151,7 +151,7 @@ class WaitStats(Sampler):
 
     def summarize(self, before, after, rows, elapsed_s):
         if self._first is None or self._last is None:
-            return {"error": "no reading"}
+            raise NoReading("no reading")
         waits = wait_deltas(self._first[1], self._last[1], top=None, exclude=self._exclude(), keep=self.keep)
         out: dict = {
             "window_s": round(self._last[0] - self._first[0], 3),

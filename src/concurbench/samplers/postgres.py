@@ -43,6 +43,7 @@ class WaitEvents(Sampler):
     figures = (Figure("waits.*", "share", NEUTRAL, SHARE, "share of sampled sessions in one wait event (CPU: none)",
                       window=True),
                Figure("wait_events.*", "samples", NEUTRAL, COUNT, "samples taken, sessions seen in them"))
+    figures_rank = 2  # each wait's share after the other samplers' figures
     default_interval = 0.1
     QUERY = ("SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*) "
              "FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' "
@@ -60,6 +61,11 @@ class WaitEvents(Sampler):
         return {"samples": samples, "session_samples": total,
                 "share": {w: round(c / total, 4) for w, c in counts.most_common()} if total else {},
                 "counts": dict(counts.most_common())}
+
+    @classmethod
+    def flat(cls, summary, transactions):
+        """Each wait's share of the sampled sessions, as `waits.WAIT`."""
+        return {f"waits.{wait}": share for wait, share in (summary.get("share") or {}).items()}
 
 
 class DatabaseCounters(CumulativeStats):
@@ -89,6 +95,7 @@ class Wal(CumulativeStats):
     figures = (Figure("wal.bytes_per_txn", "B", LOWER, DIAGNOSTIC, "WAL bytes per committed transaction"),
                Figure("wal.bytes", "B", NEUTRAL, SIZE, "WAL bytes written in the window"),
                Figure("wal.*", "", NEUTRAL, COUNT, "WAL records and full-page images"))
+    figures_rank = 0  # WAL first, beside the pools' figures it is a share of
 
     def prepare(self, conn, version_num):
         super().prepare(conn, version_num)
@@ -108,6 +115,18 @@ class Wal(CumulativeStats):
         delta = numeric_delta(before, after)
         return {"bytes": delta.get("lsn_bytes"), "records": delta.get("records"), "fpi": delta.get("fpi"),
                 "buffers_full": delta.get("buffers_full")}
+
+    @classmethod
+    def flat(cls, summary, transactions):
+        """WAL bytes, and per committed transaction of the variant run; records and full-page images where
+        pg_stat_wal gave them."""
+        if summary.get("bytes") is None:
+            return {}
+        out = {"wal.bytes": summary["bytes"],
+               "wal.bytes_per_txn": round(summary["bytes"] / transactions, 1) if transactions else None}
+        if summary.get("records") is not None:
+            out.update({"wal.records": summary["records"], "wal.fpi": summary.get("fpi")})
+        return out
 
 
 class MultiXact(CumulativeStats):

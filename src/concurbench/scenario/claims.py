@@ -14,6 +14,11 @@ the claim is judged on), and METRIC is a name as reports and summary.csv use it:
 
 Either side may be scaled by a number (`3 * ref`, `ref * 0.5`) or be a plain number. This module parses
 claims; check/ judges them.
+
+A claim's key names it wherever it is kept (a run's verdicts, the report by version, the history's series):
+the `id:` the scenario gives it, else its parsed form written one way (`ClaimForm.text`: one space around
+the operator and the `*`, a factor of 1 left out, numbers as short as they read back), so reordering the
+claims, rewording a description or re-spacing a check keeps it.
 """
 
 from __future__ import annotations
@@ -61,17 +66,40 @@ class ClaimForm:
     def refs(self) -> list[Ref]:
         return [s.ref for s in (self.left, self.right) if s.ref is not None]
 
+    @property
+    def text(self) -> str:
+        """The form written one way (the key of a claim without an `id:`): `a: tps > 1.1 * b: tps`."""
+        return f"{_side_text(self.left)} {self.op} {_side_text(self.right)}"
+
+
+def _side_text(side: Side) -> str:
+    factor = _number_text(side.factor)
+    if side.ref is None:
+        return factor
+    return str(side.ref) if side.factor == 1.0 else f"{factor} * {side.ref}"
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+
 
 @dataclass(frozen=True)
 class Claim:
+    """One `expect` claim: its text as the scenario wrote it, its form parsed once, and what the scenario
+    says about it (`id` is its `id:`, "" when it has none; `key` is what names it)."""
+
     text: str
-    left: Side
-    op: str
-    right: Side
+    form: ClaimForm
     description: str = ""
     servers: tuple[str, ...] = ()  # evaluated only on these server versions (`servers: ["2022"]`); () = all
     skip_quick: str = ""  # why the claim is not judged in quick runs (its effect is too small for them)
     versions: VersionSpec | None = None  # or on the versions meeting a condition (`versions: ">=15"`)
+    id: str = ""
+
+    @property
+    def key(self) -> str:
+        """What names the claim: its `id:`, else its form written one way."""
+        return self.id or self.form.text
 
     def applies_to(self, server) -> bool:
         if server is None:
@@ -84,10 +112,6 @@ class Claim:
     def about(self) -> str:
         """Which servers the claim is about, for the reason it was not evaluated on another."""
         return " and ".join(filter(None, [", ".join(self.servers), self.versions and f"versions {self.versions}"]))
-
-    @property
-    def form(self) -> ClaimForm:
-        return ClaimForm(self.left, self.op, self.right)
 
     def refs(self) -> list[Ref]:
         return self.form.refs()
@@ -106,7 +130,7 @@ def parse_claim(text: str, description: str = "") -> Claim:
         raise ValueError("a claim compares two sides with one of < <= > >= == != (spaces around it), "
                          f"e.g. 'holder: elapsed_s >= 3 * none: elapsed_s'; got '{text}'")
     op = ops[0]
-    return Claim(text.strip(), _side(text[: op.start()]), op.group(1), _side(text[op.end():]), description)
+    return Claim(text.strip(), ClaimForm(_side(text[: op.start()]), op.group(1), _side(text[op.end():])), description)
 
 
 def _side(text: str) -> Side:

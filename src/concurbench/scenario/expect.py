@@ -1,5 +1,6 @@
 """`expect:`, the scenario's claims: each a text (claims.py parses it) or a mapping with `check`,
-`claim`, `servers`, `versions` and `skip_quick`, and each reference checked against the variants."""
+`claim`, `id`, `servers`, `versions` and `skip_quick`, and each reference checked against the variants;
+two claims of one key (the same `id:`, or the same form without one) are refused."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .claims import Claim, parse_claim
 from .versions import read_condition
 from .yamlpos import Checker, describe, join
 
-CLAIM_KEYS = ["check", "claim", "servers", "versions", "skip_quick"]
+CLAIM_KEYS = ["check", "claim", "id", "servers", "versions", "skip_quick"]
 
 
 def read_expect(check: Checker, doc, variants) -> tuple[Claim, ...]:
@@ -22,6 +23,7 @@ def read_expect(check: Checker, doc, variants) -> tuple[Claim, ...]:
         return ()
     known = {v.name: v for v in variants}
     out = []
+    keys: dict[str, int] = {}  # a claim's key -> its place
     for i, item in enumerate(value):
         sub = join("expect", i)
         text, description, where, fields = item, "", (value, i), {}
@@ -38,6 +40,12 @@ def read_expect(check: Checker, doc, variants) -> tuple[Claim, ...]:
             check.add(*where, sub, str(exc))
             continue
         _check_refs(check, claim, known, where, sub)
+        if claim.key in keys:
+            check.add(*where, sub, f"claim {keys[claim.key] + 1} has the key '{claim.key}' already (the same "
+                                   f"{'id' if claim.id else 'sides and operator'}); give one of them an `id:` of "
+                                   f"its own, or drop it")
+            continue
+        keys[claim.key] = i
         out.append(claim)
     return tuple(out)
 
@@ -52,6 +60,11 @@ def _claim_keys(check: Checker, item, sub: str) -> tuple[str, dict]:
                   "must say why the claim is left out of quick runs, e.g. 'the effect is too small to decide "
                   "in 2 s windows'")
         skip_quick = ""
+    ident = item.get("id", "")
+    if not isinstance(ident, (str, int)) or isinstance(ident, bool) or ("id" in item and not str(ident).strip()):
+        check.add(item, "id", join(sub, "id"), f"must be a short name that keeps the claim's history when its check "
+                                               f"is rewritten, such as 'reuse-faster', got {describe(ident)}")
+        ident = ""
     servers = item.get("servers", [])
     servers = [servers] if isinstance(servers, (str, int)) else servers
     if not isinstance(servers, list) or not all(isinstance(v, (str, int)) for v in servers):
@@ -59,7 +72,7 @@ def _claim_keys(check: Checker, item, sub: str) -> tuple[str, dict]:
                   f"must be a list of server versions such as [\"2022\"], got {describe(servers)}")
         servers = []
     return str(item.get("claim") or ""), {"servers": tuple(str(v) for v in servers), "versions": versions,
-                                          "skip_quick": skip_quick}
+                                          "skip_quick": skip_quick, "id": str(ident).strip()}
 
 
 def _check_refs(check: Checker, claim: Claim, known: dict, where: tuple, sub: str) -> None:
