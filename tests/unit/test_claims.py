@@ -102,7 +102,7 @@ def test_a_claims_id_is_its_key_and_two_claims_of_one_key_are_refused(tmp_path):
     path.write_text(head + "  - {check: 'a: tps > 1.1 * b: tps', id: a-faster}\n  - 'b: tps  <  a: tps'\n")
     first, second = load_scenario(path).expect
     assert (first.key, second.key) == ("a-faster", "b: tps < a: tps")
-    verdicts = evaluate(list(load_scenario(path).expect), repeated("a", tps=200) + repeated("b", tps=100))
+    verdicts = judge_claims(list(load_scenario(path).expect), repeated("a", tps=200) + repeated("b", tps=100))
     assert [v.key for v in verdicts] == ["a-faster", "b: tps < a: tps"]
     path.write_text(head + "  - 'a: tps > b: tps'\n  - {check: 'a:tps > b: tps * 1.0', claim: reworded}\n"
                            "  - {check: 'a: tps > 2 * b: tps', id: ''}\n")
