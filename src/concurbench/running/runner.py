@@ -96,7 +96,8 @@ class Runner:
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Listener | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: str = "embedded", repeat: int = 1,
-                 check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False):
+                 check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False,
+                 decider: Sequential | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -107,6 +108,9 @@ class Runner:
         self.repeat = max(1, repeat)
         self.check = check  # --check: repeat what open claims need until they are decided
         self.skip_unrunnable = skip_unrunnable  # run the variants a server can run, skip the others (needs.py)
+        # what decides instead of the scenario's claims, with the check's rounds (check/across.py: two servers
+        # side by side); its verdicts are the run's claims
+        self.decider = decider
         self.sequential: Sequential | None = None
         self._verdicts: list[ClaimVerdict] = []  # the last look's verdicts
         self._judged = 0  # how many variant runs that look saw
@@ -144,7 +148,7 @@ class Runner:
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
-        together = self.repeat > 1 or self.check is not None
+        together = self.repeat > 1 or self.check is not None or self.decider is not None
         batches = [servers] if together else [[server] for server in servers]
         if self.share is not None:  # a server with nothing in the shard is not started
             used = {server for server, *_ in self.share}
@@ -153,7 +157,9 @@ class Runner:
                                   share=self.share)
         self._mark_running(first=True)
         live, report = None, RunReport()
-        if self.check is not None and self.scenario.expect:
+        if self.decider is not None:
+            self.sequential = self.decider
+        elif self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
             live = liveruns.register(run_dir)
@@ -179,7 +185,7 @@ class Runner:
                     server.release()
                 self._machine = self._machine.with_waits(results)
                 verdicts = with_machine(with_differences(self._final_verdicts(results, status), self._recorded),
-                                        self._machine) if self.scenario.expect else []
+                                        self._machine) if self.scenario.expect or self.decider is not None else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
                                         also=report.write)
                 if unsaved is not None and error is None:
@@ -343,7 +349,7 @@ class Runner:
         seq = self.sequential
         if seq.looks_taken == 0 and seq.plan(self._machine.contended):
             self.progress.on_warning(RunWarning(f"--check: the machine is busy ({self._machine.short()}): up to "
-                                                f"{seq.max_repeats} runs a side instead of {self.check.max_repeats}"))
+                                                f"{seq.max_repeats} runs a side instead of {seq.policy.max_repeats}"))
 
     def _variant_on(self, server: ServerSession, variant: Variant, repeat: int, results: list[VariantRun],
                     points: set | None = None) -> None:
