@@ -22,7 +22,12 @@ CPU on the server, a release made slower on purpose.
      here, and with that noise scaled so one run's tps spreads 3%.
 
     python benchmarks/side_by_side.py [--old 16.14] [--new 16.15] [--nights 5]
-        [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--sim 10000] [--out DIR]
+        [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--minutes M] [--sim 10000] [--out DIR]
+    python benchmarks/side_by_side.py --tabulate DIR [--trials ...] [--hog ...] [--sim N]
+
+The trials of the cells are taken in turn (none, 10%, 20%, 50%, beside the hog, then again), and each is
+kept in DIR/trials.json as it ends: --minutes stops a run with trials of every cell, and --tabulate prints
+the tables and the simulation of a run again.
 
 Run it alone on the machine (flock /work/heavy.lock ...): it measures. docs/history.md shows its output.
 """
@@ -222,6 +227,15 @@ def cells(text: str) -> list[tuple[float | None, int]]:
     return out
 
 
+def interleaved(plan: list[tuple[float | None, int, bool]]) -> list[tuple[float | None, bool, int]]:
+    """The trials of every cell taken in turn (a cell's i-th trial, then the next cell's), so a run stopped
+    by --minutes has trials of each cell, made at the same times of the machine's day."""
+    out = []
+    for i in range(max((count for _, count, _ in plan), default=0)):
+        out += [(step, hog, i) for step, count, hog in plan if i < count]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--old", default="16.14")
@@ -229,47 +243,44 @@ def main() -> None:
     ap.add_argument("--nights", type=int, default=5)
     ap.add_argument("--trials", default="none=30,10=40,20=20,50=10")
     ap.add_argument("--hog", default="none=10,10=15", help="trials beside a process that keeps one CPU busy")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no trial after this many minutes (the table says how many ran)")
     ap.add_argument("--sim", type=int, default=10000)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--tabulate", type=Path, default=None, metavar="DIR",
+                    help="no real part: the tables and the simulation from DIR/trials.json of an earlier run")
     args = ap.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="side-by-side-"))
-    out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    print(f"{date.today().isoformat()}, {cpu_model()} x{os.cpu_count()}; {args.old} and {args.new} (binaries "
-          f"target); {SCENARIO.name}; out {out}\n")
-    spins = calibrate(args, out)
-    base = history(args, out)
     plan = [(step, count, False) for step, count in cells(args.trials)] + \
         [(step, count, True) for step, count in cells(args.hog)]
-    results = []
-    for step, count, hog in plan:
-        if step is not None and spins[step] <= 0:
-            continue
-        for i in range(count):
+    if args.tabulate is not None:
+        saved = json.loads((args.tabulate / "trials.json").read_text())
+        print(saved["head"])
+        results = saved["trials"]
+    else:
+        out = args.out or Path(tempfile.mkdtemp(prefix="side-by-side-"))
+        out.mkdir(parents=True, exist_ok=True)
+        head = (f"{date.today().isoformat()}, {cpu_model()} x{os.cpu_count()}; {args.old} and {args.new} (binaries "
+                f"target); {SCENARIO.name}; out {out}")
+        print(head + "\n")
+        spins = calibrate(args, out)
+        base = history(args, out)
+        results = []
+        for step, hog, i in interleaved(plan):
+            if step is not None and spins[step] <= 0:
+                continue
+            if args.minutes is not None and time.perf_counter() - started > args.minutes * 60:
+                print(f"--minutes {args.minutes:g}: no further trial started")
+                break
             t = trial(args, base, out, step, spins, hog)
             results.append(t)
+            (out / "trials.json").write_text(json.dumps({"head": head, "spins": spins, "trials": results}))
             ratio = t["tps"]["ratio"] if t["tps"] and t["tps"]["ratio"] else float("nan")
             print(f"trial {'none' if step is None else f'{step:.0%}'}{' beside a hog' if hog else ''} {i + 1}: "
                   f"exit {t['exit']}, {'red' if t['red'] else 'green'}, tps {ratio:.3f}, "
                   f"{len(t['rounds'])} rounds, check {t['check_s'] / 60:.2f} min", flush=True)
-    print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
-    print("| step | machine | trials | side-by-side runs (busy) | red on the first night | tps new/old (median) | "
-          "rounds (median, range) | minutes of the check (median, range) |")
-    print("|---|---|---:|---:|---:|---:|---|---|")
-    for step, _, hog in plan:
-        mine = [t for t in results if t["step"] == step and t["hog"] == hog]
-        if not mine:
-            continue
-        ratios = [t["tps"]["ratio"] for t in mine if t["tps"] and t["tps"]["ratio"]]
-        rounds = [len(t["rounds"]) for t in mine if t["ab"]]
-        minutes = [t["check_s"] / 60 for t in mine]
-        red = sum(t["red"] for t in mine)
-        print(f"| {'none' if step is None else f'{step:.0%} slower'} | {'beside a CPU hog' if hog else 'alone'} | "
-              f"{len(mine)} | {sum(t['ab'] for t in mine)} ({sum(t['busy'] for t in mine)}) | "
-              f"{red} ({red / len(mine):.0%}) | "
-              f"{statistics.median(ratios) if ratios else float('nan'):.3f} | "
-              f"{statistics.median(rounds) if rounds else 0:.0f} ({min(rounds, default=0)}-{max(rounds, default=0)}) | "
-              f"{statistics.median(minutes):.2f} ({min(minutes):.2f}-{max(minutes):.2f}) |")
+        print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
+    table(plan, results)
     residuals = np.array([[r[m] for m in METRICS] for t in results if t["step"] is None and not t["hog"]
                           for r in t["rounds"]])
     if len(residuals) < 10:
@@ -279,7 +290,7 @@ def main() -> None:
     sd = residuals.std(axis=0, ddof=1)
     print(f"\nsimulation (not real): rounds drawn from {len(residuals)} real rounds of the 'none' trials (alone); "
           f"their new-over-old spread a round: " + ", ".join(f"{m} {s:.1%}" for m, s in zip(METRICS, sd)))
-    to_3 = 0.03 * math.sqrt(2) / sd[0]  # one run's tps spread 3%, the two of a round independent
+    to_3 = 0.03 * math.sqrt(2) / sd[0]  # one run's tps spreads 3%, the two of a round independent
     print(f"\n| step | noise | simulated first nights | confirmed |\n|---|---|---:|---:|")
     for label, scale in (("as measured here", 1.0), ("scaled to 3% a run", to_3)):
         for step in (0.0, 0.1, 0.2, 0.5):
@@ -287,6 +298,50 @@ def main() -> None:
             print(f"| {'none' if step == 0 else f'{step:.0%} slower'} | {label} | {args.sim:,} | {share:.2%} |",
                   flush=True)
     print(f"\ntotal {(time.perf_counter() - started) / 60:.0f} min")
+
+
+def table(plan: list[tuple[float | None, int, bool]], results: list[dict]) -> None:
+    """The real trials, a row a cell: how many were red on the first night, with the exact binomial 95% upper
+    bound where none or few were."""
+    print("| step | machine | trials | side-by-side runs (busy) | red on the first night (95% interval) | "
+          "tps new/old (median) | rounds (median, range) | minutes of the check (median, range) |")
+    print("|---|---|---:|---:|---:|---:|---|---|")
+    for step, _, hog in plan:
+        mine = [t for t in results if t["step"] == step and t["hog"] == hog]
+        if not mine:
+            continue
+        ratios = [t["tps"]["ratio"] for t in mine if t["tps"] and t["tps"]["ratio"]]
+        rounds = [len(t["rounds"]) for t in mine if t["ab"]]
+        minutes = [t["check_s"] / 60 for t in mine]
+        red = sum(t["red"] for t in mine)
+        low, high = clopper_pearson(red, len(mine))
+        print(f"| {'none' if step is None else f'{step:.0%} slower'} | {'beside a CPU hog' if hog else 'alone'} | "
+              f"{len(mine)} | {sum(t['ab'] for t in mine)} ({sum(t['busy'] for t in mine)}) | "
+              f"{red} ({red / len(mine):.0%}; {low:.0%}-{high:.0%}) | "
+              f"{statistics.median(ratios) if ratios else float('nan'):.3f} | "
+              f"{statistics.median(rounds) if rounds else 0:.0f} ({min(rounds, default=0)}-{max(rounds, default=0)}) | "
+              f"{statistics.median(minutes):.2f} ({min(minutes):.2f}-{max(minutes):.2f}) |")
+
+
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact two-sided binomial interval of k in n (with k = 0 the upper bound is 1 - (alpha/2)^(1/n))."""
+    low = 0.0 if k == 0 else _beta_quantile(alpha / 2, k, n - k + 1)
+    high = 1.0 if k == n else _beta_quantile(1 - alpha / 2, k + 1, n - k)
+    return low, high
+
+
+def _beta_quantile(q: float, a: float, b: float) -> float:
+    """The Beta(a, b) quantile by bisection on the binomial tail (integer a, b: P(Beta <= x) = P(Bin >= a))."""
+    n = int(a + b - 1)
+
+    def cdf(x: float) -> float:
+        return sum(math.comb(n, j) * x ** j * (1 - x) ** (n - j) for j in range(int(a), n + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
+    return (lo + hi) / 2
 
 
 if __name__ == "__main__":
