@@ -53,12 +53,12 @@ def history(tmp_path_factory):
     return folder, Path(done.stdout.strip().splitlines()[-1])
 
 
-def _first_night(history, name: str, slow_from: str) -> tuple[Path, Path, str]:
-    """A store of the 16.14 run and tonight's 16.15 run (with this slow_from)."""
+def _first_night(history, name: str, slow_from: str, *params: str) -> tuple[Path, Path, str]:
+    """A store of the 16.14 run and tonight's 16.15 run (with this slow_from, and these --param)."""
     folder, old = history
     store = folder / f"{name}.db"
     done = cli("run", SCENARIO, "--target", "binaries", "--server-version", NEW, "--param", f"slow_from={slow_from}",
-               "--out", folder / "runs")
+               *params, "--out", folder / "runs")
     assert done.returncode == 0, done.stderr[-3000:]
     new = Path(done.stdout.strip().splitlines()[-1])
     added = cli("history", "add", old, new, "--store", store)
@@ -110,3 +110,21 @@ def test_a_release_with_no_change_is_not_confirmed_side_by_side(history):
         assert conn.execute("SELECT count(*) FROM history_findings").fetchone()[0] == 0
         kinds = [k for (k,) in conn.execute("SELECT kind FROM history_runs")]
     assert kinds.count("confirmation") == 1
+
+
+def test_a_side_by_side_run_that_fails_leaves_the_gate_as_the_history_gives_it(history):
+    """Tonight's 16.15 run is slower and recorded broken_below=16.15, which its own setup passes; the side-by-side
+    run of both with tonight's parameters fails in 16.14's setup. The check exits as without --side-by-side,
+    the summary says what failed, no finding is made and no series holds the failed run."""
+    store, ab, tonight = _first_night(history, "failing", NEW, "--param", f"broken_below={NEW}")
+    alone = cli("history", "check", "--store", store, "--run", tonight)
+    done = cli("history", "check", "--store", store, "--run", tonight, "--side-by-side", "--side-by-side-rounds", 2,
+               "--side-by-side-out", ab)
+    assert done.returncode == alone.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "failed side by side" in done.stdout and "division by zero" in done.stdout, done.stdout
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM history_findings").fetchone()[0] == 0
+        kinds = [k for (k,) in conn.execute("SELECT kind FROM history_runs")]
+    assert kinds.count("run") == 2 and kinds.count("confirmation") <= 1
+    shown = json.loads(cli("history", "show", "--store", store, "--format", "json").stdout)
+    assert {p["run"] for s in shown["series"] for p in s["points"]} <= {history[1].name, tonight}
