@@ -13,6 +13,10 @@ functions and print what they return; a script or a notebook calls them the same
     outcome.run.frame()                              # the figures, for pandas
     reports = probe("scenarios/postgres/lock-queue.yaml", target=Target("binaries", versions=("16",)))
 
+`side_by_side` runs two releases of a server in one run, interleaved and paired by round, until each
+comparison (check/across.py) says whether the new one is worse than the old: `history check
+--side-by-side` confirms a new release's first run with it (concurbench/sidebyside.py).
+
 Nothing here prints. Bad input raises ConfigError (concurbench.errors) before any server is touched;
 a run that fails once started is saved, and its error is `outcome.error`.
 """
@@ -22,16 +26,18 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .check import CheckPolicy
+from .check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
+from .check.sides import MIN_RUNS
 from .engines.registry import spec
 from .errors import ConcurbenchError, ConfigError
 from .probe import ProbeReport, probe as probe_target
 from .provisioners.options import server_settings
-from .provisioners.registry import ServerSettings, TargetOptions, TargetSpec, make_provisioner, target_spec
+from .provisioners.registry import ServerSettings, TargetOptions, TargetSpec, make_provisioner, release_targets, target_spec
 from .report.by_version import claims_by_version, made_lines
 from .report.tables import Report
 from .results.model import Run, RunStatus
@@ -42,11 +48,13 @@ from .running.progress_events import Listener, RunEnded, RunStarted
 from .running.runner import RunOutcome, Runner, chosen_variants
 from .scenario.model import Scenario
 
-__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "ClaimsTable", "Outcome", "Target", "claims",
-           "probe", "run"]
+__all__ = ["CLAIMS_BUDGET_S", "CLAIMS_TARGET", "ClaimsTable", "Outcome", "RELEASE_TARGETS", "Target", "claims",
+           "probe", "run", "side_by_side"]
 
 CLAIMS_TARGET = "binaries"
 CLAIMS_BUDGET_S = 30 * 60.0  # `claims`: the time budget of each scenario's check
+RELEASE_TARGETS = release_targets()  # the targets that start a server of any release asked for
+SIDE_BY_SIDE_BUDGET_S = 10 * 60.0
 
 
 @dataclass(frozen=True)
@@ -147,6 +155,54 @@ def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quic
     provisioners = target.provisioners(model, listener=listener, settings=False)
     with sigterm_interrupts():
         return [probe_target(model, provisioner, variants=chosen) for provisioner in provisioners]
+
+
+def side_by_side(scenario: Scenario | str | Path, *, old: str, new: str, comparisons: Iterable[Comparison],
+                 target: Target | None = None, out_dir: str | Path = "results", quick: bool = False,
+                 params: dict[str, str] | None = None, policy: CheckPolicy | None = None,
+                 listener: Listener | None = None) -> Outcome:
+    """Run the variant points `comparisons` read on the `old` and the `new` release of the target's server, both
+    up at once, in one run: interleaved and paired by round, from two rounds on one more while a comparison is
+    undecided, within `policy` (rounds: max_repeats, ROUNDS by default, BUSY_ROUNDS on a busy machine; time:
+    budget_s, ten minutes by default). Each comparison's verdict is in `outcome.run.claims` (`claim_id`: its
+    place in `comparisons`): FAIL when the new release is worse than the old by more than the comparison's
+    minimum change, PASS when it is not, INCONCLUSIVE when the rounds could not tell. The target must start
+    servers of any release (binaries, docker); ConfigError otherwise, and for a release it cannot have."""
+    target = target or Target(CLAIMS_TARGET)
+    if not target.spec.version_matrix:
+        raise ConfigError(f"side by side: the {target.name} target cannot start another release of the server; "
+                          f"confirming a release needs a target that can ({' or '.join(RELEASE_TARGETS)})")
+    comparisons = tuple(comparisons)
+    if not comparisons:
+        raise ConfigError("side by side: nothing to compare")
+    model = _only_points(_scenario(scenario, quick, params), comparisons)
+    policy = policy or CheckPolicy(max_repeats=ROUNDS, budget_s=SIDE_BY_SIDE_BUDGET_S, busy_max_repeats=BUSY_ROUNDS)
+    decider = AcrossServers(model, policy, first=MIN_RUNS, old=old, new=new, comparisons=comparisons)
+    variants = list(dict.fromkeys(c.ref.variant for c in comparisons))
+    return _run(model, replace(target, versions=(old, new)), listener or Listener(), out_dir=out_dir,
+                variants=variants, repeat=MIN_RUNS, check=policy, decider=decider)
+
+
+def _only_points(model: Scenario, comparisons: tuple[Comparison, ...]) -> Scenario:
+    """The scenario with each compared variant's sweep cut to the points the comparisons name (all of them where
+    one names none)."""
+    wanted: dict[str, set] = {}
+    for c in comparisons:
+        wanted.setdefault(c.ref.variant, set()).add(None if c.ref.point is None else str(c.ref.point))
+    variants = []
+    for v in model.variants:
+        points = wanted.get(v.name, {None})
+        if None not in points:
+            kept = tuple(p for p in v.sweep if str(p) in points or (p is not None and _extreme(p, v.sweep, points)))
+            v = replace(v, sweep=kept or v.sweep)
+        variants.append(v)
+    return replace(model, variants=tuple(variants))
+
+
+def _extreme(point: int, sweep: tuple, names: set) -> bool:
+    """A sweep point named `min` or `max`."""
+    numbers = [p for p in sweep if p is not None]
+    return ("min" in names and point == min(numbers)) or ("max" in names and point == max(numbers))
 
 
 @dataclass

@@ -17,14 +17,13 @@ WORDY = re.compile(r"\b(reason|reasons|message|messages|error|why|status|outcome
 # reads them); a driver that gives one code (HYT00) for a login timeout and a query timeout alike; the probe's
 # advice, chosen by the server's own error words (its message, not ours); Docker's container states; a setting's
 # type as PostgreSQL names it (pg_settings.vartype); the kind of object a statement's SQL names (CREATE TRIGGER,
-# DROP TYPE: SQL's own words, read by the probe). Two are owed: the history's series order (track, time, version;
-# history/analysis.py and charts.py, reworked for issue 48's items 1, 2 and 7 on another branch) becomes a type there;
-# the compiled loop's parameter spec (workload/fastloop.py) is reworked with the C seam (issue 48, item 5) and still
-# reads DistributionKind, a StrEnum, by its words.
+# DROP TYPE: SQL's own words, read by the probe). One is owed: the compiled loop's parameter spec
+# (workload/fastloop.py) is reworked with the C seam (issue 48, item 5) and still reads DistributionKind, a StrEnum,
+# by its words.
 ALLOWED = {("results/migrate.py", "reason"), ("engines/odbc.py", "message"), ("probe/postgres.py", "words"),
            ("probe/mssql.py", "words"), ("provisioners/docker.py", "status"), ("engines/pg_settings.py", "kind"),
            ("probe/touches.py", "kind"), ("probe/postgres.py", "kind"), ("probe/mssql_touch.py", "kind"),
-           ("history/analysis.py", "order"), ("history/charts.py", "order"), ("workload/fastloop.py", "kind")}
+           ("workload/fastloop.py", "kind")}
 
 
 def texts(tree: ast.Module) -> set[str]:

@@ -1,5 +1,6 @@
 """`history show` and `history check`: the store's series with their change points and findings, and the
-CI gate (history/gate.py)."""
+CI gate (history/gate.py), with `--side-by-side` its confirmation of a new release the same night
+(concurbench/sidebyside.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from ..check.across import BUSY_ROUNDS, ROUNDS
 from ..errors import ConfigError
 from ..history import gate, gate_report, render
 from ..history.analysis import ORDERS, analyse, figure_of
@@ -19,7 +21,9 @@ from ..history.store import open_store
 from ..figures import Better
 from ..report.render import markdown, terminal
 from ..results.catalogue import CATALOGUE
+from ..util import parse_duration
 from .console import err, out
+from .progress import Progress
 from .exits import EXIT_REGRESSION
 from .history import STORE_HELP, parse_pairs
 
@@ -115,18 +119,46 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
               help="Write a JUnit XML report (a test case per cause).")
 @click.option("--summary", "summary_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Append the Markdown summary to FILE (for a CI step summary: $GITHUB_STEP_SUMMARY).")
+@click.option("--side-by-side", "side_by_side", is_flag=True,
+              help="Then confirm the same night: where a line's newest run is a new server release's first run "
+                   "(or a new finding starts at one), run the suspected variants on the release before and the new "
+                   "one side by side in one run (interleaved, paired by round, more rounds while undecided) with the "
+                   "checked run's target (binaries or docker), scenario file, quick form and parameters. A confirmed "
+                   "regression is red tonight; one decided not worse is not (docs/history.md).")
+@click.option("--side-by-side-budget", "budget", default="10m", show_default=True, metavar="DURATION",
+              help="The time the side-by-side runs may take in all (90s, 10m, 1h): the cheapest informative first "
+                   "(fewest variants, largest suspected change); what it leaves is listed.")
+@click.option("--side-by-side-rounds", "rounds", type=click.IntRange(2, 100), default=ROUNDS, show_default=True,
+              help=f"The most rounds a side-by-side run takes while undecided ({BUSY_ROUNDS / ROUNDS:g} times as "
+                   f"many on a busy machine).")
+@click.option("--side-by-side-out", "sbs_out", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("results"), show_default=True,
+              help="Where the side-by-side runs' directories go (each added to the store as a confirming run, "
+                   "never part of a series).")
 def check(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, run_ids,
-          gate_file, junit_file, summary_file) -> None:
+          gate_file, junit_file, summary_file, side_by_side, budget, rounds, sbs_out) -> None:
     """Find the regressions among the gated series that had a run in this check and keep them as findings;
     exit 5 while a finding is new on such a series (until `history ack` or the metric comes back), 0 otherwise."""
     method = _method(alpha, min_change, window, confirm, min_after)
     ways = parse_pairs(directions, "--direction", WAYS)
+    budget_s = _budget(budget) if side_by_side else 0.0
+    night = None
     with open_store(store) as s:
         runs = _runs(s, run_ids)
         spec = _spec(s, gate_file, scenario, metrics, ways)
         result = gate.check(s, spec, runs=runs, checked=list(run_ids) or None, scenario=scenario,
                             metrics=tuple(metrics), order=order, method=method, directions=ways)
-    summary = gate_report.markdown_summary(result)
+        if side_by_side:
+            from .. import sidebyside  # the runner and the targets, loaded only when a check runs servers
+
+            progress = Progress(err)
+            try:
+                night = sidebyside.confirm_night(s, result, runs=runs, budget_s=budget_s, rounds=rounds,
+                                                 out_dir=sbs_out, listener=progress, directions=ways)
+            finally:
+                progress.close()
+            result = night.result
+    summary = gate_report.markdown_summary(result) + ("\n" + night.summary() if night else "")
     out.print(summary, highlight=False, markup=False, soft_wrap=True)
     if junit_file is not None:
         _write(junit_file, gate_report.junit(result))
@@ -134,6 +166,13 @@ def check(store, scenario, metrics, order, alpha, min_change, window, confirm, m
         _write(summary_file, summary + "\n", append=True)
     if result.regression:
         sys.exit(EXIT_REGRESSION)
+
+
+def _budget(text: str) -> float:
+    seconds = parse_duration(text)
+    if seconds is None or seconds <= 0:
+        raise ConfigError(f"--side-by-side-budget {text}: expected a duration such as 10m, 90s or 1h")
+    return seconds
 
 
 def _runs(s, run_ids: tuple[str, ...]) -> set[int] | None:

@@ -43,6 +43,7 @@ import functools
 import json
 import math
 import re
+from enum import StrEnum
 
 import numpy as np
 from dataclasses import dataclass, field, replace
@@ -57,7 +58,15 @@ from .detect import QUIET_T, Change, Level, Method, detect, largest_shift_t
 from .records import CLAIMS, ClaimKey, RunKind, SeriesKey
 from .store import HistoryStore, StoredRun
 
-ORDERS = ("track", "time", "version")
+class Order(StrEnum):
+    """How a series' runs are lined up: each release line on its own (track), all in time, all by version."""
+
+    TRACK = "track"
+    TIME = "time"
+    VERSION = "version"
+
+
+ORDERS = tuple(o.value for o in Order)
 Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
 TRACK_LABEL = "track"  # a run's label that names its track (otherwise the server's major version)
@@ -181,7 +190,7 @@ class Series:
 @dataclass(frozen=True)
 class Analysis:
     store: str
-    order: str
+    order: Order
     method: Method
     runs: list[StoredRun]
     series: list[Series]
@@ -219,12 +228,12 @@ def speed(key: SeriesKey) -> bool:
     return figure_of(key).unit in SPEED_UNITS or any(fnmatchcase(key.metric, g) for g in SPEED_NAMES)
 
 
-def line_of(run: StoredRun, server: str, order: str, busy_apart: bool = True) -> str:
+def line_of(run: StoredRun, server: str, order: Order, busy_apart: bool = True) -> str:
     """The line a run's point of a series runs on, in this order (see the module's docstring); `busy_apart`:
     the series' figure measures speed, so a busy machine's run is on a line of its own."""
-    if order == "time":
+    if order is Order.TIME:
         line = server
-    elif order == "version":
+    elif order is Order.VERSION:
         line = ALL_SERVERS
     else:
         line = run.record.labels.get(TRACK_LABEL) or major(server)
@@ -242,7 +251,7 @@ def is_busy(line: str) -> bool:
 
 
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
-            order: str = "track", method: Method = Method(), directions: dict[str, str] | None = None,
+            order: Order | str = Order.TRACK, method: Method = Method(), directions: dict[str, str] | None = None,
             values: bool = False, select=None, runs: list[StoredRun] | None = None,
             groups: bool = True, quiet=None) -> Analysis:
     """Every series of the store (of one scenario, of metrics matching the globs, and, given `select`, whose
@@ -251,6 +260,7 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     left unsearched when no split of theirs moves by QUIET_T plain t, once QUIET_MIN_SERIES series or more
     are analysed (a gate's series that holds no open finding: among that many it could not reach the night's
     threshold; see detect.largest_shift_t)."""
+    order = Order(order)
     runs = {r.id: r for r in (runs if runs is not None else store.runs(scenario))
             if r.record.kind is RunKind.MEASURED and (scenario is None or r.record.scenario == scenario)}
     keys = {sid: k for sid, k in store.series(scenario).items() if (not metrics or any(fnmatchcase(k.metric, g)
@@ -276,7 +286,7 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
     signature = {r.id: (r.record.scenario_sha256, _canon(r.record.parameters), r.record.quick) for r in runs.values()}
     series = []
     for key, items in merged.items():
-        items.sort(key=(lambda p: (version_key(p.server), rank[p.run.id])) if order == "version"
+        items.sort(key=(lambda p: (version_key(p.server), rank[p.run.id])) if order is Order.VERSION
                    else (lambda p: rank[p.run.id]))
         series.append(Series(key, _mark_changes(items, signature)))
     series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.clients, s.key.point,

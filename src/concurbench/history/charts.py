@@ -11,7 +11,7 @@ from pathlib import Path
 from ..report.chart_style import DPI, RC, pyplot, slug
 from ..report.html import inline_svg, page_head, table_html
 from ..report.tables import Report
-from .analysis import Analysis, Series
+from .analysis import Analysis, Order, Series
 from .render import label
 
 FIGSIZE = (8.0, 3.6)
@@ -61,7 +61,7 @@ def figure(plt, s: Series, order: str):
 
 def _tick(p, order: str) -> str:
     when = p.run.record.started[5:16].replace("T", " ")
-    return p.server if order == "version" else f"{when} {p.server}" if order == "track" else when
+    return p.server if order is Order.VERSION else f"{when} {p.server}" if order is Order.TRACK else when
 
 
 def _pct(change) -> str:

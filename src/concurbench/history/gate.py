@@ -17,7 +17,8 @@ judged again by the thresholds it was found with (judge.py): its present size is
 `resolved` when the metric came back. The check is red while a finding is new on a series that had a
 run in the check; a red does not turn green by itself, and a series no job runs any more does not keep
 the gate red. The analysis and every write are one transaction of the store (`atomically`): two checks
-at once make one finding. The red findings are grouped by cause (causes.py).
+at once make one finding. The red findings are grouped by cause (causes.py). A new finding that a run of
+both releases side by side decided is not worse (confirm.py: `history check --side-by-side`) is not red.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from datetime import datetime, timezone
 from ..figures import Way, way_of
 from .analysis import Analysis, Point, Series, analyse, figure_of, quiet_line
 from .causes import FindingGroup, line_ranks, with_causes
+from .confirm import cleared
 from .detect import Change, Method
 from .evidence import machine_line
 from .expect import covers, lapsed
@@ -146,7 +148,7 @@ def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations:
     resolved = [f for f in changed.values() if f.state is FindingState.RESOLVED]
     current = {f.id for f in after + made if f.key in checked_keys and _on_newest_machine(f, series[f.key])}
     red = [f for f in after + made if f.state is FindingState.NEW and (f.id is None or f.id in current)
-           and f.key in checked_keys]
+           and f.key in checked_keys and not cleared(f)]
     stale = [f for f in after if f.state is FindingState.NEW and f.key in series and f.id not in current]
     gone = [replace(e, lapsed=now) for e in expectations if e.lapsed is None
             and any(lapsed(e, s) for s in a.series if s.key in checked_keys)]

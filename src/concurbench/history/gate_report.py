@@ -6,7 +6,8 @@ and as the newest runs show them where that differs: "-41.9% then, -10.2% now"),
 that run (the machine, the server's settings, concurbench, the scenario file) and what else moved there
 (docs/history.md shows some from its nightly replay). An upgrade's line starts "upgrade: 17 vs 16".
 The summary also names tonight's runs made on a busy machine (judged on a line of their own), the
-lines nothing can judge yet and why, and the expectations whose window lapsed.
+lines nothing can judge yet and why, and the expectations whose window lapsed. A finding a run of both
+releases side by side confirmed says so in its cause's line, with new over old and that run's id.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from xml.sax.saxutils import escape, quoteattr
 from .analysis import major, relative
 from .findings import finding_name
 from .causes import FindingGroup
+from .confirm import confirmed
 from .gate import GateResult
 from .records import SeriesKey
 
@@ -34,7 +36,7 @@ def cause_line(cause: FindingGroup) -> str:
     by_location: dict[tuple, list[str]] = {}
     for f in cause.findings:
         by_location.setdefault(f.key.location, []).append(f"{f.key.metric} {_size(f, cause.change.get(f.id))}")
-    parts = [f"{_place(cause.findings[[f.key.location for f in cause.findings].index(loc)].key)} {', '.join(moved)}"
+    parts = [f"{place(cause.findings[[f.key.location for f in cause.findings].index(loc)].key)} {', '.join(moved)}"
              for loc, moved in by_location.items()]
     upgrade = cause.upgrade
     head = f"upgrade: {major(p.server)} vs {upgrade.baseline}, " if upgrade is not None else ""
@@ -44,9 +46,17 @@ def cause_line(cause: FindingGroup) -> str:
     if cause.also:
         places = {f.key.location for f in cause.findings}
         line += ". Also moved there: " + ", ".join(
-            (f"{_place(SeriesKey(*a.where, ''))} " if len(places) > 1 or a.where not in places else "")
+            (f"{place(SeriesKey(*a.where, ''))} " if len(places) > 1 or a.where not in places else "")
             + f"{a.moved.metric} {relative(a.moved.change)}" for a in cause.also[:MOST_ALSO])
-    return line
+    return line + side_by_side(cause)
+
+
+def side_by_side(cause: FindingGroup) -> str:
+    """The cause's findings a run of both releases side by side confirmed, each with new over old and the run
+    ("" when none was)."""
+    shown = [f"{f.name} {c.ratio_text or f.key.metric} (A/B run {c.run})" for f in cause.findings
+             if (c := confirmed(f)) is not None]
+    return ". Confirmed side by side: " + "; ".join(shown) if shown else ""
 
 
 def _size(f, now: float | None) -> str:
@@ -109,7 +119,7 @@ def junit(result: GateResult) -> str:
             + "\n".join(cases) + "\n</testsuite>\n")
 
 
-def _place(key: SeriesKey) -> str:
+def place(key: SeriesKey) -> str:
     where = key.variant + (f"/{key.pool}" if key.pool else "")
     return where + (f" · {key.clients} client{'s' if key.clients != 1 else ''}" if key.clients else "")
 

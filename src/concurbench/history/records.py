@@ -19,8 +19,10 @@ repeats and the scheduled transactions it is out of (its exposure): the detector
 count with its exposure, whatever the number of transactions did from run to run.
 
 A run keeps the machine it ran on (CPU model, CPUs, what others used of them while its load paused, the
-load average, and whether that made the machine busy), the server settings in effect, and its kind: a
-run of the series, or a run made to confirm a suspicion, which never joins a series' level.
+load average, and whether that made the machine busy), the server settings in effect, the scenario file's
+path as the run recorded it (a side-by-side run of the same night loads it again), and its kind: a run of
+the series, or a run made to confirm a suspicion (its directory holds CONFIRMING, written by `history
+check --side-by-side`), which never joins a series' level, also when it is added by hand.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
 RARE_COUNTS = ("failed", "retries", "late", "skipped")  # a pool's counts of rare events, besides errors.*
 BUSY_SHARE = 0.25  # a run's machine was busy when others used this share of its CPUs while its load paused
+CONFIRMING = "side-by-side.json"  # in a run directory made to confirm a suspicion: what it compared and decided
 
 
 class RunKind(StrEnum):
@@ -120,6 +123,7 @@ class RunRecord:
     machine: dict = field(default_factory=dict)  # cpu_model, cpus, others (CPUs others used), load_average, busy
     settings: dict = field(default_factory=dict)  # server version -> {setting: value} in effect
     kind: RunKind = RunKind.MEASURED
+    scenario_file: str = ""  # the scenario file's path as the run recorded it ("" where none was)
 
     @property
     def busy(self) -> bool:
@@ -215,7 +219,9 @@ def _run_record(path: Path, run: Run, labels: dict[str, str]) -> RunRecord:
         host=str(run.host.get("hostname") or ""), cpu_model=str(run.host.get("cpu_model") or ""),
         harness=str(run.harness.get("version") or ""), commit=str(checkout.get("commit") or labels.get("commit") or ""),
         dirty=checkout.get("dirty"), target=run.target, servers=servers, format_version=run.format_version,
-        labels=dict(labels), machine=machine_of(run), settings=settings_of(run))
+        labels=dict(labels), machine=machine_of(run), settings=settings_of(run),
+        kind=RunKind.CONFIRMATION if (path / CONFIRMING).is_file() else RunKind.MEASURED,
+        scenario_file=str(run.scenario.file or ""))
 
 
 def machine_of(run: Run) -> dict:

@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..report.tables import Report, Table, figure
 from ..results.model import RunStatus
 from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, major, relative
+from .confirm import Confirmation, cleared
 from .expect import WINDOW
 from .findings import OPEN, Expectation, Finding, FindingKind, FindingState
 from .level import Level
@@ -92,7 +93,7 @@ def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = Fals
 def findings_table(a: Analysis, findings: list[Finding]) -> Table:
     """The open findings, new first: what `history check` holds red (new) or was told about."""
     table = Table("Open findings", ["Finding", "State", "Series", "Metric", "First run after", "Before", "After",
-                                    "Change", "Now", "p", "Reason"])
+                                    "Change", "Now", "p", "Reason", "Side by side"])
     runs = {r.id: r for r in a.runs}
     order = {FindingState.NEW: 0, FindingState.ACKNOWLEDGED: 1}
     for f in sorted((f for f in findings if f.state in OPEN), key=lambda f: (order[f.state], f.id or 0)):
@@ -104,14 +105,27 @@ def findings_table(a: Analysis, findings: list[Finding]) -> Table:
         table.rows.append([f.name, f.state.value + kind, label(f.key), f.key.metric, where, level_cell(f.before),
                            figure(f.after_mean), relative(f.change),
                            "–" if f.now_change is None else relative(f.now_change), f"{f.p:.2g}",
-                           (f.reason or "") + (f" ({f.acted[:10]})" if f.acted else "")])
+                           (f.reason or "") + (f" ({f.acted[:10]})" if f.acted else ""), side_by_side_cell(f)])
+        c = Confirmation.of(f.confirmation)
+        if c is not None and c.report:
+            table.links[(len(table.rows) - 1, len(table.columns) - 1)] = c.report
     resolved = sum(f.state is FindingState.RESOLVED for f in findings)
     if resolved:
         table.notes.append(f"{resolved} resolved finding{'s' if resolved != 1 else ''} (the metric came back) not "
                            f"listed; --format json has them.")
     table.notes.append("`concurbench history ack FINDING --reason TEXT` acknowledges a new finding. Now: its size as "
-                       "the newest runs show it.")
+                       "the newest runs show it. Side by side: what a run of the new release beside the one before "
+                       "decided (`history check --side-by-side`), linked to that run's page.")
     return table
+
+
+def side_by_side_cell(f: Finding) -> str:
+    """What a run of both releases side by side said of the finding (`history check --side-by-side`)."""
+    c = Confirmation.of(f.confirmation)
+    if c is None:
+        return "–"
+    text = c.short()
+    return text + (": the history's suspicion, not red" if cleared(f) else "")
 
 
 def expectations_table(expectations: list[Expectation]) -> Table:

@@ -21,8 +21,8 @@ version, inside the transaction that first opens it; a newer store is refused. V
 series without its client count (two client counts of one variant collided); version 2 keys it with
 it and adds the findings and expectations. Version 3 keeps with each point the count and the
 transactions it is out of (a rare event's rate is judged as a count with its exposure), with each run
-the machine it ran on and how busy it was, the server settings in effect and its kind (a run of the
-series, or a confirming run that never joins a series' level); with each finding its kind (a change
+the machine it ran on and how busy it was, the server settings in effect, its kind (a run of the
+series, or a confirming run that never joins a series' level) and its scenario file's path; with each finding its kind (a change
 on a line, or an upgrade judged against the previous major), the runs its change could start at, its
 present size, the thresholds it was found with and its confirmation; expectations say when their
 window lapsed; a log of relabelled runs and merged stores; and a claim's series is keyed by the claim's
@@ -128,7 +128,7 @@ CREATE TABLE history_expectations (
 # version 3: columns added to the tables above (ALTER TABLE ... ADD COLUMN for a store of version 2), and the log
 _V3_COLUMNS = {
     "history_runs": ["machine TEXT NOT NULL DEFAULT '{{}}'", "settings TEXT NOT NULL DEFAULT '{{}}'",
-                     "kind TEXT NOT NULL DEFAULT 'run'"],
+                     "kind TEXT NOT NULL DEFAULT 'run'", "scenario_file TEXT NOT NULL DEFAULT ''"],
     "history_series": ["form TEXT"],
     "history_points": ["count {real}", "exposure {real}"],
     "history_findings": ["kind TEXT NOT NULL DEFAULT 'change'", "first_low INTEGER REFERENCES history_runs (id)",

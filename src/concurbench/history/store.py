@@ -50,7 +50,7 @@ WAIT_S = 60  # how long an SQLite writer waits for another's transaction to end
 SCAN_SHARE = 0.3  # reading at least this share of the series, one scan of the points beats looking each up
 _RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters", "quick", "started", "ended",
                 "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
-                "format_version", "labels", "machine", "settings", "kind", "added")
+                "format_version", "labels", "machine", "settings", "kind", "scenario_file", "added")
 _JSON_COLUMNS = ("parameters", "labels", "servers", "machine", "settings")
 _FINDING_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "line", "metric", "first_run", "before_run",
                     "change", "p", "before_mean", "before_low", "before_high", "before_n", "after_mean", "state", "found",

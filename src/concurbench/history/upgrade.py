@@ -148,6 +148,11 @@ def _labels(labels: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
 
 
+def places(series: list[Series]) -> dict[tuple, list[Series]]:
+    """The series by place (their key but the line): where baseline_of looks for an earlier major."""
+    return _by_place(series)
+
+
 def _place(s: Series) -> tuple:
     k = s.key
     return k.scenario, k.variant, k.pool, k.clients, k.point, k.metric

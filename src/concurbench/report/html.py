@@ -82,11 +82,19 @@ def table_html(table) -> list[str]:
     out = [f"<h2>{escape(table.title)}</h2>", "<table>", "<thead><tr>"]
     out += [f'<th{_num(n)}>{escape(str(c))}</th>' for c, n in zip(table.columns, numeric)]
     out += ["</tr></thead>", "<tbody>"]
-    for row in table.rows:
-        out.append("<tr>" + "".join(f"<td{_num(n)}>{escape(str(c))}</td>" for c, n in zip(row, numeric)) + "</tr>")
+    for i, row in enumerate(table.rows):
+        out.append("<tr>" + "".join(f"<td{_num(n)}>{_cell(c, table.links.get((i, j)))}</td>"
+                                    for j, (c, n) in enumerate(zip(row, numeric))) + "</tr>")
     out += ["</tbody>", "</table>"]
     out += [f'<p class="note">{escape(note)}</p>' for note in table.notes]
     return out
+
+
+def _cell(text, link: str | None) -> str:
+    """A cell's text, a link where the table gives the cell one."""
+    if link is None:
+        return escape(str(text))
+    return f'<a href="{escape(link, quote=True)}">{escape(str(text))}</a>'
 
 
 def _num(numeric: bool) -> str:

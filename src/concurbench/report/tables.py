@@ -23,6 +23,7 @@ class Table:
     columns: list[str]
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    links: dict[tuple[int, int], str] = field(default_factory=dict)  # (row, column) -> where the cell links (HTML)
 
 
 @dataclass

@@ -96,7 +96,8 @@ class Runner:
     def __init__(self, scenario: Scenario, provisioner, *, out_dir: Path | str = "results",
                  progress: Listener | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: TargetSpec = EMBEDDED, repeat: int = 1,
-                 check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False):
+                 check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False,
+                 decider: Sequential | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -107,6 +108,9 @@ class Runner:
         self.repeat = max(1, repeat)
         self.check = check  # --check: repeat what open claims need until they are decided
         self.skip_unrunnable = skip_unrunnable  # run the variants a server can run, skip the others (needs.py)
+        # what decides instead of the scenario's claims, with the check's rounds (check/across.py: two servers
+        # side by side); its verdicts are the run's claims
+        self.decider = decider
         self.sequential: Sequential | None = None  # --check: its looks and rounds (check/rounds.py)
         self.eng = get_engine(scenario.engine)
         self.unsupported: dict[str, str] = {}  # variants the server could not run, and why
@@ -142,7 +146,7 @@ class Runner:
         self._recorded = []
         # With repeats, a version matrix keeps every server up and runs each variant on each in turn,
         # so drift of the machine hits every server alike; a single pass takes one server at a time.
-        together = self.repeat > 1 or self.check is not None
+        together = self.repeat > 1 or self.check is not None or self.decider is not None
         batches = [servers] if together else [[server] for server in servers]
         if self.share is not None:  # a server with nothing in the shard is not started
             used = {server for server, *_ in self.share}
@@ -151,7 +155,9 @@ class Runner:
                                   share=self.share)
         self._mark_running(first=True)
         live, report = None, RunReport()
-        if self.check is not None and self.scenario.expect:
+        if self.decider is not None:
+            self.sequential = self.decider
+        elif self.check is not None and self.scenario.expect:
             self.sequential = Sequential(self.scenario, self.check, first=self.repeat)
         try:
             live = liveruns.register(run_dir)
@@ -177,7 +183,7 @@ class Runner:
                     server.release()
                 self._machine = self._machine.with_waits(results)
                 verdicts = with_machine(with_differences(self._final_verdicts(results, status), self._recorded),
-                                        self._machine) if self.scenario.expect else []
+                                        self._machine) if self.scenario.expect or self.decider is not None else []
                 run, unsaved = save_run(self._result(run_dir, started, status, error, results, verdicts),
                                         also=report.write)
                 if unsaved is not None and error is None:

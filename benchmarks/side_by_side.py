@@ -1,0 +1,348 @@
+"""Confirming a new release the same night, measured: how often `history check --side-by-side` is red on the
+first night of a release that is slower, how often it confirms one that is not, and what it adds in minutes.
+
+Everything below "real" starts real servers: PostgreSQL OLD and NEW from the binaries target, the workload of
+benchmarks/scenarios/side-by-side.yaml (two clients, a scan and an update a transaction, 1 s a variant run),
+whose scan also counts `spin` rows of a series on the releases from `slow_from` on: the same statements, more
+CPU on the server, a release made slower on purpose.
+
+  1. calibration (real): two side-by-side runs of OLD and NEW, NEW spinning S1 and S2 rows a transaction,
+     give how much throughput a row costs; from them, the spin that makes NEW 10%, 20% and 50% slower;
+  2. the history (real): NIGHTS runs of OLD, added to a store (their spread is printed);
+  3. trials (real): each on a copy of that store, tonight's first run of NEW, added, then `history check
+     --run TONIGHT --side-by-side` as the nightly job runs it; the trial is red when the check exits 5 with a
+     confirmed finding. In "none", tonight's run spins on every release (slow_from 14): the history sees a
+     slower first run of NEW (the parameter changed with the release), the side-by-side run of both, with
+     tonight's parameters, sees two releases alike: any confirmation is a false one. The trials given with
+     --hog run beside a neighbour, a process that keeps one CPU busy (the table counts the side-by-side runs
+     that saw others use half a CPU or more while their load paused: the neighbour's, or anyone's);
+  4. simulation (not real): the decision rule (check/across.py's AcrossServers, as the runs use it) on
+     rounds drawn from the real "none" trials' own rounds (new over old of tps and the latencies, each round
+     a vector, centred; a smoothed bootstrap), with the step added, SIM times a cell: at the noise measured
+     here, and with that noise scaled so one run's tps spreads 3%.
+
+    python benchmarks/side_by_side.py [--old 16.14] [--new 16.15] [--nights 5]
+        [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--minutes M] [--sim 10000] [--out DIR]
+    python benchmarks/side_by_side.py --tabulate DIR [--trials ...] [--hog ...] [--sim N]
+
+The trials of the cells are taken in turn (none, 10%, 20%, 50%, beside the hog, then again), and each is
+kept in DIR/trials.json as it ends: --minutes stops a run with trials of every cell, and --tabulate prints
+the tables and the simulation of a run again.
+
+Run it alone on the machine (flock /work/heavy.lock ...): it measures. docs/history.md shows its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from concurbench.check import CheckPolicy
+from concurbench.check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
+from concurbench.check.sides import MIN_RUNS
+from concurbench.figures import Better
+from concurbench.results.machine import OTHERS_LIMIT
+from concurbench.results.model import PoolResult, VariantRun
+from concurbench.results.store import cpu_model
+from concurbench.running.load import load_scenario
+from concurbench.scenario.claims import Ref
+from concurbench.stats import Verdict
+
+HERE = Path(__file__).resolve().parent
+SCENARIO = HERE / "scenarios" / "side-by-side.yaml"
+METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms")  # the gated figures of the pool
+BETTER = {"tps": Better.HIGHER}
+CALIBRATION = (3000, 20000)  # rows of spin
+MIN_CHANGE = 0.02  # the gate's default minimum change
+
+
+def cli(*args, timeout: float = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "concurbench.cli.main", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_line(done: subprocess.CompletedProcess) -> Path:
+    if done.returncode not in (0, 3):
+        raise SystemExit(f"a run failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def figures(run_dir: Path) -> list[dict]:
+    """Each variant run's (repeat, server) and gated figures."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    out = []
+    for r in summary["results"]:
+        m = r["pools"]["workers"]["metrics"]
+        out.append({"repeat": r["repeat"], "server": r["server"], "tps": m["tps"],
+                    **{k: (m.get("latency") or {}).get(k.split(".")[1]) for k in METRICS[1:]}})
+    return out
+
+
+def paired(run_dir: Path, old: str, new: str) -> list[dict]:
+    """Each round's log of new over old, per metric."""
+    rows = figures(run_dir)
+    by = {(r["repeat"], r["server"]): r for r in rows}
+    out = []
+    for repeat in sorted({r["repeat"] for r in rows}):
+        a, b = by.get((repeat, old)), by.get((repeat, new))
+        if a and b and all(a[m] and b[m] for m in METRICS):
+            out.append({m: math.log(b[m] / a[m]) for m in METRICS})
+    return out
+
+
+def others(run_dir: Path) -> float:
+    """The CPUs others used while the run's load paused (the median of its looks; 0 where none was taken)."""
+    looks = (json.loads((run_dir / "manifest.json").read_text()).get("machine") or {}).get("others_cpus") or [0.0]
+    return statistics.median(looks)
+
+
+def calibrate(args, out: Path) -> dict[float, int]:
+    """The spin (rows) that makes NEW slower by each step, from two paired runs with known spins."""
+    inverse = []
+    for rows in CALIBRATION:
+        done = cli("run", SCENARIO, "--target", "binaries", "--server-version", f"{args.old},{args.new}",
+                   "--repeat", 4, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
+                   "--out", out / "calibration")
+        rounds = paired(last_line(done), args.old, args.new)
+        ratio = math.exp(statistics.mean(r["tps"] for r in rounds))
+        inverse.append(1 / ratio - 1)
+        print(f"calibration: {rows:,} rows of spin on {args.new}: tps {ratio:.3f} of {args.old} "
+              f"({len(rounds)} rounds)")
+    slope = (inverse[1] - inverse[0]) / (CALIBRATION[1] - CALIBRATION[0])
+    intercept = inverse[0] - slope * CALIBRATION[0]
+    spins = {}
+    for step in (0.1, 0.2, 0.5):
+        spins[step] = round((1 / (1 - step) - 1 - intercept) / slope)
+        print(f"calibration: a {step:.0%} step is {spins[step]:,} rows of spin a transaction"
+              + ("" if spins[step] > 0 else " (not possible here)"))
+    return spins
+
+
+def history(args, out: Path) -> Path:
+    store = out / "base.db"
+    tps = []
+    for night in range(args.nights):
+        done = cli("run", SCENARIO, "--target", "binaries", "--server-version", args.old, "--param",
+                   f"slow_from={args.new}", "--out", out / "nights", "--history", store,
+                   "--label", f"night={night}")
+        tps.append(figures(last_line(done))[0]["tps"])
+    spread = statistics.stdev(tps) / statistics.mean(tps)
+    print(f"history: {args.nights} runs of {args.old}, tps {statistics.mean(tps):,.0f} (spread {spread:.1%} "
+          f"run to run)")
+    return store
+
+
+def trial(args, base: Path, out: Path, step: float | None, spins: dict[float, int], hog: bool) -> dict:
+    """One first night of NEW: its run, added, then the check with --side-by-side."""
+    here = Path(tempfile.mkdtemp(dir=out, prefix="trial-"))
+    store = here / "h.db"
+    shutil.copy(base, store)
+    params = ["--param", "slow_from=14", "--param", f"spin={spins[0.2]}"] if step is None else \
+        ["--param", f"slow_from={args.new}", "--param", f"spin={spins[step]}"]
+    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if hog else None
+    try:
+        began = time.monotonic()
+        run = last_line(cli("run", SCENARIO, "--target", "binaries", "--server-version", args.new, *params,
+                            "--out", here / "runs", "--history", store))
+        checked = time.monotonic()
+        done = cli("history", "check", "--store", store, "--run", run.name, "--side-by-side",
+                   "--side-by-side-out", here / "ab")
+        ended = time.monotonic()
+    finally:
+        if neighbour is not None:
+            os.kill(neighbour.pid, signal.SIGTERM)
+            neighbour.wait()
+    ab = sorted((here / "ab").iterdir()) if (here / "ab").is_dir() else []
+    tps = None
+    rounds = []
+    busy = False
+    if ab:
+        detail = json.loads((ab[0] / "side-by-side.json").read_text())
+        tps = next((s["confirmation"] for s in detail["suspicions"] if s["metric"] == "tps"), None)
+        rounds = paired(ab[0], args.old, args.new)
+        busy = others(ab[0]) >= OTHERS_LIMIT
+    confirmed = "confirmed side by side" in done.stdout.replace("not confirmed side by side", "")
+    return {"step": step, "hog": hog, "exit": done.returncode, "red": done.returncode == 5 and confirmed,
+            "confirmed": confirmed, "ab": bool(ab), "tps": tps, "rounds": rounds, "busy": busy,
+            "run_s": checked - began, "check_s": ended - checked}
+
+
+def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int, busy: bool = False) -> float:
+    """The share of n simulated first nights the rule confirms: rounds drawn from the residuals (scaled), the
+    step added (tps down by it, the latencies up by as much)."""
+    rng = np.random.default_rng(seed)
+    # a smoothed bootstrap: each round a real round's vector plus a little normal noise of the same covariance
+    # (Silverman's bandwidth), the whole scaled back to the real rounds' spread; drawing the bare vectors would
+    # repeat one round exactly now and then, and two equal rounds are a spread of 0, which no real run gives
+    h = (4 / (residuals.shape[1] + 2)) ** (1 / (residuals.shape[1] + 4)) * len(residuals) ** (-1 / (residuals.shape[1] + 4))
+    chol = np.linalg.cholesky(np.cov(residuals, rowvar=False) + 1e-12 * np.eye(residuals.shape[1]))
+    scenario = load_scenario(SCENARIO)
+    comparisons = tuple(Comparison(Ref("work", None, "workers", m), BETTER.get(m, Better.LOWER), MIN_CHANGE)
+                        for m in METRICS)
+    shift = np.array([math.log(1 - step)] + [-math.log(1 - step)] * 3)
+    rounds_max = BUSY_ROUNDS if busy else ROUNDS
+    hits = 0
+    for _ in range(n):
+        decider = AcrossServers(scenario, CheckPolicy(max_repeats=rounds_max), first=MIN_RUNS, old="o", new="n",
+                                comparisons=comparisons)
+        runs: list[VariantRun] = []
+        for r in range(1, rounds_max + 1):
+            drawn = residuals[rng.integers(len(residuals))] + h * chol @ rng.standard_normal(residuals.shape[1])
+            d = drawn / math.sqrt(1 + h * h) * scale + shift
+            for server, logs in (("o", np.zeros(4)), ("n", d)):
+                values = [1000 * math.exp(logs[0])] + [math.exp(x) for x in logs[1:]]
+                metrics = {"tps": values[0], "transactions": 1000,
+                           "latency": {"mean_ms": values[1], "p95_ms": values[2], "p99_ms": values[3]}}
+                runs.append(VariantRun("work", "work", None, server, r, pools={
+                    "workers": PoolResult("workers", True, 2, metrics)}))
+            if r < MIN_RUNS:
+                continue
+            verdicts = decider.judge(runs)
+            if any(v.verdict is Verdict.FAIL for v in verdicts):
+                hits += 1
+                break
+            if not decider.wanted(verdicts, runs):
+                break
+    return hits / n
+
+
+def cells(text: str) -> list[tuple[float | None, int]]:
+    out = []
+    for part in filter(None, text.split(",")):
+        name, count = part.split("=")
+        out.append((None if name == "none" else int(name) / 100, int(count)))
+    return out
+
+
+def interleaved(plan: list[tuple[float | None, int, bool]]) -> list[tuple[float | None, bool, int]]:
+    """The trials of every cell taken in turn (a cell's i-th trial, then the next cell's), so a run stopped
+    by --minutes has trials of each cell, made at the same times of the machine's day."""
+    out = []
+    for i in range(max((count for _, count, _ in plan), default=0)):
+        out += [(step, hog, i) for step, count, hog in plan if i < count]
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--old", default="16.14")
+    ap.add_argument("--new", default="16.15")
+    ap.add_argument("--nights", type=int, default=5)
+    ap.add_argument("--trials", default="none=30,10=40,20=20,50=10")
+    ap.add_argument("--hog", default="none=10,10=15", help="trials beside a process that keeps one CPU busy")
+    ap.add_argument("--minutes", type=float, default=None,
+                    help="start no trial after this many minutes (the table says how many ran)")
+    ap.add_argument("--sim", type=int, default=10000)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--tabulate", type=Path, default=None, metavar="DIR",
+                    help="no real part: the tables and the simulation from DIR/trials.json of an earlier run")
+    args = ap.parse_args()
+    started = time.perf_counter()
+    plan = [(step, count, False) for step, count in cells(args.trials)] + \
+        [(step, count, True) for step, count in cells(args.hog)]
+    if args.tabulate is not None:
+        saved = json.loads((args.tabulate / "trials.json").read_text())
+        print(saved["head"])
+        results = saved["trials"]
+    else:
+        out = args.out or Path(tempfile.mkdtemp(prefix="side-by-side-"))
+        out.mkdir(parents=True, exist_ok=True)
+        head = (f"{date.today().isoformat()}, {cpu_model()} x{os.cpu_count()}; {args.old} and {args.new} (binaries "
+                f"target); {SCENARIO.name}; out {out}")
+        print(head + "\n")
+        spins = calibrate(args, out)
+        base = history(args, out)
+        results = []
+        for step, hog, i in interleaved(plan):
+            if step is not None and spins[step] <= 0:
+                continue
+            if args.minutes is not None and time.perf_counter() - started > args.minutes * 60:
+                print(f"--minutes {args.minutes:g}: no further trial started")
+                break
+            t = trial(args, base, out, step, spins, hog)
+            results.append(t)
+            (out / "trials.json").write_text(json.dumps({"head": head, "spins": spins, "trials": results}))
+            ratio = t["tps"]["ratio"] if t["tps"] and t["tps"]["ratio"] else float("nan")
+            print(f"trial {'none' if step is None else f'{step:.0%}'}{' beside a hog' if hog else ''} {i + 1}: "
+                  f"exit {t['exit']}, {'red' if t['red'] else 'green'}, tps {ratio:.3f}, "
+                  f"{len(t['rounds'])} rounds, check {t['check_s'] / 60:.2f} min", flush=True)
+        print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
+    table(plan, results)
+    residuals = np.array([[r[m] for m in METRICS] for t in results if t["step"] is None and not t["hog"]
+                          for r in t["rounds"]])
+    if len(residuals) < 10:
+        print("\nsimulation: too few rounds of 'none' trials to draw from")
+        return
+    residuals -= residuals.mean(axis=0)
+    sd = residuals.std(axis=0, ddof=1)
+    print(f"\nsimulation (not real): rounds drawn from {len(residuals)} real rounds of the 'none' trials (alone); "
+          f"their new-over-old spread a round: " + ", ".join(f"{m} {s:.1%}" for m, s in zip(METRICS, sd)))
+    to_3 = 0.03 * math.sqrt(2) / sd[0]  # one run's tps spreads 3%, the two of a round independent
+    print(f"\n| step | noise | simulated first nights | confirmed |\n|---|---|---:|---:|")
+    for label, scale in (("as measured here", 1.0), ("scaled to 3% a run", to_3)):
+        for step in (0.0, 0.1, 0.2, 0.5):
+            share = simulate(residuals, step, args.sim, scale, seed=int(step * 100) + 7)
+            print(f"| {'none' if step == 0 else f'{step:.0%} slower'} | {label} | {args.sim:,} | {share:.2%} |",
+                  flush=True)
+    print(f"\ntotal {(time.perf_counter() - started) / 60:.0f} min")
+
+
+def table(plan: list[tuple[float | None, int, bool]], results: list[dict]) -> None:
+    """The real trials, a row a cell: how many were red on the first night, with the exact binomial 95% upper
+    bound where none or few were."""
+    print("| step | machine | trials | side-by-side runs (busy) | red on the first night (95% interval) | "
+          "tps new/old (median) | rounds (median, range) | minutes of the check (median, range) |")
+    print("|---|---|---:|---:|---:|---:|---|---|")
+    for step, _, hog in plan:
+        mine = [t for t in results if t["step"] == step and t["hog"] == hog]
+        if not mine:
+            continue
+        ratios = [t["tps"]["ratio"] for t in mine if t["tps"] and t["tps"]["ratio"]]
+        rounds = [len(t["rounds"]) for t in mine if t["ab"]]
+        minutes = [t["check_s"] / 60 for t in mine]
+        red = sum(t["red"] for t in mine)
+        low, high = clopper_pearson(red, len(mine))
+        print(f"| {'none' if step is None else f'{step:.0%} slower'} | {'beside a CPU hog' if hog else 'alone'} | "
+              f"{len(mine)} | {sum(t['ab'] for t in mine)} ({sum(t['busy'] for t in mine)}) | "
+              f"{red} ({red / len(mine):.0%}; {low:.0%}-{high:.0%}) | "
+              f"{statistics.median(ratios) if ratios else float('nan'):.3f} | "
+              f"{statistics.median(rounds) if rounds else 0:.0f} ({min(rounds, default=0)}-{max(rounds, default=0)}) | "
+              f"{statistics.median(minutes):.2f} ({min(minutes):.2f}-{max(minutes):.2f}) |")
+
+
+def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact two-sided binomial interval of k in n (with k = 0 the upper bound is 1 - (alpha/2)^(1/n))."""
+    low = 0.0 if k == 0 else _beta_quantile(alpha / 2, k, n - k + 1)
+    high = 1.0 if k == n else _beta_quantile(1 - alpha / 2, k + 1, n - k)
+    return low, high
+
+
+def _beta_quantile(q: float, a: float, b: float) -> float:
+    """The Beta(a, b) quantile by bisection on the binomial tail (integer a, b: P(Beta <= x) = P(Bin >= a))."""
+    n = int(a + b - 1)
+
+    def cdf(x: float) -> float:
+        return sum(math.comb(n, j) * x ** j * (1 - x) ** (n - j) for j in range(int(a), n + 1))
+
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < q else (lo, mid)
+    return (lo + hi) / 2
+
+
+if __name__ == "__main__":
+    main()
