@@ -11,7 +11,7 @@ from needs import need_compiled
 
 from concurbench.errors import RunError
 from concurbench.scenario.model import Pool, Statement
-from concurbench.workload import fastloop, schedule
+from concurbench.workload import fastloop
 from concurbench.workload.session import Session
 from concurbench.workload.stats import PoolStats
 
@@ -71,25 +71,6 @@ def test_the_compiled_loop_binds_to_psycopgs_own_libpq():
     with pytest.raises(RuntimeError, match="not loaded"):
         fastloop._fastloop.bind("/nonexistent/pq.so", psycopg.pq.version())
     assert fastloop._fastloop.bind(module, psycopg.pq.version()) == bound
-
-
-def test_an_extension_built_from_other_sources_is_refused_not_called(monkeypatch):
-    """A stand-in for a stale build (an editable install whose Python code moved on while its .so did not): the
-    loop it would run takes other arguments, so `auto` falls back to the Python loop and `compiled` says why."""
-    need_compiled()
-    assert fastloop._fastloop.INTERFACE == fastloop.INTERFACE  # the real build matches its sources
-    assert fastloop._fastloop.PACE_LAYOUT == schedule.LAYOUT  # and reads the schedule Pace.export gives
-    real = fastloop._fastloop
-    stale = type("Stale", (), {"bind": staticmethod(real.bind)})  # no INTERFACE: built before it
-    other_layout = type("OtherLayout", (), {"bind": staticmethod(real.bind), "INTERFACE": fastloop.INTERFACE,
-                                            "PACE_LAYOUT": schedule.LAYOUT + 1})
-    for build in (stale, other_layout):
-        monkeypatch.setattr(fastloop, "_fastloop", build)
-        monkeypatch.setattr(fastloop, "_bound", [])
-        assert "built from other sources" in fastloop.unavailable("postgres")
-        assert fastloop.resolve("auto", "postgres") == "python"
-        with pytest.raises(RunError, match="rebuild it with `pip install -e .`"):
-            fastloop.resolve("compiled", "postgres")
 
 
 def test_a_missing_compiled_loop_skips_its_tests_with_the_reason_and_fails_them_under_ci(monkeypatch):

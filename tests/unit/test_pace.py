@@ -19,7 +19,8 @@ import pytest
 from needs import need_compiled
 
 from concurbench.scenario.model import Phase, Pool, Statement
-from concurbench.workload import fastloop, schedule
+from concurbench.workload import fastloop
+from concurbench.workload.seam import PACE_HEAD, PACE_SEGMENT
 from concurbench.workload.schedule import FAR, Pace, events
 from concurbench.workload import pool as pool_mod
 from test_session_loop import MS, START, Clock, Engine, Poller, session  # the Python loop's stand-ins
@@ -233,11 +234,12 @@ def test_the_compiled_loop_reads_the_exported_schedule_and_refuses_another_layou
                      phases=(Phase(0.01, rate=200.0), Phase(0.01, clients=2))))
     exported = pace.export()
     n = len(pace.segs)
-    assert len(exported) == schedule.HEAD.size + n * schedule.SEGMENT.size == 40 + 32 * n
-    layout, n_segs, fixed, zero, limit, measure_from, _seed = schedule.HEAD.unpack_from(exported)
-    assert (layout, n_segs, fixed, zero, limit, measure_from) == (schedule.LAYOUT, n, 1, 0, 5 * MS, MF)
-    segs = [schedule.SEGMENT.unpack_from(exported, schedule.HEAD.size + i * schedule.SEGMENT.size) for i in range(n)]
-    assert segs == [tuple(seg) for seg in pace.segs]
+    assert len(exported) == PACE_HEAD.size + n * PACE_SEGMENT.size == 40 + 32 * n
+    head = PACE_HEAD.read(exported, exact=False)
+    assert (head["layout"], head["n_segs"], head["fixed"], head["limit"], head["measure_from"]) == (
+        PACE_HEAD.version, n, 1, 5 * MS, MF)
+    segs = [PACE_SEGMENT.unpack(exported, PACE_HEAD.size + i * PACE_SEGMENT.size) for i in range(n)]
+    assert [(g["start"], g["end"], g["per_ns"], g["clients"]) for g in segs] == [tuple(seg) for seg in pace.segs]
     assert pace.take(0, START, END) == (MF, -1)  # the pool starts with the window: wait for it
     assert pace.take(0, MF, END) == (MF + 5 * MS, MF + 5 * MS)
     with pytest.raises(RuntimeError, match="before its first arrival"):
@@ -245,8 +247,8 @@ def test_the_compiled_loop_reads_the_exported_schedule_and_refuses_another_layou
     need_compiled()
     arrivals = fastloop._fastloop.arrivals
     assert arrivals(exported, [free(MF)]) == ([(MF + 5 * MS, MF + 5 * MS)], 0)
-    other = schedule.HEAD.pack(schedule.LAYOUT + 1, *schedule.HEAD.unpack_from(exported)[1:]) + exported[40:]
-    with pytest.raises(ValueError, match=f"layout {schedule.LAYOUT + 1}; this build reads layout {schedule.LAYOUT}"):
+    other = PACE_HEAD.pack(**{**head, "layout": PACE_HEAD.version + 1}) + exported[PACE_HEAD.size:]
+    with pytest.raises(ValueError, match=f"layout {PACE_HEAD.version + 1}; this build reads layout {PACE_HEAD.version}"):
         arrivals(other, [free(MF)])
     with pytest.raises(ValueError, match="does not hold its"):
         arrivals(exported[:-8], [free(MF)])

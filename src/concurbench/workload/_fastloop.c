@@ -12,7 +12,8 @@
  * parameters are drawn here when every one of them is uniform or constant (the session's own
  * Mersenne Twister, continued from Python's, so both loops draw the same values); other
  * distributions are drawn by Python. The state machine mirrors session.py step for step; the same
- * tests run against both (tests/integration/test_sessions.py).
+ * tests run against both (tests/integration/test_sessions.py). What Python hands the loop and gets
+ * back crosses as structs this file and workload/seam.py both declare by name ("the seam" below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -60,9 +62,141 @@ typedef struct {
 static Libpq pq;
 static int bound = 0;
 
-/* session states (session.py) and the slot status a finished session gets (pool.py) */
+/* -- the seam: what Python and this loop pass each other ------------------------------ */
+/* The version of this module's seam as a whole (its functions, their arguments and the structs below), stated
+   here only: Python reads it from the module and stamps it in the head of every struct it packs; each struct
+   read here must carry it. Raise it with any change of the seam. An older build is refused by its LAYOUTS
+   (below), so a change that moves no member (what one means, run()'s arguments) raises the version of the
+   struct it concerns too (LoopEnv's for run()). */
+#define INTERFACE 8
+
+/* The structs of the seam, as workload/seam.py declares them field by field (a Layout of the same name and
+   version): native byte order, standard sizes, no padding. Each one with a head starts with this build's
+   INTERFACE and its own version; another is refused (check_head). Change a struct with its version, here and
+   in seam.py; the module exports LAYOUTS (every member's offset and size), which Python compares with its own. */
+typedef struct {
+    uint32_t interface, layout;
+} Head;
+
+/* A timed pool's schedule in this worker, as schedule.Pace.export gives it: the head, then n_segs segments.
+   The version covers the way pace_arrival draws from the seed too. */
+#define PACE_LAYOUT 2
+typedef struct {
+    uint32_t interface, layout;
+    uint32_t n_segs;
+    int32_t fixed;               /* fixed arrivals, else Poisson */
+    int64_t limit, measure_from; /* latency limit (0: none); the measurement window's start */
+    uint64_t seed;               /* of the stream of uniforms (uniform() below), as Pace's in Python */
+} PaceHead;
+#define SEG_LAYOUT 1
+typedef struct {
+    int64_t start, end;
+    double per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
+    int64_t clients;
+} PaceSeg;
+
+/* One session as the loop starts it (fastloop._Glue's `spec`). */
+#define SESSION_LAYOUT 1
+typedef struct {
+    uint32_t interface, layout;
+    int32_t fd, slot, protocol, n_params, n_statements, max_tries, index, paced;
+    uint64_t conn; /* the PGconn's address */
+    int64_t think, transactions, latency_limit; /* ns; the count to run (-1: the window's); ns (0: none) */
+} SessionSpec;
+
+/* One session as the loop hands it back (fastloop._Glue.sync), followed by n_statements bytes: 1 where that
+   statement is prepared on the connection. */
+#define SYNC_LAYOUT 1
+typedef struct {
+    uint32_t interface, layout;
+    int32_t state, step, attempt, retries, connected, n_statements;
+    int64_t counted, finished, t0, s0, wake_at;
+} SessionSync;
+
+/* What a run is told once: session.py's states, the slot status of a finished session (pool.py), the wait. */
+#define ENV_LAYOUT 1
+typedef struct {
+    uint32_t interface, layout;
+    int32_t running, rolling_back, thinking, done, slot_done, wait;
+} LoopEnv;
+
+_Static_assert(sizeof(PaceHead) == 40 && sizeof(PaceSeg) == 32 && sizeof(SessionSpec) == 72 &&
+               sizeof(SessionSync) == 72 && sizeof(LoopEnv) == 32, "the seam's structs have no padding");
+
+/* The module's LAYOUTS: each struct's version, size and members (name, offset, size). */
+typedef struct {
+    const char *name;
+    size_t offset, size;
+} Member;
+#define MEMBER(T, m) {#m, offsetof(T, m), sizeof(((T *)0)->m)}
+static const Member PACE_HEAD_MEMBERS[] = {MEMBER(PaceHead, interface), MEMBER(PaceHead, layout),
+    MEMBER(PaceHead, n_segs), MEMBER(PaceHead, fixed), MEMBER(PaceHead, limit), MEMBER(PaceHead, measure_from),
+    MEMBER(PaceHead, seed)};
+static const Member PACE_SEG_MEMBERS[] = {MEMBER(PaceSeg, start), MEMBER(PaceSeg, end), MEMBER(PaceSeg, per_ns),
+    MEMBER(PaceSeg, clients)};
+static const Member SESSION_MEMBERS[] = {MEMBER(SessionSpec, interface), MEMBER(SessionSpec, layout),
+    MEMBER(SessionSpec, fd), MEMBER(SessionSpec, slot), MEMBER(SessionSpec, protocol), MEMBER(SessionSpec, n_params),
+    MEMBER(SessionSpec, n_statements), MEMBER(SessionSpec, max_tries), MEMBER(SessionSpec, index),
+    MEMBER(SessionSpec, paced), MEMBER(SessionSpec, conn), MEMBER(SessionSpec, think),
+    MEMBER(SessionSpec, transactions), MEMBER(SessionSpec, latency_limit)};
+static const Member SYNC_MEMBERS[] = {MEMBER(SessionSync, interface), MEMBER(SessionSync, layout),
+    MEMBER(SessionSync, state), MEMBER(SessionSync, step), MEMBER(SessionSync, attempt), MEMBER(SessionSync, retries),
+    MEMBER(SessionSync, connected), MEMBER(SessionSync, n_statements), MEMBER(SessionSync, counted),
+    MEMBER(SessionSync, finished), MEMBER(SessionSync, t0), MEMBER(SessionSync, s0), MEMBER(SessionSync, wake_at)};
+static const Member ENV_MEMBERS[] = {MEMBER(LoopEnv, interface), MEMBER(LoopEnv, layout), MEMBER(LoopEnv, running),
+    MEMBER(LoopEnv, rolling_back), MEMBER(LoopEnv, thinking), MEMBER(LoopEnv, done), MEMBER(LoopEnv, slot_done),
+    MEMBER(LoopEnv, wait)};
+typedef struct {
+    const char *name;
+    int version;
+    size_t size;
+    const Member *members;
+    size_t n;
+} Struct;
+#define STRUCT(T, v, M) {#T, v, sizeof(T), M, sizeof M / sizeof M[0]}
+static const Struct STRUCTS[] = {STRUCT(PaceHead, PACE_LAYOUT, PACE_HEAD_MEMBERS),
+    STRUCT(PaceSeg, SEG_LAYOUT, PACE_SEG_MEMBERS), STRUCT(SessionSpec, SESSION_LAYOUT, SESSION_MEMBERS),
+    STRUCT(SessionSync, SYNC_LAYOUT, SYNC_MEMBERS), STRUCT(LoopEnv, ENV_LAYOUT, ENV_MEMBERS)};
+
+/* A struct Python packed, before it is read: `len` bytes (at least sizeof, exactly unless `more` may follow),
+   its head this build's INTERFACE and the struct's version. */
+static int check_head(const char *name, const void *buf, Py_ssize_t len, size_t size, uint32_t version, int more) {
+    if (len < (Py_ssize_t)size || (!more && len != (Py_ssize_t)size)) {
+        PyErr_Format(PyExc_ValueError, "a %s of %zd bytes; this build reads %zu", name, len, size);
+        return -1;
+    }
+    Head head;
+    memcpy(&head, buf, sizeof head);
+    if (head.interface != INTERFACE) {
+        PyErr_Format(PyExc_ValueError, "a %s packed for interface %u; this build is interface %d (built from other "
+                     "sources: rebuild the extension)", name, (unsigned)head.interface, INTERFACE);
+        return -1;
+    }
+    if (head.layout != version) {
+        PyErr_Format(PyExc_ValueError, "a %s of layout %u; this build reads layout %u (built from other sources: "
+                     "rebuild the extension)", name, (unsigned)head.layout, (unsigned)version);
+        return -1;
+    }
+    return 0;
+}
+
+/* A struct with its head from a bytes-like object (a SessionSpec, a LoopEnv), copied into `out`. */
+static int read_struct(PyObject *obj, const char *name, void *out, size_t size, uint32_t version) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
+    int rc = check_head(name, view.buf, view.len, size, version, 0);
+    if (rc == 0) memcpy(out, view.buf, size);
+    PyBuffer_Release(&view);
+    return rc;
+}
+
+/* The protocols in the order of engines/postgres.py's PROTOCOLS, whose index a SessionSpec carries (exported as
+   PROTOCOLS, which Python compares with its own). */
+enum { PROTO_PREPARED = 0, PROTO_EXTENDED = 1, PROTO_SIMPLE = 2, N_PROTOCOLS = 3 };
+static const char *const PROTOCOL_NAMES[N_PROTOCOLS] = {"prepared", "extended", "simple"};
+
+/* session states (session.py) and the slot status a finished session gets (pool.py), from the LoopEnv */
 static int RUNNING, ROLLING_BACK, THINKING, DONE, SLOT_DONE;
-enum { PROTO_PREPARED = 0, PROTO_EXTENDED = 1, PROTO_SIMPLE = 2 };
 /* A session hands its latencies to Python every drain_at transactions: 4,096 at most, fewer when
    there are many sessions, so that all of them together hold about 64 k transactions at most. */
 #define DRAIN_MAX 4096
@@ -90,22 +224,7 @@ typedef struct {
     Py_ssize_t used, cap;
 } Buf;
 
-/* A timed pool's schedule in this worker, as schedule.Pace.export gives it: a head, then its segments
-   (schedule.py's LAYOUT, HEAD and SEGMENT; native byte order, no padding). Another layout is refused. */
-#define PACE_LAYOUT 1
 #define FAR (1LL << 62)
-typedef struct {
-    uint32_t layout, n_segs;
-    int32_t fixed, zero;
-    int64_t limit, measure_from; /* latency limit (0: none); the measurement window's start */
-    uint64_t seed;               /* of the stream of uniforms (uniform() below), as Pace's in Python */
-} PaceHead;
-typedef struct {
-    int64_t from, to;
-    double per_ns; /* arrivals per nanosecond in the segment (this worker's share); 0: none */
-    int64_t clients;
-} PaceSeg;
-_Static_assert(sizeof(PaceHead) == 40 && sizeof(PaceSeg) == 32, "schedule.HEAD and schedule.SEGMENT sizes");
 
 /* The schedule while the loop takes its arrivals. */
 typedef struct {
@@ -184,10 +303,10 @@ typedef struct {
     int remaining;
     Py_ssize_t drain_at;
     PyObject *connection_kind, *retryable, *connection_failure, *result_failure;
-    PyObject *keep; /* objects whose buffers the plans point into */
+    PyObject *keep; /* what the sessions point into or call: specs, plans, schedules, draw specs, failures' */
 } Loop;
 
-static PyObject *S_draw, *S_drain, *S_failed, *S_drop, *S_reconnect, *S_done;
+static PyObject *S_draw, *S_drain, *S_failed, *S_drop, *S_reconnect, *S_done, *S_sync;
 
 static inline int64_t clock_ns(void) {
     struct timespec ts;
@@ -484,8 +603,8 @@ static double uniform(Pace *p) {
 static int64_t pace_gate(Pace *p, int index, int64_t now) {
     for (int i = 0; i < p->n_segs; i++) {
         const PaceSeg *g = &p->segs[i];
-        if (g->to <= now) continue;
-        if (index < g->clients) return g->from > now ? g->from : now;
+        if (g->end <= now) continue;
+        if (index < g->clients) return g->start > now ? g->start : now;
     }
     return FAR;
 }
@@ -499,16 +618,16 @@ static int64_t pace_arrival(Pace *p) {
     int64_t t = p->trigger;
     while (p->k < p->n_segs) {
         const PaceSeg *g = &p->segs[p->k];
-        if (t < g->from) t = g->from;
+        if (t < g->start) t = g->start;
         if (g->per_ns > 0) {
             double gap = p->fixed ? 1.0 / g->per_ns : -log1p(-uniform(p)) / g->per_ns;
-            if ((double)t + gap < (double)g->to) {
+            if ((double)t + gap < (double)g->end) {
                 p->trigger = t = t + (int64_t)gap;
                 return t;
             }
         }
         p->k++;
-        t = g->to;
+        t = g->end;
     }
     p->trigger = FAR;
     return FAR;
@@ -544,23 +663,16 @@ static void free_pace(Pace *p) {
     Py_CLEAR(p->owner);
 }
 
-/* Read an exported schedule (Pace.export): its head, checked for this build's layout, and its segments. */
+/* Read an exported schedule (Pace.export): its head, checked for this build's interface and layout, and its
+   segments. */
 static int pace_from(PyObject *obj, Pace *p) {
     memset(p, 0, sizeof *p);
     Py_buffer view;
     if (PyObject_GetBuffer(obj, &view, PyBUF_SIMPLE) < 0) return -1;
     PaceHead head;
     int ok = 0;
-    if (view.len < (Py_ssize_t)sizeof head) {
-        PyErr_Format(PyExc_ValueError, "a schedule of %zd bytes: not one Pace.export gives", view.len);
-        goto done;
-    }
+    if (check_head("PaceHead", view.buf, view.len, sizeof head, PACE_LAYOUT, 1) < 0) goto done;
     memcpy(&head, view.buf, sizeof head);
-    if (head.layout != PACE_LAYOUT) {
-        PyErr_Format(PyExc_ValueError, "a schedule of layout %u; this build reads layout %d (built from other "
-                     "sources: rebuild the extension)", (unsigned)head.layout, PACE_LAYOUT);
-        goto done;
-    }
     if (head.n_segs < 1 || view.len != (Py_ssize_t)(sizeof head + head.n_segs * sizeof(PaceSeg))) {
         PyErr_Format(PyExc_ValueError, "a schedule of %zd bytes does not hold its %u segments", view.len,
                      (unsigned)head.n_segs);
@@ -577,7 +689,7 @@ static int pace_from(PyObject *obj, Pace *p) {
     p->fixed = head.fixed != 0;
     p->limit = head.limit;
     p->measure_from = head.measure_from;
-    p->trigger = p->segs[0].from; /* the stream starts where its first segment does */
+    p->trigger = p->segs[0].start; /* the stream starts where its first segment does */
     p->held = -1;
     p->rng = head.seed;
     ok = 1;
@@ -1298,7 +1410,6 @@ static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, Py_ss
 static int setup_plan(Loop *L, Plan *p, PyObject *spec, int n_params) {
     PyObject *key, *text, *refs, *pieces;
     if (!PyArg_ParseTuple(spec, "SSO!O", &key, &text, &PyTuple_Type, &refs, &pieces)) return -1;
-    if (PyList_Append(L->keep, spec) < 0) return -1;
     p->key = PyBytes_AS_STRING(key);
     p->text = PyBytes_AS_STRING(text);
     p->n_refs = (int)PyTuple_GET_SIZE(refs);
@@ -1345,16 +1456,43 @@ static int setup_plan(Loop *L, Plan *p, PyObject *spec, int n_params) {
     return 0;
 }
 
-static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
-    PyObject *glue, *plans, *pace, *draws;
-    unsigned long long ptr;
-    long long think, limit, limit_ns;
-    if (!PyArg_ParseTuple(spec, "OKiiiO!iLLiOiiLO", &glue, &ptr, &s->fd, &s->slot, &s->protocol, &PyTuple_Type,
-                          &plans, &s->n_params, &think, &limit, &s->max_tries, &pace, &s->index, &s->paced, &limit_ns,
-                          &draws))
+/* obj.<name>, kept alive in L->keep while the loop runs (the plans and draws point into it): a borrowed
+   reference, NULL on an error. */
+static PyObject *kept_attr(Loop *L, PyObject *obj, const char *name) {
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v == NULL) return NULL;
+    int rc = PyList_Append(L->keep, v);
+    Py_DECREF(v);
+    return rc < 0 ? NULL : v;
+}
+
+/* A session from its glue (fastloop._Glue), read by attribute: `spec` (a SessionSpec), `plans` (one Plan a
+   statement), `pace` (its pool's exported schedule, or None) and `draws` (fastloop.draw_spec, or None), read
+   once when the loop starts. */
+static int setup_session(Loop *L, Sess *s, PyObject *glue, Py_ssize_t n_slots) {
+    SessionSpec spec;
+    PyObject *spec_o = kept_attr(L, glue, "spec");
+    if (spec_o == NULL || read_struct(spec_o, "SessionSpec", &spec, sizeof spec, SESSION_LAYOUT) < 0) return -1;
+    if (spec.protocol < 0 || spec.protocol >= N_PROTOCOLS || spec.n_params < 0 || spec.n_statements < 0) {
+        PyErr_SetString(PyExc_ValueError, "a SessionSpec's protocol, n_params or n_statements is out of range");
         return -1;
+    }
+    PyObject *plans = kept_attr(L, glue, "plans"), *pace = kept_attr(L, glue, "pace");
+    PyObject *draws = kept_attr(L, glue, "draws");
+    if (plans == NULL || pace == NULL || draws == NULL) return -1;
+    if (!PyTuple_Check(plans) || PyTuple_GET_SIZE(plans) != spec.n_statements) {
+        PyErr_SetString(PyExc_ValueError, "a session's plans must be a tuple of its n_statements plans");
+        return -1;
+    }
+    s->fd = spec.fd;
+    s->slot = spec.slot;
+    s->protocol = spec.protocol;
+    s->n_params = spec.n_params;
+    s->max_tries = spec.max_tries;
+    s->index = spec.index;
+    s->paced = spec.paced;
     s->due = -1;
-    s->limit_ns = limit_ns;
+    s->limit_ns = spec.latency_limit;
     if (pace != Py_None) { /* the sessions of a pool share its one exported schedule */
         for (int i = 0; i < L->n_paces && s->pace == NULL; i++)
             if (L->paces[i].owner == pace) s->pace = &L->paces[i];
@@ -1368,9 +1506,9 @@ static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
         return -1;
     }
     s->glue = Py_NewRef(glue);
-    s->conn = (PGconn *)(uintptr_t)ptr;
-    s->think = think;
-    s->limit = limit;
+    s->conn = (PGconn *)(uintptr_t)spec.conn;
+    s->think = spec.think;
+    s->limit = spec.transactions;
     s->pending_prepare = -1;
     s->n_statements = (int)PyTuple_GET_SIZE(plans);
     int n = s->n_statements > 0 ? s->n_statements : 1;
@@ -1390,7 +1528,8 @@ static int setup_session(Loop *L, Sess *s, PyObject *spec, Py_ssize_t n_slots) {
     return 0;
 }
 
-/* Hand the session back to Python as the pure loop would leave it (glue.sync). */
+/* Hand the session back to Python as the pure loop would leave it: glue.sync(a SessionSync and the prepared
+   flags, the failure being handled or None). */
 static int hand_back(Loop *L, Sess *s) {
     if (s->glue == NULL) return 0;
     if (drain(s) < 0) return -1; /* what was measured is kept, also after an error */
@@ -1398,23 +1537,16 @@ static int hand_back(Loop *L, Sess *s) {
         pq.clear(s->error);
         s->error = NULL;
     }
-    PyObject *prepared = PyList_New(0);
-    if (prepared == NULL) return -1;
-    for (int i = 0; i < s->n_statements; i++) {
-        if (!s->prepared[i]) continue;
-        PyObject *v = PyLong_FromLong(i);
-        if (v == NULL || PyList_Append(prepared, v) < 0) {
-            Py_XDECREF(v);
-            Py_DECREF(prepared);
-            return -1;
-        }
-        Py_DECREF(v);
-    }
-    PyObject *r = PyObject_CallMethod(s->glue, "sync", "iLLiiiLLLOOi", s->state, (long long)s->counted,
-                                      (long long)s->finished, s->step, s->attempt, s->retries, (long long)s->t0,
-                                      (long long)s->s0, (long long)s->wake_at, s->failure ? s->failure : Py_None,
-                                      prepared, s->conn != NULL);
-    Py_DECREF(prepared);
+    SessionSync sync = {.interface = INTERFACE, .layout = SYNC_LAYOUT, .state = s->state, .step = s->step,
+                        .attempt = s->attempt, .retries = s->retries, .connected = s->conn != NULL,
+                        .n_statements = s->n_statements, .counted = s->counted, .finished = s->finished,
+                        .t0 = s->t0, .s0 = s->s0, .wake_at = s->wake_at};
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(sizeof sync + s->n_statements));
+    if (data == NULL) return -1;
+    memcpy(PyBytes_AS_STRING(data), &sync, sizeof sync);
+    if (s->n_statements) memcpy(PyBytes_AS_STRING(data) + sizeof sync, s->prepared, s->n_statements);
+    PyObject *r = PyObject_CallMethodObjArgs(s->glue, S_sync, data, s->failure ? s->failure : Py_None, NULL);
+    Py_DECREF(data);
     if (r == NULL) return -1;
     Py_DECREF(r);
     return 0;
@@ -1446,26 +1578,44 @@ static void free_session(Sess *s) {
     Py_CLEAR(s->outcome);
 }
 
+/* run(sessions, window, status, finished, counters, env, failures): `sessions` their glues (fastloop._Glue), `env`
+   a LoopEnv, `failures` what names a failure (fastloop.Failures, read by attribute: `connection`, the class of a
+   lost connection; `retryable`, the classes worth a retry; `connection_failure` and `result_failure`, the engine's
+   functions that name one). */
 static PyObject *fl_run(PyObject *self, PyObject *args) {
-    PyObject *specs, *window_o, *status_o, *finished_o, *counters_o, *env;
-    if (!PyArg_ParseTuple(args, "O!OOOOO!", &PyList_Type, &specs, &window_o, &status_o, &finished_o, &counters_o,
-                          &PyTuple_Type, &env))
+    PyObject *sessions, *window_o, *status_o, *finished_o, *counters_o, *env_o, *failures;
+    if (!PyArg_ParseTuple(args, "O!OOOOOO", &PyList_Type, &sessions, &window_o, &status_o, &finished_o, &counters_o,
+                          &env_o, &failures))
         return NULL;
     if (!bound) {
         PyErr_SetString(PyExc_RuntimeError, "bind() to psycopg's libpq first");
         return NULL;
     }
+    LoopEnv env;
+    if (read_struct(env_o, "LoopEnv", &env, sizeof env, ENV_LAYOUT) < 0) return NULL;
+    RUNNING = env.running;
+    ROLLING_BACK = env.rolling_back;
+    THINKING = env.thinking;
+    DONE = env.done;
+    SLOT_DONE = env.slot_done;
     Loop L;
     memset(&L, 0, sizeof L);
-    int wait;
-    if (!PyArg_ParseTuple(env, "iiiiiUOOOi", &RUNNING, &ROLLING_BACK, &THINKING, &DONE, &SLOT_DONE,
-                          &L.connection_kind, &L.retryable, &L.connection_failure, &L.result_failure, &wait))
-        return NULL;
     Py_buffer window = {0}, status = {0}, finished = {0}, counters = {0};
-    L.n = (int)PyList_GET_SIZE(specs);
+    L.n = (int)PyList_GET_SIZE(sessions);
     L.epfd = L.tfd = -1;
     int ok = 0;
-    if (get_buffer(window_o, &window, 8, 3, "window") < 0) return NULL;
+    L.keep = PyList_New(0);
+    if (L.keep == NULL) return NULL;
+    L.connection_kind = kept_attr(&L, failures, "connection");
+    L.retryable = kept_attr(&L, failures, "retryable");
+    L.connection_failure = kept_attr(&L, failures, "connection_failure");
+    L.result_failure = kept_attr(&L, failures, "result_failure");
+    if (!L.connection_kind || !L.retryable || !L.connection_failure || !L.result_failure) goto release;
+    if (!PyUnicode_Check(L.connection_kind)) {
+        PyErr_SetString(PyExc_TypeError, "failures.connection must be a str");
+        goto release;
+    }
+    if (get_buffer(window_o, &window, 8, 3, "window") < 0) goto release;
     if (get_buffer(status_o, &status, 1, 0, "status") < 0) goto release;
     if (get_buffer(finished_o, &finished, 8, 0, "finished") < 0) goto release;
     if (get_buffer(counters_o, &counters, 8, 0, "counters") < 0) goto release;
@@ -1478,22 +1628,21 @@ static PyObject *fl_run(PyObject *self, PyObject *args) {
     L.status = status.buf;
     L.finished = finished.buf;
     L.counters = counters.buf;
-    L.keep = PyList_New(0);
     L.s = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess));
     L.heap = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Sess *));
     L.paces = PyMem_Calloc(L.n > 0 ? L.n : 1, sizeof(Pace));
-    if (L.keep == NULL || L.s == NULL || L.heap == NULL || L.paces == NULL) {
+    if (L.s == NULL || L.heap == NULL || L.paces == NULL) {
         PyErr_NoMemory();
         goto release;
     }
     for (int i = 0; i < L.n; i++)
-        if (setup_session(&L, &L.s[i], PyList_GET_ITEM(specs, i), slots) < 0) goto release;
+        if (setup_session(&L, &L.s[i], PyList_GET_ITEM(sessions, i), slots) < 0) goto release;
     L.epfd = epoll_create1(EPOLL_CLOEXEC);
     if (L.epfd < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         goto release;
     }
-    if (setup_wait(&L, wait) < 0) goto release;
+    if (setup_wait(&L, env.wait) < 0) goto release;
     L.remaining = L.n;
     L.drain_at = L.n > 0 ? DRAIN_ALL / L.n : DRAIN_MAX;
     L.drain_at = L.drain_at > DRAIN_MAX ? DRAIN_MAX : (L.drain_at < DRAIN_MIN ? DRAIN_MIN : L.drain_at);
@@ -1535,8 +1684,8 @@ static PyMethodDef methods[] = {
      "bind(path, version) -> str: use the libpq that the loaded module at `path` links (psycopg's pq module); "
      "returns the libpq file."},
     {"run", fl_run, METH_VARARGS,
-     "run(specs, window, status, finished, counters, env): step the sessions until the window ends or all "
-     "are done (see fastloop.py)."},
+     "run(sessions, window, status, finished, counters, env, failures): step the sessions (their glues) until the "
+     "window ends or all are done (see fastloop.py)."},
     {"arrivals", fl_arrivals, METH_VARARGS,
      "arrivals(schedule, frees) -> ([(when, due)], skipped): the answers of a schedule (Pace.export) to sessions "
      "becoming free at the given times, as the loop computes them (for tests)."},
@@ -1552,6 +1701,44 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* LAYOUTS: {struct: (version, size, ((member, offset, size), ...))}, the seam's structs as this build has them
+   (seam.describe() gives Python's side in the same form). */
+static PyObject *layouts(void) {
+    PyObject *out = PyDict_New();
+    for (size_t i = 0; out && i < sizeof STRUCTS / sizeof STRUCTS[0]; i++) {
+        const Struct *t = &STRUCTS[i];
+        PyObject *members = PyTuple_New((Py_ssize_t)t->n);
+        for (size_t k = 0; members && k < t->n; k++) {
+            PyObject *m = Py_BuildValue("(snn)", t->members[k].name, (Py_ssize_t)t->members[k].offset,
+                                        (Py_ssize_t)t->members[k].size);
+            if (m == NULL) Py_CLEAR(members);
+            else PyTuple_SET_ITEM(members, (Py_ssize_t)k, m);
+        }
+        PyObject *entry = members ? Py_BuildValue("(inN)", t->version, (Py_ssize_t)t->size, members) : NULL;
+        if (entry == NULL || PyDict_SetItemString(out, t->name, entry) < 0) Py_CLEAR(out);
+        Py_XDECREF(entry);
+    }
+    return out;
+}
+
+/* A tuple of the names in `list`. */
+static PyObject *names(const char *const *list, int n) {
+    PyObject *out = PyTuple_New(n);
+    for (int i = 0; out && i < n; i++) {
+        PyObject *name = PyUnicode_FromString(list[i]);
+        if (name == NULL) Py_CLEAR(out);
+        else PyTuple_SET_ITEM(out, i, name);
+    }
+    return out;
+}
+
+/* The module's attribute `name`, given a new reference (NULL: an error already raised). */
+static int add(PyObject *m, const char *name, PyObject *value) {
+    int rc = value ? PyModule_AddObjectRef(m, name, value) : -1;
+    Py_XDECREF(value);
+    return rc;
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fastloop", "The compiled event loop (see fastloop.py).",
                                     -1, methods};
 
@@ -1562,11 +1749,14 @@ PyMODINIT_FUNC PyInit__fastloop(void) {
     S_drop = PyUnicode_InternFromString("drop");
     S_reconnect = PyUnicode_InternFromString("reconnect");
     S_done = PyUnicode_InternFromString("done");
-    if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done) return NULL;
+    S_sync = PyUnicode_InternFromString("sync");
+    if (!S_draw || !S_drain || !S_failed || !S_drop || !S_reconnect || !S_done || !S_sync) return NULL;
     PyObject *m = PyModule_Create(&module);
-    /* fastloop.py refuses a build of other sources: raise this when a function's arguments or the schedule
-       change */
-    if (m && PyModule_AddIntConstant(m, "INTERFACE", 7) < 0) { Py_DECREF(m); return NULL; }
-    if (m && PyModule_AddIntConstant(m, "PACE_LAYOUT", PACE_LAYOUT) < 0) { Py_DECREF(m); return NULL; }
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "INTERFACE", INTERFACE) < 0 || add(m, "LAYOUTS", layouts()) < 0 ||
+        add(m, "PROTOCOLS", names(PROTOCOL_NAMES, N_PROTOCOLS)) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
     return m;
 }

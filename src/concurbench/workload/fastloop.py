@@ -15,6 +15,11 @@ when it can run), "compiled" (an error when it cannot) or "python".
 The loop waits for a rate's due times to the nanosecond where it can (WAITS, best first; see
 _fastloop.c). It takes the best that works here; CONCURBENCH_LOOP_WAIT names another (to measure or
 test a fallback).
+
+What crosses to C is named: numbers in the structs of seam.py (a session's SessionSpec, the run's
+LoopEnv, the SessionSync a session comes back with), objects by attribute (a session's glue: its
+spec, plans, pace and draws; Failures). bind() refuses a build whose structs or protocols are not
+this side's.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import os
 import re
 import sys
 import time
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 import psycopg
 
@@ -30,18 +37,13 @@ from ..engines.registry import spec
 from ..engines import postgres as pg
 from ..engines.classes import CONNECTION, RETRYABLE
 from ..errors import RunError
-from . import schedule
+from . import seam
+from .seam import ENV, SESSION, SYNC
 from .session import DONE, END, FLUSH_AT, REFUSED_FOR_NS, ROLLING_BACK, RUNNING, THINKING, Session
 
-try:
-    from . import _fastloop
-except ImportError as exc:  # not built (no compiler at install), or built for another Python
-    _fastloop = None
-    _IMPORT_ERROR = "not built" if "_fastloop" in str(exc) and "cannot import name" in str(exc) else str(exc)
+_fastloop = seam.extension  # None when it is not built (seam.WHY says why)
 
 LOOPS = ("auto", "python", "compiled")
-INTERFACE = 7  # the extension's, as its INTERFACE constant: a build of older sources has another (or none)
-PROTOCOLS = {"prepared": 0, "extended": 1, "simple": 2}
 _PLACEHOLDER = re.compile(rb"\$(\d+)")
 # how the compiled loop waits for a due time, best first (its WAIT_NAMES): a timeout in nanoseconds, a timer
 # armed for the due time, whole milliseconds rounded up (the last resort)
@@ -50,15 +52,75 @@ WAIT_ENV = "CONCURBENCH_LOOP_WAIT"
 _bound: list[str] = []  # the libpq file the extension calls, once bound in this process
 
 
+class Plan(NamedTuple):
+    """One statement as the C loop reads it (its struct Plan): the prepared statement's name, the text with $1..
+    placeholders, which of the transaction's parameters each placeholder takes, and for the simple protocol the
+    text split at them (inline_pieces; None: sent as it is)."""
+
+    key: bytes
+    text: bytes
+    refs: tuple[int, ...]
+    pieces: tuple | None
+
+
+class Draw(NamedTuple):
+    """One parameter the C loop draws itself: kind 0 uniform over [low, low + span) with `bits` random bits a try,
+    1 the constant text `constant` (None: NULL)."""
+
+    kind: int
+    low: int
+    span: int
+    bits: int
+    constant: bytes | None
+
+
+class DrawSpec(NamedTuple):
+    """A session's draws for the C loop: the state of its random.Random (getstate()[1]; None when nothing is
+    uniform) and one Draw a parameter."""
+
+    state: tuple[int, ...] | None
+    draws: tuple[Draw, ...]
+
+
+@dataclass(frozen=True)
+class Failures:
+    """What the C loop is given to name a failure and decide what follows (read by attribute when it starts): the
+    class of a lost connection, the classes worth a retry, and the engine's functions that name a failure, the
+    ones the pure loop calls."""
+
+    connection: str
+    retryable: frozenset[str]
+    connection_failure: Callable[[bytes], tuple]
+    result_failure: Callable[[bytes | None, bytes, bool], tuple]
+
+
+FAILURES = Failures(CONNECTION, frozenset(RETRYABLE), pg.connection_failure, pg.result_failure)
+
+
+def foreign(module) -> str:
+    """How `module` (a build of the extension) differs from the seam this install speaks; "" when it does not."""
+    interface = getattr(module, "INTERFACE", None)
+    if interface is None:
+        return "it has no INTERFACE: built before it"
+    found = seam.differences(getattr(module, "LAYOUTS", None))
+    if interface != seam.INTERFACE:
+        found.append(f"it is interface {interface}, the structs here are stamped for {seam.INTERFACE}")
+    if tuple(getattr(module, "PROTOCOLS", ())) != pg.PROTOCOLS:
+        found.append(f"its protocols are {', '.join(getattr(module, 'PROTOCOLS', ())) or 'none'}, the engine's "
+                     f"{', '.join(pg.PROTOCOLS)}")
+    return "; ".join(found)
+
+
 def bind() -> str:
     """Point the extension at psycopg's libpq; the file it resolved to. RuntimeError when it cannot."""
     if _fastloop is None:
-        raise RuntimeError(f"the extension concurbench.workload._fastloop cannot be loaded ({_IMPORT_ERROR}: "
+        raise RuntimeError(f"the extension concurbench.workload._fastloop cannot be loaded ({seam.WHY}: "
                            f"the install had no C compiler or Python headers?)")
-    if (getattr(_fastloop, "INTERFACE", 1), getattr(_fastloop, "PACE_LAYOUT", 0)) != (INTERFACE, schedule.LAYOUT):
-        raise RuntimeError("the extension concurbench.workload._fastloop was built from other sources than this "
-                           "install's (an older checkout?): rebuild it with `pip install -e .` or `python setup.py "
-                           "build_ext --inplace`")
+    why = foreign(_fastloop)
+    if why:
+        raise RuntimeError(f"the extension concurbench.workload._fastloop was built from other sources than this "
+                           f"install's (an older checkout? {why}): rebuild it with `pip install -e .` or `python "
+                           f"setup.py build_ext --inplace`")
     if not _bound:
         impl = psycopg.pq.__impl__
         path = getattr(sys.modules.get(psycopg.pq.PGconn.__module__), "__file__", None)
@@ -127,32 +189,37 @@ def describe(requested: str, engine: str = "postgres") -> str:
 
 
 class _Glue:
-    """What the C loop asks of one Python session: the rare steps, and the hand-back at the end."""
+    """One Python session as the C loop sees it: what it reads when it starts (`spec`, a seam.SESSION; `plans`;
+    `pace`, its pool's exported schedule or None; `draws`, a DrawSpec or None), the rare steps it calls back for,
+    and the hand-back at the end (`sync`)."""
 
-    def __init__(self, session: Session, window):
+    def __init__(self, session: Session, window, exported: bytes | None):
+        """`exported`: the session's pool's Pace.export (one object a pool, which its sessions share)."""
         self.session = session
         self.window = window
         self.latencies = [session.stats.statement(name) for name in session.names]
-        self.draws = [draw for _name, draw in session.drawers]
-
-    def spec(self, exported: bytes | None) -> tuple:
-        """The session as the C loop reads it; `exported`: its pool's Pace.export (one object per pool)."""
-        s = self.session
+        self._draws = [draw for _name, draw in session.drawers]
+        s = session
         channel = s.channel
         names = [name for name, _ in s.pool.params]
         plans = []
         for key, text, order in channel.plans:
             refs = tuple(names.index(name) for name in order)
             pieces = inline_pieces(text, refs) if s.pool.protocol == "simple" and order else None
-            plans.append((key, text, refs, pieces))
-        limit = -1 if s.limit is None else s.limit
-        return (self, channel.pgconn.pgconn_ptr, s.fd, s.slot, PROTOCOLS[s.pool.protocol], tuple(plans), len(names),
-                s.think, limit, s.pool.max_tries, exported, s.index, int(s.paced), s.latency_limit, draw_spec(s))
+            plans.append(Plan(key, text, refs, pieces))
+        self.plans = tuple(plans)
+        self.pace = exported
+        self.draws = draw_spec(s)
+        self.spec = SESSION.pack(
+            conn=channel.pgconn.pgconn_ptr, fd=s.fd, slot=s.slot, protocol=pg.PROTOCOLS.index(s.pool.protocol),
+            n_params=len(names), n_statements=len(plans), max_tries=s.pool.max_tries, index=s.index,
+            paced=int(s.paced), think=s.think, transactions=-1 if s.limit is None else s.limit,
+            latency_limit=s.latency_limit)
 
     # -- called from C ----------------------------------------------------------------
     def draw(self) -> tuple:
         text = pg._text
-        return tuple([text(draw()) for draw in self.draws])
+        return tuple([text(draw()) for draw in self._draws])
 
     def drain(self, txn: bytes, ends: bytes, statements: tuple, retries: int, lags: bytes, late: int,
               skipped: int) -> None:
@@ -188,44 +255,48 @@ class _Glue:
         self.session.counted, self.session.finished = counted, finished
         self.session.settle_stats()
 
-    def sync(self, state, counted, finished, step, attempt, retries, t0, s0, wake_at, failure, prepared,
-             connected) -> None:
-        """The loop has ended: leave the session as the pure loop would have."""
+    def sync(self, data: bytes, failure: tuple | None) -> None:
+        """The loop has ended: leave the session as the pure loop would have. `data`: a seam.SYNC, then a byte a
+        statement (1: prepared on the connection); `failure`: the one being handled, or None."""
+        got = SYNC.read(data, exact=False)
+        prepared = data[SYNC.size:]
+        if len(prepared) != got["n_statements"]:
+            raise ValueError(f"a SessionSync with {len(prepared)} statements' flags, not {got['n_statements']}")
         s = self.session
-        s.state, s.counted, s.finished, s.step, s.attempt, s.retries = state, counted, finished, step, attempt, retries
-        s.t0, s.s0, s.wake_at = t0, s0, wake_at
+        for name in ("state", "counted", "finished", "step", "attempt", "retries", "t0", "s0", "wake_at"):
+            setattr(s, name, got[name])  # session.py's fields of the same names
         if failure is not None:
             s.failure = failure
         channel = s.channel
-        if channel is not None and connected:
+        if channel is not None and got["connected"]:
             channel._pending = channel._error = None
-            channel.prepared.update(channel.plans[i][0] for i in prepared)
+            channel.prepared.update(plan[0] for plan, flag in zip(channel.plans, prepared) if flag)
 
 
-def draw_spec(session: Session):
+def draw_spec(session: Session) -> DrawSpec | None:
     """What the C loop needs to draw the session's parameters itself, or None when Python must draw them.
 
-    Every parameter uniform or constant: (the state of the session's random.Random, which the C loop
-    continues word for word, so both loops draw the same values; ((kind, low, span, bits, constant
-    text), ...)) with kind 0 uniform, 1 constant. Any other distribution (zipfian, sequence) leaves all
-    the session's drawing to Python: a zipfian draw takes from the same generator, so splitting the
-    draws between the loops would change their order and the values.
+    Every parameter uniform or constant: the state of the session's random.Random, which the C loop
+    continues word for word, so both loops draw the same values, and a Draw a parameter. Any other
+    distribution (zipfian, sequence) leaves all the session's drawing to Python: a zipfian draw takes
+    from the same generator, so splitting the draws between the loops would change their order and the
+    values.
     """
     draws = []
     for _name, dist in session.pool.params:
         if dist.kind == "constant":
-            draws.append((1, 0, 0, 0, pg._text(dist.args[0])))
+            draws.append(Draw(1, 0, 0, 0, pg._text(dist.args[0])))
         elif dist.kind == "uniform" and -(1 << 63) <= dist.args[0] <= dist.args[1] < (1 << 63):
             span = dist.args[1] - dist.args[0] + 1
             if span >= 1 << 64:
                 return None
-            draws.append((0, dist.args[0], span, span.bit_length(), None))
+            draws.append(Draw(0, dist.args[0], span, span.bit_length(), None))
         else:
             return None
     if not draws:
         return None
-    uniform = any(kind == 0 for kind, *_ in draws)
-    return (session.rng.getstate()[1] if uniform else None), tuple(draws)
+    uniform = any(draw.kind == 0 for draw in draws)
+    return DrawSpec(session.rng.getstate()[1] if uniform else None, tuple(draws))
 
 
 def inline_pieces(text: bytes, refs: tuple[int, ...]) -> tuple:
@@ -253,7 +324,7 @@ def run(sessions: list[Session], window, status, finished, slot_done: int, how: 
         return
     paces = {id(s.pace): s.pace for s in sessions if s.pace is not None}
     exported = {key: pace.export() for key, pace in paces.items()}  # once per Pace: the sessions of a pool share it
-    specs = [_Glue(s, window).spec(exported.get(id(s.pace))) for s in sessions]
-    env = (RUNNING, ROLLING_BACK, THINKING, DONE, slot_done, CONNECTION, frozenset(RETRYABLE), pg.connection_failure,
-           pg.result_failure, WAITS.index(how or wait()))
-    _fastloop.run(specs, window, status, finished, sessions[0].counter, env)
+    glues = [_Glue(s, window, exported.get(id(s.pace))) for s in sessions]
+    env = ENV.pack(running=RUNNING, rolling_back=ROLLING_BACK, thinking=THINKING, done=DONE, slot_done=slot_done,
+                   wait=WAITS.index(how or wait()))
+    _fastloop.run(glues, window, status, finished, sessions[0].counter, env, FAILURES)

@@ -16,8 +16,8 @@ worker carries the share of the rate that its active sessions make of the pool's
 draws a segment's arrivals BATCH at a time with numpy into a list (`queue`), so the common case (an
 arrival drawn ahead, in the segment that holds `now` and the session) is a pop() at the top of
 `take`. The compiled loop does not read a Pace's attributes: it reads the schedule `Pace.export`
-gives, a versioned struct (LAYOUT, HEAD and SEGMENT below), and takes arrivals by the same rule, one
-at a time in C (`_fastloop.arrivals` is that schedule alone, for tests).
+gives, versioned structs of the seam (seam.PACE_HEAD and seam.PACE_SEGMENT), and takes arrivals by
+the same rule, one at a time in C (`_fastloop.arrivals` is that schedule alone, for tests).
 
 Both loops draw from one generator by one algorithm, so for the same seed they send the same arrivals:
 the Pace's stream is splitmix64 from the seed it draws once (and exports), whose n-th uniform is a
@@ -31,25 +31,15 @@ from __future__ import annotations
 
 import math
 import random
-import struct
 
 import numpy as np
 
 from ..scenario.model import Pool
 from .events import Event
+from .seam import PACE_HEAD, PACE_SEGMENT
 from .session import FAR_FUTURE as FAR  # no arrival, or never again
 NEVER = -FAR  # a segment that holds since before the window
 BATCH = 256  # arrivals drawn at once (numpy), so a transaction's share is a list's pop()
-
-# What Pace.export gives the compiled loop (_fastloop.c reads it as its PaceHead and PaceSeg structs, and
-# refuses another LAYOUT): native byte order, standard sizes, no padding. The head: layout, number of
-# segments, fixed arrivals (0/1), zero, latency limit (ns, 0: none), measurement start (ns), the seed of the
-# stream of uniforms both loops draw from. Then per segment: from, to (ns), arrivals per ns in this worker
-# (0: none), active clients. Change LAYOUT (and INTERFACE in fastloop.py and _fastloop.c) with the layout,
-# INTERFACE alone with the C's way of drawing.
-LAYOUT = 1
-HEAD = struct.Struct("=IIiiqqQ")  # 40 bytes
-SEGMENT = struct.Struct("=qqdq")  # 32 bytes
 
 # splitmix64, as _fastloop.c's uniform(): the n-th output (from 1) of a stream is mix(seed + n * GOLDEN), in
 # uint64 arithmetic that wraps around (numpy's does, silently, on arrays)
@@ -139,12 +129,15 @@ class Pace:
         self._crossed = False  # the draw after the queue's last arrival crossed segment k's end
 
     def export(self) -> bytes:
-        """The schedule for the compiled loop, before any arrival was taken (LAYOUT, HEAD, SEGMENT): from it the
-        loop takes the arrivals `take` would give."""
+        """The schedule for the compiled loop, before any arrival was taken (seam.PACE_HEAD, then a
+        seam.PACE_SEGMENT a segment): from it the loop takes the arrivals `take` would give. A change of how
+        arrivals are drawn changes PACE_HEAD's version."""
         if self.queue or self.k or self.trigger != self.segs[0][0] or self._state != self.seed:
             raise RuntimeError("a Pace is exported only before its first arrival is taken")
-        head = HEAD.pack(LAYOUT, len(self.segs), int(self.fixed), 0, self.limit, self.measure_from, self.seed)
-        return head + b"".join(SEGMENT.pack(*seg) for seg in self.segs)
+        head = PACE_HEAD.pack(n_segs=len(self.segs), fixed=int(self.fixed), limit=self.limit,
+                              measure_from=self.measure_from, seed=self.seed)
+        return head + b"".join(PACE_SEGMENT.pack(start=start, end=end, per_ns=per_ns, clients=clients)
+                               for start, end, per_ns, clients in self.segs)
 
     def gate(self, index: int, now: int) -> int:
         """When session `index` may start: `now` if it is active now, else its next active time (FAR: never)."""
