@@ -182,6 +182,7 @@ class VariantRun:
     loop: str | None = None  # the workers' event loop: "compiled" or "python" (None: written before it was said)
     events: list[Event] = field(default_factory=list)  # the timeline in time order (workload/events.py)
     warmup_pass: WarmupPass | None = None  # the unmeasured pass before the load (running/warmup.py); None: none
+    hosts: list[dict] = field(default_factory=list)  # a cluster's load: each load host's figures; []: one machine
 
     @property
     def complete(self) -> bool:
@@ -260,6 +261,8 @@ class VariantRun:
             out["events"] = [e.as_dict() for e in self.events]
         if self.warmup_pass is not None:
             out["warmup_pass"] = asdict(self.warmup_pass)
+        if self.hosts:
+            out["hosts"] = [dict(h) for h in self.hosts]
         return out
 
     @classmethod
@@ -288,7 +291,8 @@ class VariantRun:
             workers=Workers.from_dict(data["workers"], f"{where}.workers") if data.get("workers") else None,
             loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
             warmup_pass=WarmupPass.from_dict(data["warmup_pass"], f"{where}.warmup_pass")
-            if data.get("warmup_pass") else None)
+            if data.get("warmup_pass") else None,
+            hosts=[dict(_mapping(h, f"{where}.hosts[{i}]")) for i, h in enumerate(data.get("hosts") or [])])
 
 
 def _form(value, where: str) -> ClaimForm | None:
@@ -620,6 +624,7 @@ class Run:
     shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
     merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
     machine: MachineLoad | None = None  # how busy the machine was (machine.py); None: not measured
+    load_hosts: list[dict] = field(default_factory=list)  # `run --cluster`: the load hosts; []: this machine
 
     @property
     def server(self) -> ServerInfo | None:
@@ -644,7 +649,8 @@ class Run:
                 "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
                 **({"shard": self.shard.as_dict()} if self.shard else {}),
                 **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {}),
-                **({"machine": self.machine.as_dict()} if self.machine else {})}
+                **({"machine": self.machine.as_dict()} if self.machine else {}),
+                **({"load_hosts": [dict(h) for h in self.load_hosts]} if self.load_hosts else {})}
 
     def summary_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
@@ -688,7 +694,9 @@ class Run:
             merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
                          enumerate(manifest.get("merged_from") or [])],
             machine=MachineLoad.from_dict(_mapping(manifest["machine"], "manifest.machine"))
-            if manifest.get("machine") else None)
+            if manifest.get("machine") else None,
+            load_hosts=[dict(_mapping(h, f"manifest.load_hosts[{i}]"))
+                        for i, h in enumerate(manifest.get("load_hosts") or [])])
 
 
 # Helpers ---------------------------------------------------------------------------------------------
