@@ -28,7 +28,7 @@ from ..workload.window_end import END_BOUND_S
 from . import breakdown
 from .deal import deal
 from .hosts import Cluster
-from .share import FAILED, READY, TICK, ShareSpec, run_share
+from .share import FAILED, READY, TICK, Said, ShareSpec, run_share
 
 LEAD_NS = 300_000_000  # the start is set this far ahead: time for every host to hear it
 COLLECT_MARGIN_S = 10.0  # beyond a host's own bounds, the wait for its results (the engine's round trips)
@@ -122,12 +122,12 @@ class ClusterLoad:
             return []
 
     def _note(self, message: dict, ready: set[str]) -> None:
-        host = message["host"]
-        if message["kind"] == READY:
+        host, kind = message["host"], Said(message["kind"])
+        if kind is READY:
             ready.add(host)
-        elif message["kind"] == TICK:
+        elif kind is TICK:
             self.counts[host] = int(message["transactions"])
-        elif message["kind"] == FAILED:
+        elif kind is FAILED:
             self.failed[host] = message["problem"]
 
     def _await_ready(self, up, futures: dict, wait_s: float) -> None:
@@ -161,8 +161,8 @@ class ClusterLoad:
                 continue
             if alive is not None and self.cluster.host(name).address not in alive:
                 out[name] = "was lost (the cluster no longer has it)"
-            elif future.status == "error":
-                out[name] = f"failed: {_first_line(future.exception(timeout=5))}"
+            elif future.done() and (error := future.exception(timeout=5)) is not None:
+                out[name] = f"failed: {_first_line(error)}"
         return out
 
     def _watch(self, up, futures: dict, measure_from: int, planned: int | None) -> int:
@@ -196,7 +196,7 @@ class ClusterLoad:
         waiting = {name: f for name, f in futures.items() if name not in self.lost}
         while waiting:
             for name, future in list(waiting.items()):
-                if future.status == "finished":
+                if future.done() and future.exception(timeout=5) is None:
                     report = future.result(timeout=5)
                     del waiting[name]
                     if "failed" in report:

@@ -125,19 +125,19 @@ class LocalCluster:
         return self.scheduler is not None and self.scheduler.poll() is not None
 
     def stop(self) -> None:
-        """SIGTERM to every part's process group (hosts first), SIGKILL to a group still there after STOP_S;
-        then the cluster's directory goes."""
-        parts = [*self.hosts.values(), *([self.scheduler] if self.scheduler is not None else [])]
-        for proc in parts:
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_S
-        for proc in parts:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-        for proc in parts:  # what is left of a group (the load's worker processes of a host) goes too
-            _signal_group(proc, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=STOP_S)
+        """SIGTERM to every host's process group, then to the scheduler's (a host leaves while its scheduler still
+        answers: at once), SIGKILL to a group still there after STOP_S; then the cluster's directory goes."""
+        for parts in (list(self.hosts.values()), [self.scheduler] if self.scheduler is not None else []):
+            for proc in parts:
+                _signal_group(proc, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_S
+            for proc in parts:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            for proc in parts:  # what is left of a group (the load's worker processes of a host) goes too
+                _signal_group(proc, signal.SIGKILL)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=STOP_S)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

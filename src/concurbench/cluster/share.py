@@ -14,11 +14,21 @@ import contextlib
 import os
 import time
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..errors import RunError
 from ..workload.pool import LoadGenerator, LoadProgress
 
-READY, TICK, FAILED = "ready", "tick", "failed"  # the kinds of a host's messages
+class Said(StrEnum):
+    """What a host's message to the coordinator says: its sessions are connected, its count so far, or its share
+    could not run."""
+
+    READY = "ready"
+    TICK = "tick"
+    FAILED = "failed"
+
+
+READY, TICK, FAILED = Said.READY, Said.TICK, Said.FAILED
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,8 @@ class HostGate:
         self.start_wall_ns = 0  # ... and on its wall clock
         self.late_ns = 0  # how late the start reached this host (0: in time)
 
-    def say(self, kind: str, **detail) -> None:
-        self.queue.put({"host": self.spec.host, "kind": kind, **detail}, timeout=10)
+    def say(self, kind: Said, **detail) -> None:
+        self.queue.put({"host": self.spec.host, "kind": str(kind), **detail}, timeout=10)
 
     def start_ns(self) -> int:
         self.say(READY)
