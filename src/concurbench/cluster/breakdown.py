@@ -80,6 +80,8 @@ def host_row(host: LoadHost, sessions: int, pools: list[Pool], report: dict | No
         "cpu_wait_s": round(sum(waited), 3) if waited else None,
         "lag_mean_ms": _ms(lag.lag.mean_ms()), "lag_p99_ms": _ms(lag.lag.percentile_ms(99.0)),
         "workers": report["workers"], "reported": report["reported"], "start_late_ms": round(report["late_ns"] / 1e6, 3),
+        "start_monotonic_ns": report.get("start_perf_ns"),  # CLOCK_MONOTONIC: comparable between hosts of one machine
+        "txn_hist": measured.txn.to_dict()["hist"],  # the measured pools' latencies (HdrHistogram, encoded)
     })
     return row
 
