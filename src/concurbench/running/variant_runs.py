@@ -32,12 +32,12 @@ class VariantRuns:
     """Makes the variant runs of a scenario, one at a time, on the servers the runner gives it."""
 
     def __init__(self, scenario: Scenario, engine: Engine, progress: Listener, processes: int | None,
-                 load=LoadGenerator):
+                 load=None):
         self.scenario = scenario
         self.engine = engine
         self.progress = progress
         self.processes = processes
-        self.load = load  # what drives the window's load: LoadGenerator here, or a cluster's (cluster/load.py)
+        self.load = load  # what drives the window's load: None, LoadGenerator here; or a cluster's (cluster/load.py)
 
     def measure(self, server: ServerSession, variant: Variant, point: int | None, repeat: int) -> VariantRun:
         eng, conn = self.engine, server.conn
@@ -122,7 +122,7 @@ class VariantRuns:
             # drain), then the samplers' last reading, then observers whose stopping and counting is
             # work of its own (reading .xel files) that must stay outside the samplers' span.
             first = [h for h in background_sessions if not h.ends_after_samplers]
-            load = self.load(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
+            load = (self.load or LoadGenerator)(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                  seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
                                  listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
                                  progress=lambda load: self.progress.on_tick(Tick.of(variant.name, point, load)))
