@@ -1,8 +1,15 @@
-"""Unit-tier helpers: the simulated rates (verdicts, change points), printed at the end of the test run."""
+"""Unit-tier helpers: the simulated rates (verdicts, change points), printed at the end of the test run; a script
+of benchmarks/ imported as a module."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 _RATES: list[str] = []
 _HISTORY_RATES: list[str] = []
@@ -18,6 +25,21 @@ def simulated_rates():
 def history_rates():
     """Lines of simulated change-point rates (error and power of the history's detector)."""
     return _HISTORY_RATES.append
+
+
+@pytest.fixture(scope="module")
+def benchmark_script(request):
+    """The script benchmarks/NAME.py that the test module names in BENCHMARK, imported as a module for its
+    functions (it does not run: its main is behind `if __name__ == "__main__"`)."""
+    name = request.module.BENCHMARK
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)
 
 
 def pytest_terminal_summary(terminalreporter):

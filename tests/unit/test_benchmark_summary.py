@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "driver_overhead.py"
+BENCHMARK = "driver_overhead"
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("driver_overhead", PATH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.modules.pop(spec.name, None)
+def bench(benchmark_script):
+    return benchmark_script
 
 
 def test_interval_is_the_t_interval_of_the_logarithms(bench):

@@ -23,54 +23,7 @@ from concurbench.history.store import open_store
 from concurbench.results.catalogue import CATALOGUE
 
 
-def run_record(i: int, server: str = "16.9", commit: str | None = None) -> RunRecord:
-    run_id = f"202612{i // 24 + 1:02d}T{i % 24:02d}0000Z-night"
-    return RunRecord(run_id, f"d{i}", "demo", "sha", {}, False, f"2026-12-{i // 24 + 1:02d}T{i % 24:02d}:00:00",
-                     f"2026-12-{i // 24 + 1:02d}T{i % 24:02d}:10:00", "ok", None, "ci", "cpu", "0.1.0",
-                     commit or hashlib.sha1(str(i).encode()).hexdigest(), False, "binaries", [server], 2,
-                     {"night": str(i)})
-
-
-class Nights:
-    """A store filled night by night: each night one run with a point per (variant, metric)."""
-
-    def __init__(self, path: Path, seed: int = 1):
-        self.path, self.rng, self.night = path, np.random.default_rng(seed), 0
-
-    def add(self, levels: dict[tuple[str, str], float], server: str = "16.9", spread: float = 0.02,
-            commit: str | None = None, spreads: dict[str, float] | None = None) -> str:
-        rec = run_record(self.night, server, commit)
-        points = [PointRecord(rec.run_id, SeriesKey("demo", variant, "workers", 4, 4, server, metric), "ok",
-                              float(level * (1 + (spreads or {}).get(metric, spread) * self.rng.standard_normal())),
-                              None, None, None, None, 1, (level,)) for (variant, metric), level in levels.items()]
-        with open_store(self.path, create=True) as s:
-            s.add(rec, points)
-        self.night += 1
-        return rec.run_id
-
-    def stepped(self, variant: str, factor: float, flat: int, after: int, **kwargs) -> list[gate.GateResult]:
-        """`flat` nights of FLAT, then `after` nights with `variant` slower by `factor`, each checked."""
-        for _ in range(flat):
-            self.add(FLAT, **kwargs)
-        slow = slower(FLAT, variant, factor)
-        return [self.check(self.add(slow, **kwargs)) for _ in range(after)]
-
-    def check(self, run_id: str | None, spec: GateSpec = GateSpec()) -> gate.GateResult:
-        with open_store(self.path) as s:
-            runs = None if run_id is None else {r.id for r in s.runs() if r.record.run_id == run_id}
-            return gate.check(s, spec, runs=runs, checked=[run_id] if run_id else None)
-
-
-FLAT = {("a", "tps"): 1000.0, ("a", "latency.mean_ms"): 4.0, ("a", "waits.CPU"): 0.5, ("b", "tps"): 500.0,
-        ("b", "latency.mean_ms"): 8.0}
-
-
-def slower(levels: dict, variant: str, factor: float) -> dict:
-    """The levels with one variant's throughput down by `factor` and its latency up as much."""
-    out = dict(levels)
-    out[(variant, "tps")] = levels[(variant, "tps")] * (1 - factor)
-    out[(variant, "latency.mean_ms")] = levels[(variant, "latency.mean_ms")] / (1 - factor)
-    return out
+from history_nights import FLAT, Nights, run_record, slower  # noqa: E402
 
 
 def test_red_from_the_step_until_acknowledged_then_green_and_one_cause(tmp_path):
@@ -178,7 +131,7 @@ def test_bad_input_to_check_and_ack_is_refused_and_the_store_stays_as_it_was(tmp
              (["ack", "F999", "--reason", "x", "--store", store], "F999 does not exist"),
              (["ack", "twelve", "--reason", "x", "--store", store], "not a finding id"),
              (["ack", "F1", "--store", store, "--reason", " "], "--reason"),
-             (["ack", "--commit", "abc", "--reason", "x", "--store", store], "at least 7 characters")]
+             (["ack", "--commit", "abc", "--reason", "x", "--store", store], "at least 7 hexadecimal characters")]
     for args, words in cases:
         refused(runner.invoke(_history(), args), words)
         assert _rows(nights.path) == before

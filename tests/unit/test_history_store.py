@@ -85,7 +85,7 @@ def test_a_store_of_schema_1_is_migrated_and_takes_a_second_client_count(tmp_pat
                   for t in ("history_runs", "history_series", "history_points")}
         series_before = conn.execute("SELECT * FROM history_series ORDER BY id").fetchall()
     with open_store(path) as store:
-        assert store.schema_version() == schema.SCHEMA_VERSION == 2
+        assert store.schema_version() == schema.SCHEMA_VERSION == 3
         assert store.findings() == [] and store.expectations() == []
         key = next(iter(store.series().values()))
         rec = record(1)
@@ -97,6 +97,38 @@ def test_a_store_of_schema_1_is_migrated_and_takes_a_second_client_count(tmp_pat
         assert conn.execute("SELECT count(*) FROM history_points").fetchone()[0] == before["history_points"] + 1
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_store_of_schema_2_is_migrated_keeping_its_findings_and_expectations(tmp_path):
+    """A store main's concurbench wrote (schema 2: a run, an acknowledged finding, an expectation; see
+    tests/fixtures/history/README.md): migrated to schema 3 when opened, every row read as before, the new
+    columns at their defaults (a run of the series, a change finding without kept thresholds), and a run of
+    schema 3 with counts and exposures goes in beside it."""
+    path = tmp_path / "v2.db"
+    shutil.copy(FIXTURES / "schema-v2.db", path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM history_meta").fetchone() == ("2",)
+        rows_before = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                       for t in ("history_runs", "history_series", "history_points", "history_findings")}
+    with open_store(path) as store:
+        assert store.schema_version() == 3
+        (run,) = store.runs()
+        assert run.record.kind == "run" and run.record.machine == {} and run.record.settings == {}
+        (f,) = store.findings()
+        assert f.state == "acknowledged" and f.reason == "on purpose" and f.kind == "change"
+        assert f.starts == (f.first_run, f.first_run) and f.min_change is None and f.now_change is None
+        (e,) = store.expectations()
+        assert e.release == "18.7" and e.lapsed is None
+        rec = record(3)
+        key = SeriesKey("demo", "v", "pool", 4, 4, "18.6", "failed_per_txn")
+        assert store.add(rec, [PointRecord(rec.run_id, key, "ok", 0.0002, None, None, None, None, 1, (0.0002,), 2.0,
+                                           10_000.0)])
+        stored = store.points([k for k, v in store.series().items() if v == key])
+        assert [(p.count, p.exposure) for points in stored.values() for p in points] == [(2.0, 10_000.0)]
+    with sqlite3.connect(path) as conn:
+        for table, count in rows_before.items():
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] >= count
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
 
 
 def test_a_change_is_found_and_told_with_its_runs_and_levels(tmp_path):

@@ -21,7 +21,7 @@ from ..report.html import report_page
 from ..report.render import markdown
 from .console import err
 from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
-from .history import add_to_history, history_options, parse_pairs
+from .history import add_to_history, history_options, parse_labels
 from .options import target_options
 from .progress import Progress
 
@@ -52,7 +52,7 @@ def claims(scenarios: tuple[Path, ...], stored: tuple[Path, ...], target: Target
            check_budget: str, out_dir: Path, output: Path | None, html_file: Path | None, history: str | None,
            labels: tuple[str, ...]) -> None:
     """Check every SCENARIO's claims on every server version and write one claims-by-version table."""
-    run_labels = parse_pairs(labels, "--label")
+    run_labels = parse_labels(labels)
     not_added = []
 
     def after(run, error) -> None:

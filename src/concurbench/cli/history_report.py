@@ -83,19 +83,20 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
         a = analyse(s, scenario=scenario, metrics=tuple(metrics), order=order, method=method, directions=ways,
                     values=fmt == "json")
         findings = s.findings(scenario)
+        expectations = s.expectations()
     a = render.since(a, since) if since else a
     findings = render.findings_since(a, findings, since) if since else findings
     if fmt == "table" and output is None:
-        terminal(render.report(a, findings, everything=everything), out)
+        terminal(render.report(a, findings, everything=everything, expectations=expectations), out)
     else:
         if fmt == "json":
-            text = render.json_text(a, findings)
+            text = render.json_text(a, findings, expectations)
         elif fmt == "csv":
             text = render.as_csv(a)
         elif fmt == "html":
-            text = html_page(a, render.report(a, findings, everything=everything))
+            text = html_page(a, render.report(a, findings, everything=everything, expectations=expectations))
         else:
-            text = markdown(render.report(a, findings, everything=everything))
+            text = markdown(render.report(a, findings, everything=everything, expectations=expectations))
         _write(output, text)
     if plots_dir is not None:
         written = write_charts(a, plots_dir)
@@ -152,11 +153,17 @@ def _spec(s, gate_file: Path | None, scenario: str | None, metrics, ways: dict[s
     """The gate file (checked against the catalogue and the store's metrics) or the defaults, with the command
     line's --direction and --metric rules first."""
     spec = GateSpec()
+    keys = list(s.series(scenario).values())
     if gate_file is not None:
-        known = {k.metric: figure_of(k).better for k in s.series(scenario).values()}
-        spec = load_gate(gate_file, CATALOGUE, known)
+        spec = load_gate(gate_file, CATALOGUE, {k.metric: figure_of(k).better for k in keys})
     rules = [Rule(glob, Better(way)) for glob, way in ways.items()] + [Rule(glob) for glob in metrics]
-    return spec.with_rules(rules) if rules else spec
+    spec = spec.with_rules(rules) if rules else spec
+    if gate_file is not None and keys and not any(spec.gated(figure_of(k), k.metric, 0.0) for k in keys):
+        raise ConfigError(f"{gate_file}: the gate file gates no series of the history store {s.name}"
+                          f"{' (headline: false, and no metric it names has a series there with a better direction)' if not spec.headline else ''}"
+                          f": a check with it could never be red; name the metrics to gate, or leave headline true "
+                          f"(nothing was checked)")
+    return spec
 
 
 def _write(path: Path | None, text: str, append: bool = False) -> None:

@@ -18,7 +18,7 @@ from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
 from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
-from .history import add_to_history, history_options, parse_pairs
+from .history import add_to_history, history_options, parse_labels
 from .options import parse_params, target_options
 from .probe import default_json, probe_all
 from .progress import Progress
@@ -67,7 +67,7 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
-        run_labels = parse_pairs(labels, "--label")
+        run_labels = parse_labels(labels)
         policy = CheckPolicy(max(max_repeats or DEFAULT_MAX_REPEATS, repeat), parse_budget(check_budget),
                              busy_max_repeats=None if max_repeats else BUSY_MAX_REPEATS) if check else None
         weights = parse_weights(host_weights, cluster)

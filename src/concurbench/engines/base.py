@@ -88,6 +88,10 @@ class Engine(Protocol):
     def setting_differences(self, conn: Any, settings: dict, database: dict, *, allowed: bool) -> list[dict]:
         """The scenario's settings a server concurbench does not own does not match."""
 
+    def settings_in_effect(self, conn: Any) -> dict[str, str] | None:
+        """The server's settings that differ from its defaults, name -> value, read-only; None where the engine
+        cannot tell a default from a setting."""
+
     def configurator(self, policy: ChangePolicy, conninfo: str) -> Configurator | None:
         """What applies the scenario's options over a connection, as far as `policy` lets it, or None where the
         provisioner alone sets them (PostgreSQL: a restart with the settings)."""

@@ -11,10 +11,15 @@ SAME (nothing to do), APPLY (ALTER SYSTEM and a reload, then put back), RECORD (
 has it and recorded as a difference: `--server-settings as-is`), or REFUSE (the run stops before
 anything is changed, with why and what to do). `differences` is what the run records once the server
 is configured: each setting that still differs, with what was wanted, what was found and why.
+
+`in_effect` is what the run records of every server, its own or not: the settings that are not the
+server's built-in defaults, as the run's role reads them once the server is configured (IN_EFFECT_SQL
+says which).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -37,6 +42,42 @@ MAY_RESTORE_SQL = ("SELECT has_table_privilege('pg_file_settings', 'SELECT') "
 RESTORE_FIX = ("GRANT SELECT ON pg_file_settings, EXECUTE ON FUNCTION pg_show_all_file_settings() and EXECUTE ON "
                "FUNCTION pg_reload_conf() to the role (concurbench reads what ALTER SYSTEM holds to put it back "
                "exactly, and reloads), or run as a superuser")
+
+
+# The settings in effect: every row of pg_settings whose value does not come from the server's built-in default.
+# Left out: what the server computes for itself at start (source 'override': data_directory, the config
+# files' paths), what describes the harness's own session rather than the server
+# (sources 'client', 'session', 'interactive': application_name, client_encoding, a SET), and where a server
+# listens and keeps its files, which differ from one start to the next (a free port, a run's directory).
+# Bounded: the first IN_EFFECT_LIMIT by name, each value cut to VALUE_LIMIT characters.
+NOT_IN_EFFECT = ("port", "unix_socket_directories", "data_directory", "config_file", "hba_file", "ident_file",
+                 "external_pid_file")
+IN_EFFECT_LIMIT, VALUE_LIMIT = 200, 200
+IN_EFFECT_SQL = ("SELECT name, setting, unit FROM pg_settings "
+                 "WHERE source NOT IN ('default', 'override', 'client', 'session', 'interactive') "
+                 "AND name <> ALL(%s) ORDER BY name LIMIT %s")
+# Settings whose value may carry a password or a key (a replication conninfo, a shell command): recorded as a
+# digest of the value, so a change still shows and the value never reaches a result file.
+SECRET_PARTS = ("conninfo", "_command", "passphrase")
+
+
+def in_effect(conn) -> dict[str, str]:
+    """The server's settings that are not its defaults (IN_EFFECT_SQL), name -> value as `server_info` writes one
+    ("16384 8kB"); read-only, and only what the role may read (a superuser-only setting such as
+    shared_preload_libraries is absent without pg_read_all_settings)."""
+    rows = conn.execute(IN_EFFECT_SQL, (list(NOT_IN_EFFECT), IN_EFFECT_LIMIT)).fetchall()
+    return {name: _recorded(name, with_unit(setting, unit)) for name, setting, unit in rows}
+
+
+def with_unit(setting, unit) -> str:
+    """pg_settings' value with its unit, as the run records settings ("16384 8kB", "on")."""
+    return f"{setting}{' ' + unit if unit else ''}"
+
+
+def _recorded(name: str, value: str) -> str:
+    if value and any(part in name for part in SECRET_PARTS):
+        return "sha256:" + hashlib.sha256(value.encode()).hexdigest()[:16]
+    return value if len(value) <= VALUE_LIMIT else value[:VALUE_LIMIT - 1] + "…"
 
 
 @dataclass(frozen=True)

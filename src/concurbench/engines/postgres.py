@@ -95,8 +95,17 @@ def server_info(conn: psycopg.Connection, names: list[str]) -> dict:
     settings = {}
     if names:
         rows = conn.execute("SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (names,)).fetchall()
-        settings = {n: (f"{s}{'' if not u else ' ' + u}") for n, s, u in rows}
+        settings = {n: pg_settings.with_unit(s, u) for n, s, u in rows}
     return {"version": row[0], "version_num": row[1], "version_short": row[2], "settings": settings}
+
+
+def settings_in_effect(conn: psycopg.Connection) -> dict[str, str]:
+    """The server's settings that are not its built-in defaults, read-only (engines/pg_settings.py, in_effect)."""
+    try:
+        return pg_settings.in_effect(conn)
+    except psycopg.Error as exc:
+        raise EngineError(f"reading the server's settings in effect (pg_settings) failed: {first_line(exc)}",
+                          exc) from exc
 
 
 def setting_differences(conn: psycopg.Connection, settings: dict, database: dict, *, allowed: bool) -> list[dict]:

@@ -294,5 +294,11 @@ def setting_differences(conn, settings: dict, database: dict, *, allowed: bool) 
     return mssql_differences.differences(conn, settings, database, database_of_session(conn), allowed=allowed)
 
 
+def settings_in_effect(conn) -> None:
+    """None: sys.configurations holds each option's configured value and the value in use, but not its default,
+    so the engine cannot tell which options differ from it. The options a scenario names are in `settings`."""
+    return None
+
+
 def database_of_session(conn) -> str:
     return str(scalar(conn, "SELECT DB_NAME() AS database_name"))

@@ -10,10 +10,26 @@ A series is keyed by the scenario's name, not its file's hash, and runs on a lin
   version  one series through every server version in version order ("16.9" before "16.10"), runs of
            one version in the order they started.
 
+A run made while others kept a large share of the machine's CPUs busy (records.py's `busy`) puts its
+figures of speed (throughput, latencies, lag, time, late and skipped transactions, wait shares:
+`speed`) on a line of its own, its line's name followed by the share of the CPUs others took, to the
+nearest quarter (`16 (busy 50%)`: one CPU of two): a busy spell is judged against the runs made beside
+a neighbour of the same size, never mixed into a quiet series' level and noise, where it would pass
+for a regression of the server and hide the next real step. A neighbour changes how fast the work
+goes, not how much there is: WAL per transaction, counts, sizes and a claim's ratio of two variants
+measured side by side stay on the line. A run made to confirm a suspicion (RunKind.CONFIRMATION) is in
+no series.
+
 A run whose scenario file or parameters differ from the run before it in its series is marked there,
 and a change point at it says that the scenario changed with it; a run on another server version than
 the run before it is marked as a release change. A point whose run failed or ended early is kept and
-shown, and left out of the detection.
+shown, and left out of the detection. A rare event's count keeps its exposure (the transactions it is
+out of), and the detector judges its rate with it.
+
+A series never mixes machines silently: where the machine (CPU model and CPUs) changes between two
+runs of a series, a new level starts (the runs on each machine are searched on their own, so no change
+point, and no finding, spans the two); the change is told as such (`machine_starts`), not as a
+regression.
 
 What a metric means (its better direction, whether it is a count) is the metric catalogue's. Change
 points of several metrics of one location (scenario, variant, pool, clients, point, line) within one
@@ -27,7 +43,9 @@ import functools
 import json
 import math
 import re
-from dataclasses import dataclass, field
+
+import numpy as np
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 from fnmatch import fnmatchcase
 
@@ -35,14 +53,16 @@ from ..figures import Better, Figure, Way, way_of
 from ..results.catalogue import CATALOGUE, claim_figure
 from ..results.model import RunStatus
 from ..stats.tdist import t_quantile
-from .detect import Change, Level, Method, detect
-from .records import CLAIMS, SeriesKey
+from .detect import QUIET_T, Change, Level, Method, detect, largest_shift_t
+from .records import CLAIMS, RunKind, SeriesKey
 from .store import HistoryStore, StoredRun
 
 ORDERS = ("track", "time", "version")
 Z95 = 1.959964  # the normal's 97.5% point
 ALL_SERVERS = "*"
 TRACK_LABEL = "track"  # a run's label that names its track (otherwise the server's major version)
+QUIET_MIN_SERIES = 200  # from this many series, those far from any change may go unsearched (analyse's `quiet`)
+BUSY = " (busy "  # after a line's name: the runs of that line made on a busy machine, and the share others took
 
 
 class Point(NamedTuple):
@@ -60,6 +80,8 @@ class Point(NamedTuple):
     given_high: float | None
     n: int
     vals: str | None  # each repeat's value, as JSON (None when not read)
+    count: float | None  # a rare event's count, and the transactions it is out of (None: not a count)
+    exposure: float | None
 
     @property
     def included(self) -> bool:
@@ -145,6 +167,16 @@ class Series:
         """The points the detection uses (runs that ended normally), in order."""
         return [p for p in self.points if p.included]
 
+    @functools.cached_property
+    def machine_starts(self) -> list[int]:
+        """Where another machine's runs start among the included points (indices; none for one machine)."""
+        return machine_starts(self.included)
+
+    def segment(self, index: int) -> tuple[int, int]:
+        """The included points [start, end) run on the same machine as the point at `index`."""
+        bounds = [0, *self.machine_starts, len(self.included)]
+        return next((a, b) for a, b in zip(bounds, bounds[1:]) if a <= index < b)
+
 
 @dataclass(frozen=True)
 class Analysis:
@@ -176,32 +208,70 @@ def major(version: str) -> str:
     return ".".join(parts[:2]) if int(parts[0]) < 10 and len(parts) > 1 else parts[0]
 
 
-def line_of(run: StoredRun, server: str, order: str) -> str:
-    """The line a run's point of a series runs on, in this order (see the module's docstring)."""
+SPEED_UNITS = ("1/s", "ms", "s")  # a figure in these units measures how fast: a busy machine moves it
+SPEED_NAMES = ("late_per_txn", "skipped_per_txn", "late", "skipped", "waits.*", "wait_events.*", "mssql_waits.*")
+
+
+def speed(key: SeriesKey) -> bool:
+    """The series' figure measures how fast the work went (a busy machine's runs go on a line of their own)."""
+    if key.variant == CLAIMS:
+        return False
+    return figure_of(key).unit in SPEED_UNITS or any(fnmatchcase(key.metric, g) for g in SPEED_NAMES)
+
+
+def line_of(run: StoredRun, server: str, order: str, busy_apart: bool = True) -> str:
+    """The line a run's point of a series runs on, in this order (see the module's docstring); `busy_apart`:
+    the series' figure measures speed, so a busy machine's run is on a line of its own."""
     if order == "time":
-        return server
-    if order == "version":
-        return ALL_SERVERS
-    return run.record.labels.get(TRACK_LABEL) or major(server)
+        line = server
+    elif order == "version":
+        line = ALL_SERVERS
+    else:
+        line = run.record.labels.get(TRACK_LABEL) or major(server)
+    share = run.record.busy_share if busy_apart else None
+    return line if share is None else f"{line}{BUSY}{share:.0%})"
+
+
+def quiet_line(line: str) -> str:
+    """A line's name without its busy share."""
+    return line.split(BUSY)[0]
+
+
+def is_busy(line: str) -> bool:
+    return BUSY in line
 
 
 def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[str, ...] = (),
             order: str = "track", method: Method = Method(), directions: dict[str, str] | None = None,
-            values: bool = False) -> Analysis:
-    """Every series of the store (of one scenario, of metrics matching the globs), its change points and
-    their groups; with `values`, each point's repeats are read too."""
-    runs = {r.id: r for r in store.runs(scenario)}
-    keys = {sid: k for sid, k in store.series(scenario).items() if not metrics or any(fnmatchcase(k.metric, g)
-                                                                                          for g in metrics)}
+            values: bool = False, select=None, runs: list[StoredRun] | None = None,
+            groups: bool = True, quiet=None) -> Analysis:
+    """Every series of the store (of one scenario, of metrics matching the globs, and, given `select`, whose
+    key it takes), its change points and their groups; with `values`, each point's repeats are read too.
+    `runs` are the store's runs when the caller has read them already. `quiet(key)` says which series may be
+    left unsearched when no split of theirs moves by QUIET_T plain t, once QUIET_MIN_SERIES series or more
+    are analysed (a gate's series that holds no open finding: among that many it could not reach the night's
+    threshold; see detect.largest_shift_t)."""
+    runs = {r.id: r for r in (runs if runs is not None else store.runs(scenario))
+            if r.record.kind is RunKind.MEASURED and (scenario is None or r.record.scenario == scenario)}
+    keys = {sid: k for sid, k in store.series(scenario).items() if (not metrics or any(fnmatchcase(k.metric, g)
+                                                                                           for g in metrics))
+            and (select is None or select(k))}
     stored = store.points(sorted(keys), values=values, scenario=scenario)
     merged: dict[SeriesKey, list[Point]] = {}
+    lines: dict[tuple[int, str, bool], str] = {}  # (run, server, speed) -> line: alike for many series of a run
     for sid, key in keys.items():
+        on: dict[str, list[Point]] = {}
+        apart = speed(key)
         for row in stored.get(sid, ()):
             run = runs.get(row.run)
             if run is not None:
-                line = line_of(run, key.server, order)
-                merged.setdefault(key._replace(server=line), []).append(
-                    Point(run, key.server, False, False, *row[1:]))
+                line = lines.get((row.run, key.server, apart))
+                if line is None:
+                    line = lines[(row.run, key.server, apart)] = line_of(run, key.server, order, apart)
+                bucket = on.get(line)
+                if bucket is None:
+                    bucket = on[line] = merged.setdefault(key._replace(server=line), [])
+                bucket.append(Point(run, key.server, False, False, *row[1:]))
     rank = {r.id: i for i, r in enumerate(sorted(runs.values(), key=lambda r: (r.record.started, r.id)))}
     signature = {r.id: (r.record.scenario_sha256, _canon(r.record.parameters), r.record.quick) for r in runs.values()}
     series = []
@@ -211,10 +281,11 @@ def analyse(store: HistoryStore, *, scenario: str | None = None, metrics: tuple[
         series.append(Series(key, _mark_changes(items, signature)))
     series.sort(key=lambda s: (s.key.scenario, s.key.variant, s.key.pool, s.key.clients, s.key.point,
                                version_key(s.key.server), s.key.metric))
+    quiet = quiet if len(series) >= QUIET_MIN_SERIES else None
     for s in series:
-        s.changes = _detect(s, method)
+        s.changes = [] if quiet is not None and quiet(s.key) and _quiet(s) else _detect(s, method)
     return Analysis(store.name, order, method, sorted(runs.values(), key=lambda r: (r.record.started, r.id)), series,
-                    _groups(series, directions or {}))
+                    _groups(series, directions or {}) if groups else [])
 
 
 def _mark_changes(points: list[Point], signature: dict[int, tuple]) -> list[Point]:
@@ -234,12 +305,47 @@ def _canon(parameters: dict) -> tuple:
     return tuple(sorted((str(k), repr(v)) for k, v in parameters.items()))
 
 
-def _detect(s: Series, method: Method) -> list[Change]:
+def _quiet(s: Series) -> bool:
+    """No split of the series moves it by QUIET_T plain t (rare events with their exposure are always searched:
+    the plain t is for continuous figures)."""
     pts = s.included
-    if len(pts) < method.min_after + 2:
-        return []
-    return detect([p.mean for p in pts], [p.error for p in pts], method, df=[p.df for p in pts],
-                  discrete=figure_of(s.key).discrete)
+    if any(p.exposure for p in pts):
+        return False
+    return float(largest_shift_t(np.array([[p.mean for p in pts]]))[0]) < QUIET_T
+
+
+def _detect(s: Series, method: Method) -> list[Change]:
+    return detect_points(s.included, s.key, method)
+
+
+def detect_points(pts: list[Point], key: SeriesKey, method: Method) -> list[Change]:
+    """The change points of these points of a series (a rare event's rate with its exposure where every point
+    has them), each machine's runs on their own (indices into `pts`)."""
+    bounds = [0, *machine_starts(pts), len(pts)]
+    out = []
+    for a, b in zip(bounds, bounds[1:]):
+        part = pts[a:b]
+        if len(part) < method.min_after + 2:
+            continue
+        found = detect([p.mean for p in part], [p.error for p in part], method, df=[p.df for p in part],
+                       discrete=figure_of(key).discrete, counts=[p.count for p in part],
+                       exposure=[p.exposure for p in part])
+        out += [replace(c, index=c.index + a, low=c.starts[0] + a, high=c.starts[1] + a) for c in found]
+    return out
+
+
+def machine_starts(pts: list[Point]) -> list[int]:
+    """Where the machine changes among these points: the index of each first run on another machine than the
+    run before it with a known machine (runs that recorded none belong to the machine around them)."""
+    out, last = [], None
+    for i, p in enumerate(pts):
+        now = p.run.record.machine_id
+        if now is None:
+            continue
+        if last is not None and now != last:
+            out.append(i)
+        last = now
+    return out
 
 
 def figure_of(key: SeriesKey) -> Figure:

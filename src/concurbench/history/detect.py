@@ -23,8 +23,10 @@ The method (docs/history.md gives the reasons and the simulated error and power)
      residuals show (winsorized): pooled, or each side its own when both have TRUST runs or more
      (Welch) when both have WELCH runs or more, so a stretch whose noise rose is not taken for a step
      (nor, by the local noise of noise.py, a few runs at its end). Counts (whole numbers of 0 or
-     more) are tested exactly instead: given the two sides' total, one side's count is binomial
-     (quasi-Poisson: widened by the series' overdispersion). The p-value is calibrated to the search
+     more) are tested exactly instead: given the two sides' total, one side's count is binomial with
+     that side's share of the exposure (quasi-Poisson: widened by the series' overdispersion). A rare
+     event's count out of each run's transactions (`counts` and `exposure`) is such a count: its rate is
+     judged whatever the number of transactions did from run to run. The p-value is calibrated to the search
      (calibrate.py): a split placed where the statistic is largest is only as sure as the largest of
      the splits the search could have made would be by chance. Splits are dropped, weakest first,
      until every one left has a calibrated p <= alpha and moves the metric by at least `min_change`.
@@ -46,7 +48,7 @@ import numpy as np
 from ..stats.tdist import t_quantile, t_sf
 from .calibrate import END_FACTOR, search_factor
 from .level import Level
-from .noise import prepare
+from .noise import Noise, prepare, prepare_counts
 
 HUBER_C = 2.0  # Huber's constant, in noise units
 WINSOR_VAR = 0.9195  # E[min(Z^2, HUBER_C^2)] for a standard normal Z: winsorized residuals' variance
@@ -62,6 +64,8 @@ BAND_Z = 1.0  # each run of a short side lies beyond the other side's level by t
 TRUST = 5  # a side with fewer runs than this is believed only run by run (see _believable)
 NEWEST = 7  # the newest-runs test takes the newest min_after to NEWEST - 1 runs as a side of their own
 WELCH = 10  # with this many runs on both sides, each side's noise is its own (Welch's form)
+QUIET_T = 3.5  # a series whose largest plain t over all splits stays below this cannot pass the gate's bar
+PLACE_LR = 6.0  # the runs a change could start at: where the mean-shift statistic squared is within this of its top
 
 
 @dataclass(frozen=True)
@@ -93,10 +97,17 @@ class Change:
     change: float | None  # after / before - 1; None when the level before is 0
     p: float
     confirmed: bool
+    low: int = -1  # the runs the change could start at (the first run after it): the earliest ...
+    high: int = -1  # ... and the latest (-1: index alone)
 
     @property
     def status(self) -> str:
         return "confirmed" if self.confirmed else "candidate"
+
+    @property
+    def starts(self) -> tuple[int, int]:
+        """The places the change could start at, the earliest and the latest."""
+        return (self.index if self.low < 0 else self.low, self.index if self.high < 0 else self.high)
 
 
 @dataclass
@@ -109,6 +120,7 @@ class _Series:
     discrete: bool  # ties are no evidence of quiet: the residuals may not show less noise than the series
     counts: bool  # whole numbers of 0 or more, tested exactly
     dispersion: float  # counts: their variance over their mean (at least 1, Poisson's)
+    exposure: np.ndarray  # counts: each run's exposure over the mean one (all 1 without exposures)
 
 
 @dataclass(frozen=True)
@@ -123,13 +135,22 @@ class _Tests:
     info_after: np.ndarray
 
 
-def detect(values, se=None, method: Method = Method(), *, df=None, discrete: bool = False) -> list[Change]:
+def detect(values, se=None, method: Method = Method(), *, df=None, discrete: bool = False, counts=None,
+           exposure=None) -> list[Change]:
     """The change points of a series in run order; `se` gives each run's own standard error and `df` its
-    degrees of freedom (None or NaN where unknown); `discrete`: the figure is a count."""
+    degrees of freedom (None or NaN where unknown); `discrete`: the figure is a count; `counts` and
+    `exposure` (both, for every run): a rare event's count out of each run's transactions, tested as a rate
+    with that exposure."""
     x = np.asarray(values, dtype=float)
     if len(x) < method.min_after + 2 or not np.all(np.isfinite(x)):
         return []
-    s = _prepare(x, se, df, discrete)
+    if _has_exposure(counts, exposure, len(x)):
+        noise = prepare_counts(np.asarray(counts, dtype=float), np.asarray(exposure, dtype=float))
+        if noise is None:  # nothing was ever counted: nothing moved
+            return []
+        s = _series(noise)
+    else:
+        s = _prepare(x, se, df, discrete)
     cuts = _prune(s, _settle(s, _locate(s, method), method), method)
     for _ in range(SETTLE_ROUNDS):  # placed again between the change points that are left, and pruned again
         settled = _settle(s, cuts, method)
@@ -141,13 +162,28 @@ def detect(values, se=None, method: Method = Method(), *, df=None, discrete: boo
 
 # 1. scale and noise -----------------------------------------------------------------------------------
 
+def _has_exposure(counts, exposure, n: int) -> bool:
+    """Every run has a count of 0 or more and an exposure above 0."""
+    if counts is None or exposure is None or len(counts) != n or len(exposure) != n:
+        return False
+    if any(c is None for c in counts) or any(e is None for e in exposure):
+        return False
+    k, e = np.asarray(counts, dtype=float), np.asarray(exposure, dtype=float)
+    return bool(np.all(np.isfinite(k)) and np.all(k >= 0) and np.all(np.isfinite(e)) and np.all(e > 0))
+
+
 def _prepare(x: np.ndarray, se, df, discrete: bool) -> _Series:
     noise = prepare(x, se, df, discrete)
     dispersion = 1.0
     if noise.counts and float(np.mean(noise.y)) > 0:
         dispersion = max(1.0, noise.sigma ** 2 / float(np.mean(noise.y)))
+    return _series(noise, dispersion)
+
+
+def _series(noise: Noise, dispersion: float | None = None) -> _Series:
+    exposure = noise.exposure if noise.exposure is not None else np.ones(len(noise.y))
     return _Series(noise.y, noise.log, 1 / noise.var, HUBER_C * np.sqrt(noise.var), _hampel(noise.y, noise.sigma),
-                   noise.discrete, noise.counts, dispersion)
+                   noise.discrete, noise.counts, noise.dispersion if dispersion is None else dispersion, exposure)
 
 
 def _hampel(y: np.ndarray, sigma: float) -> np.ndarray:
@@ -282,7 +318,7 @@ def _tests(s: _Series, a, tau, b, cap: int) -> _Tests:
     y, w, room = s.y[idx], s.w[idx], s.room[idx]
     left, right = valid & (where < tau[:, None]), valid & (where >= tau[:, None])
     if s.counts:
-        return _count_tests(s, y, left, right)
+        return _count_tests(s, _tamed(y, room, left, right) * s.exposure[idx], s.exposure[idx], left, right)
     mu_l, wl = _huber(y, w, room, left)
     mu_r, wr = _huber(y, w, room, right)
     n_l, n_r = (tau - lo).astype(float), (hi - tau).astype(float)
@@ -311,14 +347,24 @@ def _side_scale(sq: np.ndarray, mask: np.ndarray) -> np.ndarray:
         return np.where(mask, sq, 0.0).sum(axis=1) / (mask.sum(axis=1) - 1)
 
 
-def _count_tests(s: _Series, y: np.ndarray, left: np.ndarray, right: np.ndarray) -> _Tests:
-    """Counts: given both sides' total, the right side's count is binomial with the right side's share of
-    the runs, the two-sided p from both tails; counts that vary more than Poisson's (the dispersion) are
-    divided by it first (quasi-Poisson)."""
+def _tamed(y: np.ndarray, room: np.ndarray, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Counts with each run held within its room (HUBER_C of its noise) of its side's median: one wild night's
+    burst of failures weighs as a run two noise units out, as a wild run does in the Huber means, and cannot
+    make a side's total by itself; a step, which moves the side's median, is left whole."""
+    mid_l, mid_r = _masked_median(y, left), _masked_median(y, right)
+    mid = np.where(left, mid_l[:, None], np.where(right, mid_r[:, None], y))
+    return np.clip(y, mid - room, mid + room)
+
+
+def _count_tests(s: _Series, k: np.ndarray, e: np.ndarray, left: np.ndarray, right: np.ndarray) -> _Tests:
+    """Counts `k` with exposures `e` (relative to the mean; all 1 for plain counts): given both sides' total,
+    the right side's count is binomial with the right side's share of the exposure, the two-sided p from
+    both tails; counts that vary more than Poisson's (the dispersion) are divided by it first
+    (quasi-Poisson). The sides' means are rates at the mean exposure."""
     from scipy.special import betainc  # SciPy, as the t distribution: only when a series is tested
 
-    n_l, n_r = left.sum(axis=1).astype(float), right.sum(axis=1).astype(float)
-    sum_l, sum_r = np.where(left, y, 0.0).sum(axis=1), np.where(right, y, 0.0).sum(axis=1)
+    n_l, n_r = np.where(left, e, 0.0).sum(axis=1), np.where(right, e, 0.0).sum(axis=1)
+    sum_l, sum_r = np.where(left, k, 0.0).sum(axis=1), np.where(right, k, 0.0).sum(axis=1)
     total, k = (sum_l + sum_r) / s.dispersion, sum_r / s.dispersion
     share = n_r / (n_l + n_r)
     with np.errstate(all="ignore"):
@@ -503,8 +549,52 @@ def _finish(x: np.ndarray, s: _Series, cuts: list[int], method: Method) -> list[
             continue
         before, after = _level(x[a:tau]), _level(x[tau:b])
         change = None if before.mean == 0 else after.mean / before.mean - 1
-        out.append(Change(tau, before, after, change, float(ps[i]), confirmed))
+        low, high = _place(s, a, tau, b, method)
+        out.append(Change(tau, before, after, change, float(ps[i]), confirmed, low, high))
     return out
+
+
+def compare(before, after, method: Method = Method(), *, se=None, df=None, discrete: bool = False, counts=None,
+            exposure=None) -> Change:
+    """Two levels judged at a split known beforehand (no search, so p is not calibrated): the runs `before`
+    (a level) against the runs `after`, with the same noise, tests and run-by-run belief for a short side as
+    a change point's. `se`, `df`, `counts` and `exposure` cover both, before then after. A side too short,
+    or a short side whose runs do not each lie beyond the other level, gives p = 1."""
+    x = np.concatenate([np.asarray(before, dtype=float), np.asarray(after, dtype=float)])
+    tau, n = len(before), len(x)
+    before_level, after_level = _level(x[:tau]), _level(x[tau:])
+    change = None if before_level.mean == 0 else after_level.mean / before_level.mean - 1
+    if tau < 2 or n - tau < 1 or not np.all(np.isfinite(x)):
+        return Change(tau, before_level, after_level, change, 1.0, False)
+    if _has_exposure(counts, exposure, n):
+        noise = prepare_counts(np.asarray(counts, dtype=float), np.asarray(exposure, dtype=float))
+        if noise is None:
+            return Change(tau, before_level, after_level, change, 1.0, False)
+        s = _series(noise)
+    else:
+        s = _prepare(x, se, df, discrete)
+    bounds = [0, tau, n]
+    tests = _tests(s, [0], [tau], [n], max(method.window, n))
+    p = float(tests.p[0]) if _believable(s, bounds, tests, 0) else 1.0
+    return Change(tau, before_level, after_level, change, p, n - tau >= method.confirm, tau, tau)
+
+
+def _place(s: _Series, a: int, tau: int, b: int, method: Method) -> tuple[int, int]:
+    """The runs the change at `tau` between its neighbours `a` and `b` could start at: every split whose
+    mean-shift statistic squared (a log-likelihood ratio, for Gaussian noise) lies within PLACE_LR of the
+    split's own, the earliest and the latest. A step of many noise units is placed to the run; a small one
+    could have started a few runs either side, and two findings there are one."""
+    low, high = _low(a, method), _high(b, len(s.y), method)
+    if b - a < low + high:
+        return tau, tau
+    stat = _shift_statistic(s.located[a:b][None, :], s.w[a:b][None, :], np.array([b - a]))[0]
+    t = np.arange(len(stat))
+    allowed = (t >= low) & (t <= b - a - high) & np.isfinite(stat)
+    if not allowed[tau - a]:
+        return tau, tau
+    near = allowed & (stat ** 2 >= stat[tau - a] ** 2 - PLACE_LR)
+    places = a + t[near]
+    return int(min(places.min(), tau)), int(max(places.max(), tau))
 
 
 def _believable(s: _Series, bounds: list[int], tests: _Tests, i: int) -> bool:
@@ -532,3 +622,28 @@ def _level(xs: np.ndarray) -> Level:
         return Level(mean, None, None, n)
     half = t_quantile(0.975, n - 1) * float(np.std(xs, ddof=1)) / math.sqrt(n)
     return Level(mean, mean - half, mean + half, n)
+
+
+def largest_shift_t(x: np.ndarray) -> np.ndarray:
+    """Each row's largest two-sample t over every split leaving two runs or more a side: plain means (of the
+    logs, for rows of positive figures) and the robust noise of neighbour differences, never below a third of
+    their root mean square. A cheap bound: a series below QUIET_T here is far from any change the gate could
+    make a finding of among hundreds of series (benchmarks/history_gate.py --full checks that skipping them
+    changes no finding)."""
+    x = np.asarray(x, dtype=float)
+    y = np.where(x > 0, np.log(np.maximum(x, 1e-300)), 0.0)
+    y = np.where((x > 0).all(axis=1, keepdims=True), y, x)
+    n = y.shape[1]
+    if n < 5:
+        return np.zeros(len(y))
+    d = np.abs(np.diff(y, axis=1))
+    sigma = 1.4826 * np.median(d, axis=1) / math.sqrt(2)
+    sigma = np.maximum(sigma, np.sqrt(np.mean(d ** 2, axis=1) / 2) / 3)
+    sigma = np.maximum(sigma, 1e-9)
+    c = np.cumsum(y, axis=1)
+    total = c[:, -1:]
+    k = np.arange(2, n - 1)
+    left = c[:, k - 1] / k
+    right = (total - c[:, k - 1]) / (n - k)
+    t = np.abs(right - left) / (sigma[:, None] * np.sqrt(1 / k + 1 / (n - k)))
+    return t.max(axis=1)

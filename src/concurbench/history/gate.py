@@ -1,37 +1,43 @@
-"""The CI gate: findings made, kept and resolved, and whether the check is red.
+"""The CI gate: findings made, kept, judged again each night and resolved, and whether the check is red.
 
 A check looks at the gated series (gatefile.py: the catalogue's headline figures unless told
 otherwise) that had a run in the check (`--run`; without it, every series). On each, the detector's
-change points that moved the metric its worse way by at least the minimum change, and are not a
-finding already, are the night's candidates. Each series' p is its smallest candidate's one-sided p
-(times its number of candidates); Benjamini and Hochberg's procedure over the night's gated series
-(per family: the night's alpha, or a rule's own) decides which become findings. Under no change at
-all that is a family-wise bound: at most `alpha` of nights red without cause, however many series a
-night has. Correlated series moved by one cause are corrected together, and the procedure lets the
-many series a real regression moves through together.
+change points that moved the metric its worse way by at least the minimum change, from a level of
+MIN_BEFORE runs with MIN_AFTER runs after it, and that could not start at a run an earlier finding of
+the series could start at (the change point's own interval: one cause, one finding), are the night's
+candidates; so is the first level of a new server major against the previous major's last level
+(upgrade.py). Each series' p is its smallest candidate's one-sided p (times its number of
+candidates); Benjamini and Hochberg's procedure over the night's gated series (per family: the
+night's alpha, or a rule's own) decides which become findings. Under no change at all that is a
+family-wise bound: at most `alpha` of nights red without cause, however many series a night has.
 
-A finding is made `new` (or `acknowledged`, when an expectation covers its first run's commit or
-release, or when it belongs to a cause already acknowledged), and stays so until someone acknowledges
-it or a later change point brings the metric back within the band its old level's runs lay in
-(`resolved`). The check is red while a finding is new on a series that had a run in the check: a red
-does not turn green by itself, and a series no job runs any more does not keep the gate red. The red
-findings are grouped by the run where they start: one cause each.
+A finding is made `new`, or `acknowledged` when an expectation's window covers where it starts
+(expect.py) or when an acknowledged finding of the same place starts there too. Every open finding is
+judged again by the thresholds it was found with (judge.py): its present size is kept, and it is
+`resolved` when the metric came back. The check is red while a finding is new on a series that had a
+run in the check; a red does not turn green by itself, and a series no job runs any more does not keep
+the gate red. The analysis and every write are one transaction of the store (`atomically`): two checks
+at once make one finding. The red findings are grouped by cause (causes.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from ..figures import Better, Kind, Way, way_of
-from ..results.catalogue import CATALOGUE
-from ..stats.tdist import t_quantile
-from .analysis import Analysis, Moved, Point, Series, analyse, figure_of
+from ..figures import Way, way_of
+from .analysis import Analysis, Point, Series, analyse, figure_of, quiet_line
+from .causes import FindingGroup, line_ranks, with_causes
 from .detect import Change, Method
-from .findings import OPEN, Expectation, Finding, FindingState, same_change
+from .evidence import machine_line
+from .expect import covers, lapsed
+from .findings import OPEN, Expectation, Finding, FindingKind, FindingState, overlap
 from .gatefile import MIN_AFTER, MIN_BEFORE, Gated, GateSpec
+from .judge import back, present, size
 from .store import HistoryStore
+from .upgrade import Unjudged, unjudged, upgrades
+
+SLACK = 1  # runs either side of a change's interval within which another change is the same
 
 
 @dataclass(frozen=True)
@@ -39,19 +45,12 @@ class Candidate:
     series: Series
     change: Change
     gated: Gated
-    p: float  # one-sided: the change's calibrated p for a move its worse way
-
-
-@dataclass(frozen=True)
-class FindingGroup:
-    """One cause: the red findings that start at one run; one line of the summary, one test case of the JUnit
-    report. (Not results.model.Cause, which says why a claim's verdict is what it is.)"""
-
-    run: Point  # the first run after the change (of the first finding)
-    findings: list[Finding]
-    also: list[Moved]  # what else moved at that run, in series that are not findings (the likely why)
-    series: dict[int, Series]  # finding id -> its series
-    change: dict[int, float | None]  # finding id -> its change as the series shows it now (the runs since added)
+    p: float  # one-sided: the change's p for a move its worse way
+    before: Point  # the last run before the change (an upgrade's: the previous major's last run)
+    after: Point  # the first run after it
+    starts: tuple[int, int]  # the runs (store row ids) the change could start at
+    kind: FindingKind = FindingKind.CHANGE
+    baseline: str | None = None  # an upgrade's: the previous major's line
 
 
 @dataclass(frozen=True)
@@ -62,11 +61,15 @@ class GateResult:
     analysis: Analysis
     checked: list[str] | None  # the run ids the check was given (None: every series counts)
     gated: int  # gated series that had a run in the check
-    made: list[Finding]  # found by this check (new, or acknowledged by an expectation)
+    made: list[Finding]  # found by this check (new, or acknowledged)
     red: list[Finding]  # new findings on series that had a run in the check
     resolved: list[Finding]  # resolved by this check
     stale: list[Finding]  # new findings on series without a run in the check (not red)
     causes: list[FindingGroup] = field(default_factory=list)
+    unjudged: list[Unjudged] = field(default_factory=list)  # lines nothing can judge yet, and why
+    busy: list[str] = field(default_factory=list)  # the checked runs made on a busy machine, in a few words
+    lapsed: list[Expectation] = field(default_factory=list)  # expectations whose window lapsed in this check
+    machines: list[str] = field(default_factory=list)  # lines whose machine changed lately, in a few words
 
     @property
     def regression(self) -> bool:
@@ -75,48 +78,85 @@ class GateResult:
 
 def check(store: HistoryStore, spec: GateSpec, *, runs: set[int] | None = None, checked: list[str] | None = None,
           scenario: str | None = None, metrics: tuple[str, ...] = (), order: str = "track", method: Method = Method(),
-          directions: dict[str, str] | None = None) -> GateResult:
-    """One check: analyse, evaluate, keep the findings made and the states changed (one transaction), and
-    group the red findings by cause."""
-    a = analyse(store, scenario=scenario, metrics=metrics, order=order, method=method, directions=directions)
-    result, made, changed = evaluate(a, spec, store.findings(scenario), store.expectations(), runs)
-    return with_causes(saved(result, store.save_findings(made, changed)), checked)
+          directions: dict[str, str] | None = None, now: str | None = None) -> GateResult:
+    """One check, as one transaction of the store: analyse the gated series, judge the open findings again,
+    make the night's findings, write them and the states changed, and group the red ones by cause."""
+    def work() -> GateResult:
+        stored = store.runs(scenario)
+        findings = store.findings(scenario)
+        open_ = {f.key for f in findings if f.state in OPEN}
+        a = analyse(store, scenario=scenario, metrics=metrics, order=order, method=method, directions=directions,
+                    runs=stored, groups=False, quiet=lambda k: k not in open_,
+                    select=lambda k: spec.gated(figure_of(k), k.metric, method.min_change) is not None)
+        result, made, changed = evaluate(a, spec, findings, store.expectations(), runs, now)
+        result = saved(result, store.save_findings(made, changed))
+        if result.lapsed:
+            store.lapse(result.lapsed)
+        return with_causes(result, checked, store, stored, directions)
+    return store.atomically(work)
 
 
 def evaluate(a: Analysis, spec: GateSpec, findings: list[Finding], expectations: list[Expectation],
              runs: set[int] | None, now: str | None = None) -> tuple[GateResult, list[Finding], list[Finding]]:
-    """The check's result, the findings to add and the findings whose state changed (both for the store)."""
+    """The check's result, the findings to add and the findings whose state or present size changed."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    ranks = line_ranks(a)
     by_key: dict = {}
     for f in findings:
         by_key.setdefault(f.key, []).append(f)
-    families: dict[str, tuple[float, list[tuple[float, list[Candidate]]]]] = {}
-    resolved: list[Finding] = []
+    changed: dict[int, Finding] = {}
+    tested: dict = {}  # series key -> (gated, candidates)
     checked_keys = set()
     for s in a.series:
         gated = spec.gated(figure_of(s.key), s.key.metric, a.method.min_change)
         if gated is None:
             continue
-        index = {p.run.id: i for i, p in enumerate(s.included)}
         mine = by_key.get(s.key, [])
-        resolved += [_resolve(f, s, index, gated, now) for f in mine if f.state in OPEN and _back(f, s, index, gated)]
         if runs is not None and not any(p.run.id in runs for p in s.points):
             continue
         checked_keys.add(s.key)
-        found = [Candidate(s, c, gated, c.p / 2) for c in s.changes if _worse(c, gated)
-                 and not any(same_change(c.index, index.get(f.first_run, -9)) for f in mine)]
+        rank = ranks.get((s.key.scenario, s.key.server), {})
+        found = [c for c in _candidates(s, gated) if not _known(c, mine, rank)]
+        tested[s.key] = (gated, found)
+    for u in upgrades(a.series, a.method, checked_keys):
+        gated, found = tested[u.series.key]
+        if any(f.kind is FindingKind.UPGRADE for f in by_key.get(u.series.key, [])) or not _worse(u.change, gated):
+            continue
+        found.append(Candidate(u.series, u.change, gated, u.change.p / 2, u.before[-1], u.after[0],
+                               (u.after[0].run.id, u.after[0].run.id), FindingKind.UPGRADE,
+                               quiet_line(u.baseline.key.server)))
+    families: dict[str, tuple[float, list[tuple[float, list[Candidate]]]]] = {}
+    for gated, found in tested.values():
         p = min((c.p for c in found), default=1.0) * max(1, len(found))
         families.setdefault(gated.family, (gated.alpha, []))[1].append((min(p, 1.0), found))
-    rank = _line_ranks(a)
+    series = {s.key: s for s in a.series}
     acknowledged = [f for f in findings if f.state is FindingState.ACKNOWLEDGED]
-    made = [_finding(c, expectations, acknowledged, rank, now) for alpha, tested in families.values()
-            for c in _hochberg(alpha, tested)]
-    gone = {f.id for f in resolved}
-    still = [f for f in findings if f.id not in gone]
-    red = [f for f in still + made if f.state is FindingState.NEW and f.key in checked_keys]
-    stale = [f for f in still if f.state is FindingState.NEW and f.key not in checked_keys
-             and any(s.key == f.key for s in a.series)]
-    return GateResult(spec, a, None, len(checked_keys), made, red, resolved, stale), made, resolved
+    made = [_finding(c, expectations, acknowledged, ranks, series, now) for alpha, items in families.values()
+            for c in _hochberg(alpha, items)]
+    for s in a.series:  # every open finding judged again, each up to the next one of its series (those just made too)
+        gated = spec.gated(figure_of(s.key), s.key.metric, a.method.min_change)
+        mine = by_key.get(s.key, [])
+        for f in mine if gated is not None else ():
+            if f.state in OPEN:
+                judged = _judged(f, s, gated, a.method, now,
+                                 _next_start(f, mine + [m for m in made if m.key == s.key], ranks))
+                if judged is not None:
+                    changed[f.id] = judged
+    after = [changed.get(f.id, f) for f in findings]
+    resolved = [f for f in changed.values() if f.state is FindingState.RESOLVED]
+    current = {f.id for f in after + made if f.key in checked_keys and _on_newest_machine(f, series[f.key])}
+    red = [f for f in after + made if f.state is FindingState.NEW and (f.id is None or f.id in current)
+           and f.key in checked_keys]
+    stale = [f for f in after if f.state is FindingState.NEW and f.key in series and f.id not in current]
+    gone = [replace(e, lapsed=now) for e in expectations if e.lapsed is None
+            and any(lapsed(e, s) for s in a.series if s.key in checked_keys)]
+    lines = {(k.scenario, k.server) for k in checked_keys}
+    busy = sorted({line for r in a.runs if runs is not None and r.id in runs for line in [machine_line(r.record)]
+                   if line})
+    result = GateResult(spec, a, None, len(checked_keys), made, red, resolved, stale,
+                        unjudged=unjudged(a.series, lines), busy=busy, lapsed=gone,
+                        machines=_machine_changes([s for s in a.series if s.key in checked_keys]))
+    return result, made, list(changed.values())
 
 
 def saved(result: GateResult, made: list[Finding]) -> GateResult:
@@ -125,77 +165,111 @@ def saved(result: GateResult, made: list[Finding]) -> GateResult:
     return replace(result, made=made, red=kept + [f for f in made if f.state is FindingState.NEW])
 
 
-def with_causes(result: GateResult, checked: list[str] | None) -> GateResult:
-    """The result with its red findings grouped by cause: the findings of one scenario and line whose first
-    runs are one run apart at most (the detector may place one step a run early in one metric and right in
-    another) are one cause, told at the run most of them start at."""
-    a = result.analysis
-    series = {s.key: s for s in a.series}
-    ranks = _line_ranks(a)
-    groups: list[list[Finding]] = []
-    for f in sorted(result.red, key=lambda f: (f.key.scenario, f.key.server, _rank(ranks, f))):
-        last = groups[-1][-1] if groups else None
-        if last is not None and _near(ranks, last, f):
-            groups[-1].append(f)
-        else:
-            groups.append([f])
-    causes = []
-    for items in groups:
-        starts = [f.first_run for f in items]
-        line = ranks.get((items[0].key.scenario, items[0].key.server), {})
-        first = max(set(starts), key=lambda r: (starts.count(r), line.get(r, -1)))
-        items.sort(key=lambda f: (f.key.location, f.key.metric))
-        mine = {f.id: series[f.key] for f in items if f.key in series}
-        point = next((p for f in items if f.key in series for p in series[f.key].points if p.run.id == first), None)
-        if point is None:
+def _on_newest_machine(f: Finding, s: Series) -> bool:
+    """The finding started on the machine the series' newest runs ran on (a finding of the machine before is not
+    red: its series is a new level there, judged on its own)."""
+    pts = s.included
+    at = next((i for i, p in enumerate(pts) if p.run.id == f.first_run), None)
+    return at is None or s.segment(at)[1] == len(pts)
+
+
+def _machine_changes(series: list[Series]) -> list[str]:
+    """Lines whose newest machine started within the runs a level needs, once per scenario and line."""
+    out = {}
+    for s in series:
+        pts = s.included
+        if not s.machine_starts or len(pts) - s.machine_starts[-1] >= MIN_BEFORE + MIN_AFTER:
             continue
-        named = {(f.key.location, f.key.metric) for f in items}
-        also = [m for g in a.groups if g.key.scenario == items[0].key.scenario and g.key.server == items[0].key.server
-                and abs(line.get(g.after_run.run.id, -9) - line.get(first, -99)) <= 1 for m in g.moved
-                if (g.key.location, m.metric) not in named and m.way is not Way.BETTER]
-        now = {f.id: _now(f, mine[f.id]) for f in items if f.id in mine}
-        causes.append(FindingGroup(point, items, sorted(also, key=lambda m: (_count(m.metric), m.p))[:8], mine, now))
-    causes.sort(key=lambda c: c.run.run.record.started)
-    return replace(result, checked=checked, causes=causes)
+        start = s.machine_starts[-1]
+        old, new = pts[start - 1].run.record, pts[start].run.record
+        out.setdefault((s.key.scenario, s.key.server),
+                       f"{s.key.scenario} on {s.key.server}: the machine changed at run {new.run_id} "
+                       f"({_machine(old)} -> {_machine(new)}): a new level starts there, not a regression; its runs "
+                       f"are judged among themselves from the {MIN_BEFORE + MIN_AFTER}th on")
+    return list(out.values())
 
 
-def _line_ranks(a: Analysis) -> dict[tuple[str, str], dict[int, int]]:
-    """For each scenario and line: its runs' places in the order they started (one run apart = adjacent)."""
-    runs: dict[tuple[str, str], dict[int, str]] = {}
-    for s in a.series:
-        mine = runs.setdefault((s.key.scenario, s.key.server), {})
-        for p in s.points:
-            mine[p.run.id] = p.run.record.started
-    return {key: {run: i for i, run in enumerate(sorted(mine, key=lambda r: (mine[r], r)))}
-            for key, mine in runs.items()}
+def _machine(record) -> str:
+    model, cpus = record.machine_id or ("unknown CPU", "?")
+    return f"{model} x{cpus}"
 
 
-def _rank(ranks: dict, f: Finding) -> int:
-    return ranks.get((f.key.scenario, f.key.server), {}).get(f.first_run, -1)
+def _next_start(f: Finding, mine: list[Finding], ranks: dict) -> int | None:
+    """The first run (row id) of the next open change finding on the finding's series: where its own stretch
+    ends (None: none after it)."""
+    rank = ranks.get((f.key.scenario, f.key.server), {})
+    at = rank.get(f.first_run)
+    later = [g for g in mine if g.id != f.id and g.state in OPEN and g.kind is FindingKind.CHANGE
+             and at is not None and rank.get(g.starts[0], -1) > at]
+    return min(later, key=lambda g: rank[g.starts[0]]).starts[0] if later else None
 
 
-def _near(ranks: dict, a: Finding, b: Finding) -> bool:
-    """Two findings of one cause: the same scenario and line, their first runs at most one run apart."""
-    return (a.key.scenario, a.key.server) == (b.key.scenario, b.key.server) and \
-        _rank(ranks, a) >= 0 and _rank(ranks, b) >= 0 and abs(_rank(ranks, a) - _rank(ranks, b)) <= 1
+def _judged(f: Finding, s: Series, gated: Gated, method: Method, now: str, until: int | None) -> Finding | None:
+    """The finding judged again: resolved when the metric came back, else with its present size (None: nothing
+    to write)."""
+    cur = present(f, s, method, until)
+    if cur is None:
+        return None
+    if back(f, cur, gated):
+        return replace(f, state=FindingState.RESOLVED, acted=now, resolved_run=cur.first, now_change=size(f, cur),
+                       now_run=cur.newest)
+    if cur.newest == f.now_run:
+        return None
+    return replace(f, now_change=size(f, cur), now_run=cur.newest)
 
 
-def _count(metric: str) -> bool:
-    """Counts (transactions, statements executed) mostly restate a throughput's move: listed after the rest."""
-    return CATALOGUE.figure(metric).kind is Kind.COUNT
+def _candidates(s: Series, gated: Gated) -> list[Candidate]:
+    """The series' change points that moved it its worse way by the minimum change, from a level of
+    MIN_BEFORE runs with MIN_AFTER after, each sized by the runs of its releases alone where the line
+    interleaves releases."""
+    pts = s.included
+    out = []
+    for c in s.changes:
+        if not _worse(c, gated, c.index - c.before.n in (0, *s.machine_starts)):
+            continue
+        low, high = c.starts
+        out.append(Candidate(s, _sized(c, s), gated, c.p / 2, pts[c.index - 1], pts[c.index],
+                             (pts[low].run.id, pts[high].run.id)))
+    return out
 
 
-def _now(f: Finding, s: Series) -> float | None:
-    """A finding's change as its series' change point at the same place shows it now (as found, without one)."""
-    index = {p.run.id: i for i, p in enumerate(s.included)}
-    at = index.get(f.first_run, -9)
-    c = next((c for c in s.changes if same_change(c.index, at)), None)
-    return f.change if c is None else c.change
+def _sized(c: Change, s: Series) -> Change:
+    """A change at a release boundary on a line whose runs interleave releases: its size from the runs of the
+    release before on one side and of the new release on the other (the series mixes them)."""
+    pts = s.included
+    before, after = pts[c.index - 1], pts[c.index]
+    if before.server == after.server:
+        return c
+    old = [p.mean for p in pts[max(0, c.index - c.before.n):c.index] if p.server == before.server]
+    new = [p.mean for p in pts[c.index:c.index + c.after.n] if p.server == after.server]
+    if len(old) == c.before.n and len(new) == c.after.n:
+        return c
+    was, now = sum(old) / len(old), sum(new) / len(new)
+    return replace(c, before=replace(c.before, mean=was), after=replace(c.after, mean=now),
+                   change=None if was == 0 else now / was - 1)
 
 
-def _worse(c: Change, gated: Gated) -> bool:
-    return c.before.n >= MIN_BEFORE and c.after.n >= MIN_AFTER and way_of(gated.better, c.change) is Way.WORSE \
-        and (c.change is None or abs(c.change) >= gated.min_change)
+def _known(c: Candidate, mine: list[Finding], rank: dict[int, int]) -> bool:
+    """The candidate could start where a finding of its series could (either's interval, a run of slack):
+    the same change, whatever the finding's state."""
+    if c.kind is FindingKind.UPGRADE:
+        return False
+    at = _places(c.starts, rank)
+    return at is not None and any(f.kind is FindingKind.CHANGE and (places := _places(f.starts, rank)) is not None
+                                  and overlap((at[0] - SLACK, at[1] + SLACK), places) for f in mine)
+
+
+def _places(starts: tuple[int, int], rank: dict[int, int]) -> tuple[int, int] | None:
+    low, high = rank.get(starts[0]), rank.get(starts[1])
+    return None if low is None or high is None else (low, high)
+
+
+def _worse(c: Change, gated: Gated, first_level: bool = True) -> bool:
+    """The change moved the metric its worse way by the minimum change, with MIN_AFTER runs after it, from a
+    baseline: MIN_BEFORE runs where the level before is the series' first (on its machine), MIN_AFTER where an
+    earlier change point bounds it (a second step soon after a first is a finding of its own)."""
+    return c.before.n >= (MIN_BEFORE if first_level else MIN_AFTER) and c.after.n >= MIN_AFTER \
+        and way_of(gated.better, c.change) is Way.WORSE and (c.change is None or abs(c.change) >= gated.min_change)
 
 
 def _hochberg(alpha: float, tested: list[tuple[float, list[Candidate]]]) -> list[Candidate]:
@@ -210,54 +284,24 @@ def _hochberg(alpha: float, tested: list[tuple[float, list[Candidate]]]) -> list
     return [c for p, found in tested if p <= limit for c in found]
 
 
-def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[Finding], rank: dict,
-             now: str) -> Finding:
-    """A finding of a candidate: acknowledged when an expectation covers its first run's commit or release,
-    or when it belongs to a cause someone acknowledged already (a finding of the same scenario and line
-    starting at most one run apart: a metric whose move became clear only later is no new cause); new
-    otherwise."""
-    pts = c.series.included
-    after, before = pts[c.change.index], pts[c.change.index - 1]
-    record = after.run.record
-    commit = record.commit or record.labels.get("commit", "")
-    expected = next((e for e in expectations if e.covers(commit, after.server)), None)
+def _finding(c: Candidate, expectations: list[Expectation], acknowledged: list[Finding], ranks: dict,
+             series: dict, now: str) -> Finding:
+    """A finding of a candidate, with the thresholds it is found with: acknowledged when an expectation's
+    window covers where it could start, or when an acknowledged finding of the same place could start there
+    too (a metric whose move became clear only later); new otherwise."""
+    f = Finding(None, c.series.key, c.after.run.id, c.before.run.id, c.change.change, c.p, c.change.before,
+                c.change.after.mean, FindingState.NEW, now, None, None, None, c.kind, c.starts[0], c.starts[1],
+                c.change.change, c.series.included[-1].run.id, c.gated.min_change, c.gated.better, c.gated.family,
+                c.gated.alpha, c.baseline)
+    rank = ranks.get((f.key.scenario, f.key.server), {})
+    expected = next((e for e in expectations if covers(e, f, c.series, rank)), None)
     reason = f"expected: {expected.reason}" if expected else None
-    if reason is None:
-        probe = Finding(None, c.series.key, after.run.id, before.run.id, None, 1.0, c.change.before, 0.0)
-        known = next((f for f in acknowledged if _near(rank, f, probe)), None)
+    if reason is None and c.kind is FindingKind.CHANGE:
+        at = _places(f.starts, rank)
+        known = next((k for k in acknowledged if k.key.location == f.key.location and at is not None
+                      and (places := _places(k.starts, rank)) is not None
+                      and overlap((at[0] - SLACK, at[1] + SLACK), places)), None)
         reason = f"with {known.name}: {known.reason}" if known else None
-    state = FindingState.ACKNOWLEDGED if reason else FindingState.NEW
-    return Finding(None, c.series.key, after.run.id, before.run.id, c.change.change, c.p, c.change.before,
-                   c.change.after.mean, state, now, reason, now if reason else None)
-
-
-def _back(f: Finding, s: Series, index: dict[int, int], gated: Gated) -> bool:
-    """A later change point brought the metric back within the old level's band (or better): the band its
-    runs lay in (twice their standard deviation either side of its mean, from its 95% interval and its
-    number of runs), never narrower than the minimum change."""
-    at = index.get(f.first_run)
-    if at is None:
-        return False
-    band = max(gated.min_change * abs(f.before.mean), _run_band(f.before))
-    for c in s.changes:
-        if c.index > at + 1:
-            level = c.after.mean
-            if (gated.better is Better.LOWER and level <= f.before.mean + band) or \
-                    (gated.better is Better.HIGHER and level >= f.before.mean - band):
-                return True
-    return False
-
-
-def _run_band(level) -> float:
-    """Twice the standard deviation of a level's runs, from the half width of its mean's 95% interval."""
-    if level.low is None or level.high is None or level.n < 2:
-        return 0.0
-    return 2 * (level.high - level.low) / 2 * math.sqrt(level.n) / t_quantile(0.975, level.n - 1)
-
-
-def _resolve(f: Finding, s: Series, index: dict[int, int], gated: Gated, now: str) -> Finding:
-    at = index[f.first_run]
-    c = next(c for c in s.changes if c.index > at + 1)
-    return replace(f, state=FindingState.RESOLVED, acted=now, resolved_run=s.included[c.index].run.id)
-
-
+    if reason is None:
+        return f
+    return replace(f, state=FindingState.ACKNOWLEDGED, reason=reason, acted=now)

@@ -1,39 +1,60 @@
 """A check's result as people and CI read it: one line per cause in the terminal and the Markdown step
 summary, one test case per cause in the JUnit report; the detail of each finding is in `history show`.
 A line names the run where the cause starts (its server version, and the version before when the
-release changed there; its commit and labels), the findings by location with their moves, and what
-else moved there (docs/history.md shows one from its nightly replay).
+release changed there; its commit and labels), the findings by location with their moves (as found,
+and as the newest runs show them where that differs: "-41.9% then, -10.2% now"), what else changed at
+that run (the machine, the server's settings, concurbench, the scenario file) and what else moved there
+(docs/history.md shows some from its nightly replay). An upgrade's line starts "upgrade: 17 vs 16".
+The summary also names tonight's runs made on a busy machine (judged on a line of their own), the
+lines nothing can judge yet and why, and the expectations whose window lapsed.
 """
 
 from __future__ import annotations
 
 from xml.sax.saxutils import escape, quoteattr
 
-from .analysis import relative
+from .analysis import major, relative
 from .findings import finding_name
-from .gate import FindingGroup, GateResult
+from .causes import FindingGroup
+from .gate import GateResult
 from .records import SeriesKey
 
 MOST_ALSO = 5  # what else moved: at most this many metrics named in a cause's line
+SAME = 0.005  # a present size within half a point of the size found is told once
 
 
 def cause_line(cause: FindingGroup) -> str:
     """One line: the run where the change starts (version, commit, labels), its findings by location."""
     p = cause.run
     r = p.run.record
-    where = [p.server + (f" after {_before_server(cause)}" if _before_server(cause) else "")]
+    where = [p.server + (f" after {cause.before_server}" if cause.before_server else "")]
     if r.commit:
         where.append(f"commit {r.commit[:10]}{'+' if r.dirty else ''}")
     where += [f"{k}={v}" for k, v in sorted(r.labels.items())]
     by_location: dict[tuple, list[str]] = {}
     for f in cause.findings:
-        by_location.setdefault(f.key.location, []).append(f"{f.key.metric} {relative(cause.change.get(f.id, f.change))}")
+        by_location.setdefault(f.key.location, []).append(f"{f.key.metric} {_size(f, cause.change.get(f.id))}")
     parts = [f"{_place(cause.findings[[f.key.location for f in cause.findings].index(loc)].key)} {', '.join(moved)}"
              for loc, moved in by_location.items()]
-    line = f"from run {r.run_id} ({', '.join(where)}) [{_ids(cause)}]: {'; '.join(parts)}"
+    upgrade = cause.upgrade
+    head = f"upgrade: {major(p.server)} vs {upgrade.baseline}, " if upgrade is not None else ""
+    line = f"{head}from run {r.run_id} ({', '.join(where)}) [{_ids(cause)}]: {'; '.join(parts)}"
+    if cause.evidence:
+        line += ". Changed at that run: " + "; ".join(cause.evidence)
     if cause.also:
-        line += ". Also moved there: " + ", ".join(f"{m.metric} {relative(m.change)}" for m in cause.also[:MOST_ALSO])
+        places = {f.key.location for f in cause.findings}
+        line += ". Also moved there: " + ", ".join(
+            (f"{_place(SeriesKey(*a.where, ''))} " if len(places) > 1 or a.where not in places else "")
+            + f"{a.moved.metric} {relative(a.moved.change)}" for a in cause.also[:MOST_ALSO])
     return line
+
+
+def _size(f, now: float | None) -> str:
+    """A finding's move as found, and as the newest runs show it where that differs."""
+    then = relative(f.change)
+    if now is None or f.change is None or abs(now - f.change) < SAME:
+        return then
+    return f"{then} then, {relative(now)} now"
 
 
 def markdown_summary(result: GateResult) -> str:
@@ -43,6 +64,9 @@ def markdown_summary(result: GateResult) -> str:
            f"{result.gated} gated series checked ({runs}; gated: {result.spec.source}), of {len(a.series)} series "
            f"of {len(a.runs)} runs in {a.store}, ordered by {a.order}. A finding is new until someone acknowledges "
            f"it (`concurbench history ack`) or the metric comes back.", ""]
+    if result.busy:
+        out += ["Made on a busy machine (judged against the runs of their line made so, never mixed into a quiet "
+                "level): " + "; ".join(result.busy), ""]
     if not result.red:
         out += ["**No regression**: no new finding on a series that ran in this check.", ""]
     else:
@@ -60,6 +84,12 @@ def markdown_summary(result: GateResult) -> str:
     if result.stale:
         out += [f"Not red: {len(result.stale)} new finding{'s' if len(result.stale) != 1 else ''} on series without a "
                 f"run in this check ({', '.join(f.name for f in result.stale[:10])})", ""]
+    for line in result.machines:
+        out += [f"New machine: {line}.", ""]
+    for u in result.unjudged:
+        out += [f"No baseline: {u.scenario} on {u.line} ({u.runs} run{'s' if u.runs != 1 else ''}): {u.why}.", ""]
+    for e in result.lapsed:
+        out += [f"Expectation for {e.what} ({e.reason}): its window passed; later changes are judged as any other.", ""]
     return "\n".join(out)
 
 
@@ -77,17 +107,6 @@ def junit(result: GateResult) -> str:
     return ("<?xml version=\"1.0\" encoding=\"utf-8\"?>\n"
             f"<testsuite name=\"concurbench history check\" tests=\"{len(cases)}\" failures=\"{failures}\">\n"
             + "\n".join(cases) + "\n</testsuite>\n")
-
-
-def _before_server(cause: FindingGroup) -> str:
-    """The version of the run before, where the change came with a new release."""
-    for f in cause.findings:
-        s = cause.series.get(f.id)
-        if s is not None:
-            before = next((p for p in s.points if p.run.id == f.before_run), None)
-            if before is not None and before.server != cause.run.server:
-                return before.server
-    return ""
 
 
 def _place(key: SeriesKey) -> str:

@@ -11,8 +11,8 @@
       "waits.*": {direction: neutral}                 # never gated
 
 A named metric is gated whatever its kind, in the direction given or the catalogue's; `neutral` shows
-it and never gates it. `min_change` (a fraction or a percentage) is the smallest move that fails the
-gate (default: the detector's, 2%). `alpha` makes the metric's series a family of their own, corrected
+it and never gates it. `min_change` is the smallest move that fails the gate, in percent as on the
+command line (`5` and `5%` are both five percent; default: the detector's, 2%). `alpha` makes the metric's series a family of their own, corrected
 at that level: the night's false-red rate is then at most the sum of the families' alphas. The file is
 checked before the store is read for the gate: an unknown key, metric or direction is a problem
 named by file, line and field (scenario/yamlpos.py's checker), and nothing is written.
@@ -132,17 +132,18 @@ def load_gate(path: Path, catalogue, metrics: dict[str, Better]) -> GateSpec:
 
 
 def _fraction(check: Checker, node: dict, key: str, path: str, default, percent: bool = False):
-    """A number between 0 and 1 (alpha), or a move given as a fraction or a percentage (`5%`, 0.05)."""
+    """A number between 0 and 1 (alpha), or a move in percent (`5` or `5%`: 0.05), as the fraction it is."""
     if key not in node or node[key] is None:
         return default
     value = node[key]
     text = str(value).strip()
     try:
-        number = float(text[:-1]) / 100 if percent and text.endswith("%") else float(text)
+        number = float(text[:-1] if percent and text.endswith("%") else text)
+        number = number / 100 if percent else number
     except ValueError:
         number = None
     if isinstance(value, bool) or number is None or not (0 < number < 1 if not percent else 0 <= number < 10):
-        want = "a move such as 5% or 0.05" if percent else "a number between 0 and 1, such as 0.01"
+        want = "a move in percent, such as 5 or 5% (below 1000)" if percent else "a number between 0 and 1, such as 0.01"
         check.add(node, key, join(path, key), f"must be {want}, got {describe(value)}")
         return default
     return number

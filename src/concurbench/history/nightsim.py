@@ -19,6 +19,13 @@ p99, and the shares of its transactions that failed and were retried. What moves
 `independent=True` takes the correlation away (no shared factor; every series' wild runs its own, one
 in `wild_every`): the worst case for a per-night bound.
 
+`varying=True` is the flat model of real nightly runs of fixed duration (docs/history.md, "rare events
+as counts"): a run's transactions are its throughput times the window, so they vary with the spread and
+the machine; failures and retries are Poisson at 0.2 to 3 a run over them, burstier on a busy night
+(their rate moves with the machine factor), and stored as a pool stores them: the count, the scheduled
+transactions, and their share rounded to six places. `counts=False` in run_history judges those shares
+as the gate did before it kept counts with their exposure.
+
 The gate is the one of gate.py on arrays: each night every series is searched by the detector
 (detect.py) unless its largest plain two-sample t over all splits stays below PREFILTER_T (a series
 that far from any change cannot reach the night's threshold: benchmarks/history_gate.py --full checks
@@ -35,14 +42,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..figures import Better
-from .detect import Method, detect
-from .findings import same_change
+from .detect import QUIET_T, Method, detect, largest_shift_t
+from .findings import overlap
 from .gatefile import MIN_AFTER, MIN_BEFORE
 
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms", "failed_per_txn", "retries_per_txn")
 BETTER = (Better.HIGHER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER, Better.LOWER)
-PREFILTER_T = 3.5
+PREFILTER_T = QUIET_T
 TXNS = 10_000
+RATES = (4, 5)  # the METRICS that are a rare event's share of the transactions
 
 
 @dataclass(frozen=True)
@@ -52,16 +60,39 @@ class Model:
     wild_every: float = 20
     spike_every: float = 50
     independent: bool = False
+    spread: tuple[float, float] = (0.02, 0.10)  # each location's run-to-run spread, log-uniform between
+    varying: bool = False  # rare events over transactions that vary with the run (see the module's note)
+    rare: tuple[float, float] = (0.2, 3.0)  # varying: failures and retries a run, log-uniform between
+    transactions: float = 60_000.0  # varying: a run's transactions at the location's level
+    burst: float = 0.25  # varying: how far the rare events' rate moves with the machine factor (log scale)
 
     @property
     def series(self) -> int:
         return self.groups * self.locations * len(METRICS)
 
 
+REALISTIC = dict(spread=(0.03, 0.05), varying=True)  # the flat model of issue review: 3-5%, rare events vary
+
+
+@dataclass(frozen=True)
+class Nights:
+    """Simulated nights: each series' figures (series, nights), and for the rare events their counts and the
+    transactions they are out of (NaN for the other series)."""
+
+    values: np.ndarray
+    counts: np.ndarray
+    exposure: np.ndarray
+
+
 def night_values(rng: np.random.Generator, model: Model, nights: int) -> np.ndarray:
     """An array (series, nights) of positive figures, series in location-major order (METRICS each)."""
+    return simulate_nights(rng, model, nights).values
+
+
+def simulate_nights(rng: np.random.Generator, model: Model, nights: int) -> Nights:
+    """The nights' figures, with the rare events' counts and exposures."""
     g, loc = model.groups, model.locations
-    spread = np.exp(rng.uniform(math.log(0.02), math.log(0.10), (g, loc, 1)))
+    spread = np.exp(rng.uniform(math.log(model.spread[0]), math.log(model.spread[1]), (g, loc, 1)))
     shared = 0.5 * rng.standard_normal((g, 1, nights))
     wild = rng.random((g, 1, nights)) < 1 / model.wild_every
     shared = np.where(wild, 5 * shared, shared)
@@ -79,10 +110,26 @@ def night_values(rng: np.random.Generator, model: Model, nights: int) -> np.ndar
     for z, level in ((tps_z, 1000.0), (lat_z, 4.0), (p95_z, 9.0), (p99_z, 15.0)):
         spiked = np.where(rng.random(z.shape) < 1 / model.spike_every, 5 * rng.standard_normal(z.shape), z)
         out.append(np.maximum(level * (1 + spread * spiked), level * 0.05))
-    for means in ((0.1, 0.5, 3.0), (0.3, 1.0, 3.0)):
-        lam = rng.choice(means, (g, loc, 1))
-        out.append(rng.poisson(np.broadcast_to(lam, (g, loc, nights))) / TXNS)
-    return np.stack(out, axis=2).reshape(g * loc * len(METRICS), nights)
+    counts, exposure = [], []
+    if model.varying:
+        txns = np.round(model.transactions * out[0] / 1000.0)  # fixed duration: transactions follow throughput
+        for _ in range(2):
+            lam = np.exp(rng.uniform(math.log(model.rare[0]), math.log(model.rare[1]), (g, loc, 1)))
+            k = rng.poisson(lam * txns / model.transactions * np.exp(model.burst * shared)).astype(float)
+            counts.append(k)
+            exposure.append(txns)
+            out.append(np.round(k / txns, 6))
+    else:
+        for means in ((0.1, 0.5, 3.0), (0.3, 1.0, 3.0)):
+            lam = rng.choice(means, (g, loc, 1))
+            k = rng.poisson(np.broadcast_to(lam, (g, loc, nights))).astype(float)
+            counts.append(k)
+            exposure.append(np.full(k.shape, float(TXNS)))
+            out.append(k / TXNS)
+    nan = np.full((g, loc, nights), np.nan)
+    shape = g * loc * len(METRICS), nights
+    return Nights(np.stack(out, axis=2).reshape(shape), np.stack([nan] * 4 + counts, axis=2).reshape(shape),
+                  np.stack([nan] * 4 + exposure, axis=2).reshape(shape))
 
 
 def better_of(index: int) -> Better:
@@ -98,24 +145,32 @@ class Tally:
     first_red: list[int] = field(default_factory=list)  # per history: the night of its first finding (-1: none)
 
 
-def run_history(values: np.ndarray, method: Method, alpha: float, *, first_night: int, model: Model,
-                prefilter: bool = True) -> tuple[list[tuple[int, int, int]], int]:
+def run_history(values, method: Method, alpha: float, *, first_night: int, model: Model,
+                prefilter: bool = True, counts: bool = True) -> tuple[list[tuple[int, int, int]], int]:
     """Check night by night from `first_night` to the last: the findings made, as (night, series, first
-    run), and how many series the detector searched."""
+    run), and how many series the detector searched. `values` are the nights' figures, or Nights (whose
+    rare events are judged as counts with their exposure unless `counts` is False)."""
+    nights_ = values if isinstance(values, Nights) else None
+    values = nights_.values if nights_ is not None else values
     n_series, nights = values.shape
-    found: dict[int, list[int]] = {}
+    found: dict[int, list[tuple[int, int]]] = {}
     made: list[tuple[int, int, int]] = []
     searched = 0
     for night in range(first_night, nights + 1):
         x = values[:, :night]
-        suspects = np.nonzero(_largest_t(x) >= PREFILTER_T)[0] if prefilter else np.arange(n_series)
+        suspects = np.nonzero(largest_shift_t(x) >= PREFILTER_T)[0] if prefilter else np.arange(n_series)
+        if prefilter and counts and nights_ is not None:  # the prefilter's t is for continuous figures
+            rates = np.nonzero(np.isfinite(nights_.exposure[:, 0]))[0]
+            suspects = np.union1d(suspects, rates)
         tested = []
         for s in suspects:
             searched += 1
             better = better_of(int(s))
-            changes = detect(x[s], method=method)
+            exposure = nights_ is not None and counts and bool(np.isfinite(nights_.exposure[s, 0]))
+            changes = detect(x[s], method=method, counts=nights_.counts[s, :night] if exposure else None,
+                             exposure=nights_.exposure[s, :night] if exposure else None)
             cands = [c for c in changes if _worse(c, better, method.min_change)
-                     and not any(same_change(c.index, f) for f in found.get(int(s), []))]
+                     and not any(overlap(_slack(c.starts), f) for f in found.get(int(s), []))]
             if cands:
                 tested.append((min(c.p for c in cands) / 2 * len(cands), int(s), cands))
         ps = sorted(p for p, _, _ in tested)
@@ -124,13 +179,21 @@ def run_history(values: np.ndarray, method: Method, alpha: float, *, first_night
         for p, s, cands in tested:
             if p <= limit:
                 for c in cands:
-                    found.setdefault(s, []).append(c.index)
+                    found.setdefault(s, []).append(c.starts)
                     made.append((night, s, c.index))
     return made, searched
 
 
+def _slack(places: tuple[int, int]) -> tuple[int, int]:
+    """A change's places widened by a run either side (the detector may place a step a run off)."""
+    return places[0] - 1, places[1] + 1
+
+
 def _worse(c, better: Better, min_change: float) -> bool:
-    if c.before.n < MIN_BEFORE or c.after.n < MIN_AFTER:
+    """As the gate's (gate._worse): MIN_BEFORE runs before a change from the series' first level, MIN_AFTER
+    from a level an earlier change point bounds."""
+    first_level = c.index - c.before.n <= 0
+    if c.before.n < (MIN_BEFORE if first_level else MIN_AFTER) or c.after.n < MIN_AFTER:
         return False
     if c.change is None:
         return better is Better.LOWER
@@ -138,35 +201,15 @@ def _worse(c, better: Better, min_change: float) -> bool:
     return abs(c.change) >= min_change and moved_up == (better is Better.LOWER)
 
 
-def _largest_t(x: np.ndarray) -> np.ndarray:
-    """Each row's largest two-sample t (plain means, the robust noise of neighbour differences) over every
-    split leaving two runs or more a side."""
-    y = np.where(x > 0, np.log(np.maximum(x, 1e-300)), 0.0)
-    y = np.where((x > 0).all(axis=1, keepdims=True), y, x)
-    n = y.shape[1]
-    if n < 5:
-        return np.zeros(len(y))
-    d = np.abs(np.diff(y, axis=1))
-    sigma = 1.4826 * np.median(d, axis=1) / math.sqrt(2)
-    sigma = np.maximum(sigma, np.sqrt(np.mean(d ** 2, axis=1) / 2) / 3)
-    sigma = np.maximum(sigma, 1e-9)
-    c = np.cumsum(y, axis=1)
-    total = c[:, -1:]
-    k = np.arange(2, n - 1)
-    left = c[:, k - 1] / k
-    right = (total - c[:, k - 1]) / (n - k)
-    t = np.abs(right - left) / (sigma[:, None] * np.sqrt(1 / k + 1 / (n - k)))
-    return t.max(axis=1)
-
-
 def false_red(model: Model, method: Method, alpha: float, *, histories: int, nights: int, first_night: int,
-              seed: int, prefilter: bool = True) -> Tally:
+              seed: int, prefilter: bool = True, counts: bool = True) -> Tally:
     """Histories without any change: the nights (from `first_night` on) on which the gate made a finding."""
     rng = np.random.default_rng(seed)
     tally = Tally()
     for _ in range(histories):
-        values = night_values(rng, model, nights)
-        made, _ = run_history(values, method, alpha, first_night=first_night, model=model, prefilter=prefilter)
+        values = simulate_nights(rng, model, nights)
+        made, _ = run_history(values, method, alpha, first_night=first_night, model=model, prefilter=prefilter,
+                              counts=counts)
         tally.nights += nights - first_night + 1
         red = {night for night, _, _ in made}
         tally.red_nights += len(red)

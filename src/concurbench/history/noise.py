@@ -16,6 +16,13 @@ what each run's own error adds (detect.py uses it; docs/history.md gives the rea
     freedom; two or three repeats give a very uncertain one. Each is shrunk toward the series' pooled
     run error as if the pool were worth PRIOR_DF degrees of freedom, so a run whose repeats happened to
     agree is not taken as exact.
+  - Rare events with their exposure (prepare_counts). A count of failures, retries or errors out of a
+    run's scheduled transactions is a rate: each run's count is quasi-Poisson with its transactions as
+    exposure, variance = dispersion x mean. The series is worked at its mean exposure (each run's count
+    scaled to it), each run weighed by its own exposure, and the dispersion (at least 1, Poisson's) is
+    estimated from neighbouring runs, so that a step or a wild run moves one or two of the differences
+    and not the estimate: runs whose failures come in bursts (a busy night, a lock convoy) vary more
+    than Poisson, and the tests widen by that much.
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ class Noise:
     sigma: float  # the run-to-run noise of the series
     var: np.ndarray  # each run's variance (the series' between-run part plus its own error)
     unit: float = 1.0  # y is the figure in this unit (a share of a count: its smallest step; else 1)
+    exposure: np.ndarray | None = None  # counts: each run's exposure over the mean one (None: all alike)
+    dispersion: float = 1.0  # counts: their variance over their mean (at least 1, Poisson's)
 
 
 def prepare(x: np.ndarray, se=None, df=None, discrete: bool = False) -> Noise:
@@ -131,3 +140,30 @@ def _own_variance(x: np.ndarray, y: np.ndarray, log: bool, se, df) -> np.ndarray
     dof = np.where(np.isfinite(dof) & (dof > 0), dof, PRIOR_DF)
     pooled = float(np.sum(dof[known] * own[known]) / np.sum(dof[known]))
     return np.where(known, (dof * own + PRIOR_DF * pooled) / (dof + PRIOR_DF), np.nan)
+
+
+def prepare_counts(k: np.ndarray, exposure: np.ndarray) -> Noise | None:
+    """A series of rare-event counts `k`, each out of its run's `exposure` (scheduled transactions), worked
+    at the mean exposure: y is each run's count scaled to it, its variance dispersion x mean x (mean
+    exposure / the run's). None when no run counted anything (nothing can have moved)."""
+    k, exposure = np.asarray(k, dtype=float), np.asarray(exposure, dtype=float)
+    rel = exposure / float(np.mean(exposure))
+    y = k / rel
+    mu = float(np.sum(k) / np.sum(rel))  # the pooled rate at the mean exposure
+    if mu <= 0:
+        return None
+    dispersion = _dispersion(y, rel, mu)
+    var = dispersion * mu / rel
+    return Noise(y, False, True, True, math.sqrt(dispersion * mu), var, 1.0, rel, dispersion)
+
+
+def _dispersion(y: np.ndarray, rel: np.ndarray, mu: float) -> float:
+    """Counts' variance over their mean, from neighbouring runs: each difference's square over what Poisson
+    gives it, each clipped at CLIP upper quartiles (a step or a wild run moves one or two of them), averaged;
+    at least 1."""
+    if len(y) < 3:
+        return 1.0
+    d = np.diff(y)
+    expected = mu * (1 / rel[:-1] + 1 / rel[1:])
+    cap = CLIP * max(float(np.quantile(np.abs(d), 0.75)), resolution(y), math.sqrt(mu))
+    return max(1.0, float(np.mean(np.clip(d, -cap, cap) ** 2 / expected)))

@@ -21,8 +21,9 @@ from datetime import datetime
 from ..errors import ConfigError
 from ..report.tables import Report, Table, figure
 from ..results.model import RunStatus
-from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, relative
-from .findings import OPEN, Finding, FindingState
+from .analysis import ALL_SERVERS, Analysis, ChangeGroup, Moved, Point, Series, major, relative
+from .expect import WINDOW
+from .findings import OPEN, Expectation, Finding, FindingKind, FindingState
 from .level import Level
 from .records import SeriesKey
 
@@ -57,7 +58,8 @@ def level_cell(level: Level) -> str:
     return f"{figure(level.mean)} [{figure(level.low)}, {figure(level.high)}]{runs}"
 
 
-def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = False) -> Report:
+def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = False,
+           expectations: list[Expectation] = ()) -> Report:
     """Lines, the open findings, the change points, the series (those with a change or a run left out;
     `everything`: all), the runs (the newest RECENT_RUNS; `everything`: all)."""
     confirmed = sum(1 for g in a.groups if g.confirmed)
@@ -76,28 +78,54 @@ def report(a: Analysis, findings: list[Finding] = (), *, everything: bool = Fals
                     f"{sum(f.state is FindingState.ACKNOWLEDGED for f in findings)} acknowledged, "
                     f"{sum(f.state is FindingState.RESOLVED for f in findings)} resolved"
                     + ("" if opened else " (none open)"))
-    return Report("History", lines, [findings_table(a, findings), changes_table(a), series_table(a, everything),
-                                     runs_table(a, everything)])
+    tables = [findings_table(a, findings), changes_table(a), series_table(a, everything), runs_table(a, everything)]
+    if expectations:
+        tables.insert(1, expectations_table(expectations))
+    busy = sum(1 for r in a.runs if r.record.busy)
+    if busy:
+        lines.append(f"{busy} run{'s were' if busy != 1 else ' was'} made on a busy machine (others kept a large "
+                     f"share of its CPUs busy while the run's load paused): on lines of their own, marked with the share "
+                     f"others took, such as `16 (busy 50%)`")
+    return Report("History", lines, tables)
 
 
 def findings_table(a: Analysis, findings: list[Finding]) -> Table:
     """The open findings, new first: what `history check` holds red (new) or was told about."""
     table = Table("Open findings", ["Finding", "State", "Series", "Metric", "First run after", "Before", "After",
-                                    "Change", "p", "Reason"])
+                                    "Change", "Now", "p", "Reason"])
     runs = {r.id: r for r in a.runs}
     order = {FindingState.NEW: 0, FindingState.ACKNOWLEDGED: 1}
     for f in sorted((f for f in findings if f.state in OPEN), key=lambda f: (order[f.state], f.id or 0)):
         run = runs.get(f.first_run)
         where = run.record.run_id + ", " + run.record.started[:16].replace("T", " ") if run else f"run #{f.first_run}"
-        table.rows.append([f.name, f.state.value, label(f.key), f.key.metric, where, level_cell(f.before),
-                           figure(f.after_mean), relative(f.change), f"{f.p:.2g}",
+        if f.first_low is not None and f.first_high is not None and f.first_low != f.first_high:
+            where += f" (could start {_run_name(runs, f.first_low)} to {_run_name(runs, f.first_high)})"
+        kind = f" (upgrade: {major(f.key.server)} vs {f.baseline})" if f.kind is FindingKind.UPGRADE else ""
+        table.rows.append([f.name, f.state.value + kind, label(f.key), f.key.metric, where, level_cell(f.before),
+                           figure(f.after_mean), relative(f.change),
+                           "–" if f.now_change is None else relative(f.now_change), f"{f.p:.2g}",
                            (f.reason or "") + (f" ({f.acted[:10]})" if f.acted else "")])
     resolved = sum(f.state is FindingState.RESOLVED for f in findings)
     if resolved:
         table.notes.append(f"{resolved} resolved finding{'s' if resolved != 1 else ''} (the metric came back) not "
                            f"listed; --format json has them.")
-    table.notes.append("`concurbench history ack FINDING --reason TEXT` acknowledges a new finding.")
+    table.notes.append("`concurbench history ack FINDING --reason TEXT` acknowledges a new finding. Now: its size as "
+                       "the newest runs show it.")
     return table
+
+
+def expectations_table(expectations: list[Expectation]) -> Table:
+    """Changes announced beforehand: what each covers and whether its window lapsed."""
+    table = Table("Expected changes", ["Expectation", "Covers", "Reason", "Added", "Window"])
+    for e in expectations:
+        table.rows.append([f"E{e.id}", f"changes starting at the first {WINDOW} runs of {e.what} on a line", e.reason,
+                           e.added[:10], f"lapsed {e.lapsed[:16].replace('T', ' ')}" if e.lapsed else "open"])
+    return table
+
+
+def _run_name(runs: dict, run: int) -> str:
+    r = runs.get(run)
+    return r.record.run_id if r else f"run #{run}"
 
 
 def since(a: Analysis, when: str) -> Analysis:
@@ -159,15 +187,23 @@ def series_table(a: Analysis, everything: bool = False) -> Table:
 def runs_table(a: Analysis, every_run: bool) -> Table:
     shown = a.runs if every_run else a.runs[-RECENT_RUNS:]
     title = "Runs" if every_run or len(a.runs) <= RECENT_RUNS else f"The newest {RECENT_RUNS} runs"
-    table = Table(title, ["Run", "Started", "Scenario", "Servers", "Commit", "Labels", "Host", "Status"])
+    table = Table(title, ["Run", "Started", "Scenario", "Servers", "Commit", "Labels", "Host", "Machine", "Status"])
     for r in reversed(shown):
         rec = r.record
         table.rows.append([rec.run_id, rec.started[:19].replace("T", " "), rec.scenario + (" (quick)" if rec.quick
                                                                                               else ""),
                            ", ".join(rec.servers), (rec.commit[:10] + ("+" if rec.dirty else "")) or "–",
                            ", ".join(f"{k}={v}" for k, v in sorted(rec.labels.items())) or "–",
-                           rec.host + (f" ({rec.cpu_model})" if rec.cpu_model else ""), rec.status])
+                           rec.host + (f" ({rec.cpu_model})" if rec.cpu_model else ""), _machine(rec), rec.status])
     return table
+
+
+def _machine(rec) -> str:
+    """How busy the machine was: others' CPUs while the run's load paused (busy: a line of its own)."""
+    others = (rec.machine or {}).get("others")
+    if others is None:
+        return "–"
+    return f"{'busy: ' if rec.busy else ''}others {others:.2f} of {rec.machine.get('cpus') or '?'} CPUs"
 
 
 def _value(p) -> str:
@@ -178,9 +214,11 @@ def _value(p) -> str:
 
 # JSON and CSV --------------------------------------------------------------------------------------------
 
-def as_json(a: Analysis, findings: list[Finding] = ()) -> dict:
+def as_json(a: Analysis, findings: list[Finding] = (), expectations: list[Expectation] = ()) -> dict:
     runs = {r.id: r.record.run_id for r in a.runs}
     return {"store": a.store, "order": a.order, "findings": [finding_json(f, runs) for f in findings],
+            "expectations": [{"id": f"E{e.id}", "commit": e.commit, "release": e.release, "reason": e.reason,
+                              "added": e.added, "lapsed": e.lapsed} for e in expectations],
             "method": {"window": a.method.window, "alpha": a.method.alpha, "min_change": a.method.min_change,
                        "confirm": a.method.confirm, "min_after": a.method.min_after},
             "runs": [_run_json(r) for r in a.runs],
@@ -194,7 +232,12 @@ def finding_json(f: Finding, runs: dict[int, str]) -> dict:
             "clients": k.clients, "point": k.point, "line": k.server, "metric": k.metric,
             "first_run": runs.get(f.first_run), "before_run": runs.get(f.before_run), "change": f.change, "p": f.p,
             "before": f.before.as_dict(), "after_mean": f.after_mean, "found": f.found, "reason": f.reason,
-            "acted": f.acted, "resolved_run": runs.get(f.resolved_run) if f.resolved_run else None}
+            "acted": f.acted, "resolved_run": runs.get(f.resolved_run) if f.resolved_run else None,
+            "kind": f.kind.value, "baseline": f.baseline,
+            "could_start": [runs.get(r) for r in f.starts], "now_change": f.now_change,
+            "now_run": runs.get(f.now_run) if f.now_run else None,
+            "min_change": f.min_change, "better": None if f.better is None else f.better.value, "family": f.family,
+            "alpha": f.alpha, "confirmation": f.confirmation}
 
 
 def change_json(g: ChangeGroup) -> dict:
@@ -225,7 +268,8 @@ def _run_json(r) -> dict:
             "parameters": rec.parameters, "quick": rec.quick, "started": rec.started, "ended": rec.ended,
             "status": rec.status, "error": rec.error, "host": rec.host, "cpu_model": rec.cpu_model,
             "harness": rec.harness, "commit": rec.commit, "dirty": rec.dirty, "target": rec.target,
-            "servers": rec.servers, "labels": rec.labels, "added": r.added}
+            "servers": rec.servers, "labels": rec.labels, "machine": rec.machine, "settings": rec.settings,
+            "kind": rec.kind.value, "added": r.added}
 
 
 def _series_json(s: Series) -> dict:
@@ -243,7 +287,8 @@ def _point_json(p: Point, values) -> dict:
     low, high = (p.given_low, p.given_high) if half is None else (p.mean - half, p.mean + half)
     return {"run": record.run_id, "version": p.server, "status": p.status, "run_status": record.status,
             "included": p.status == RunStatus.OK and record.status == RunStatus.OK, "mean": p.mean, "low": low, "high": high,
-            "n": p.n, "values": values, "scenario_changed": p.scenario_changed}
+            "n": p.n, "values": values, "scenario_changed": p.scenario_changed,
+            **({"count": p.count, "exposure": p.exposure} if p.exposure else {})}
 
 
 CSV_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "server", "metric", "run", "version", "started",
@@ -272,7 +317,7 @@ def as_csv(a: Analysis) -> str:
     return buf.getvalue()
 
 
-def json_text(a: Analysis, findings: list[Finding] = ()) -> str:
+def json_text(a: Analysis, findings: list[Finding] = (), expectations: list[Expectation] = ()) -> str:
     """Compact (one line): a store of a thousand runs is hundreds of thousands of points, and the indented
     form takes the pure-Python encoder, several times slower; pipe it to `jq .` to read it."""
-    return json.dumps(as_json(a, findings), default=str, separators=(",", ":")) + "\n"
+    return json.dumps(as_json(a, findings, expectations), default=str, separators=(",", ":")) + "\n"

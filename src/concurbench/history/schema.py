@@ -10,17 +10,26 @@
                           what moved and how sure, and its state (new, acknowledged, resolved) with who
                           acted, why and when
     history_expectations  changes announced before they are found: a commit or a server release whose
-                          findings are acknowledged when they are made, with the reason given
+                          findings are acknowledged when they start at its first runs, with the reason
+                          given, and when its window lapsed
+    history_log           what people did to the store besides adding runs: relabelled runs, merged stores
+                          (when, what, and the detail as JSON), so a merge can replay it
 
 A store written by an older concurbench is brought up to SCHEMA_VERSION by MIGRATIONS, one step per
 version, inside the transaction that first opens it; a newer store is refused. Version 1 keyed a
 series without its client count (two client counts of one variant collided); version 2 keys it with
-it and adds the findings and expectations.
+it and adds the findings and expectations. Version 3 keeps with each point the count and the
+transactions it is out of (a rare event's rate is judged as a count with its exposure), with each run
+the machine it ran on and how busy it was, the server settings in effect and its kind (a run of the
+series, or a confirming run that never joins a series' level); with each finding its kind (a change
+on a line, or an upgrade judged against the previous major), the runs its change could start at, its
+present size, the thresholds it was found with and its confirmation; expectations say when their
+window lapsed; and a log of relabelled runs and merged stores.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # where a series was measured: the columns a series and a finding share (the series then has its server,
 # the finding the line its series runs on)
@@ -57,7 +66,7 @@ CREATE TABLE history_runs (
     servers TEXT NOT NULL,
     format_version INTEGER NOT NULL,
     labels TEXT NOT NULL,
-    added TEXT NOT NULL
+    added TEXT NOT NULL{runs_v3}
 );
 CREATE TABLE history_series (
     id {serial},
@@ -75,7 +84,7 @@ CREATE TABLE history_points (
     low {real},
     high {real},
     n INTEGER NOT NULL,
-    vals TEXT NOT NULL,
+    vals TEXT NOT NULL{points_v3},
     PRIMARY KEY (series, run)
 );
 CREATE INDEX history_series_scenario ON history_series (scenario, metric);
@@ -101,7 +110,7 @@ CREATE TABLE history_findings (
     found TEXT NOT NULL,
     reason TEXT,
     acted TEXT,
-    resolved_run INTEGER REFERENCES history_runs (id)
+    resolved_run INTEGER REFERENCES history_runs (id){findings_v3}
 );
 CREATE INDEX history_findings_series ON history_findings (scenario, metric, state);
 CREATE TABLE history_expectations (
@@ -109,11 +118,39 @@ CREATE TABLE history_expectations (
     commit_id TEXT NOT NULL,
     release TEXT NOT NULL,
     reason TEXT NOT NULL,
-    added TEXT NOT NULL
+    added TEXT NOT NULL{expectations_v3}
 );
 """
 
-_TABLES = _CORE + _FINDINGS
+# version 3: columns added to the tables above (ALTER TABLE ... ADD COLUMN for a store of version 2), and the log
+_V3_COLUMNS = {
+    "history_runs": ["machine TEXT NOT NULL DEFAULT '{{}}'", "settings TEXT NOT NULL DEFAULT '{{}}'",
+                     "kind TEXT NOT NULL DEFAULT 'run'"],
+    "history_points": ["count {real}", "exposure {real}"],
+    "history_findings": ["kind TEXT NOT NULL DEFAULT 'change'", "first_low INTEGER REFERENCES history_runs (id)",
+                         "first_high INTEGER REFERENCES history_runs (id)", "now_change {real}",
+                         "now_run INTEGER REFERENCES history_runs (id)", "min_change {real}", "better TEXT",
+                         "family TEXT NOT NULL DEFAULT ''", "alpha {real}", "baseline TEXT", "confirmation TEXT"],
+    "history_expectations": ["lapsed TEXT"],
+}
+_LOG = """
+CREATE TABLE history_log (
+    id {serial},
+    at TEXT NOT NULL,
+    action TEXT NOT NULL,
+    detail TEXT NOT NULL
+);
+"""
+
+
+def _inline(table: str) -> str:
+    """The version-3 columns of a table as they stand in its CREATE TABLE (after the columns before them)."""
+    return "".join(f",\n    {c}" for c in _V3_COLUMNS[table])
+
+_TABLES = _CORE + _FINDINGS + _LOG
+_INLINE = {"runs_v3": _inline("history_runs"), "points_v3": _inline("history_points"),
+           "findings_v3": _inline("history_findings"), "expectations_v3": _inline("history_expectations")}
+_NONE = {name: "" for name in _INLINE}  # the tables as versions 1 and 2 made them
 
 
 def _split(text: str) -> list[str]:
@@ -146,17 +183,28 @@ _SERIES_KEY_POSTGRESQL = [
     "ALTER TABLE history_series ADD UNIQUE (scenario, variant, pool, clients, point, server, metric)",
 ]
 
+# 2 -> 3: the new columns (each with a default or nullable, so the rows of version 2 read as before) and the log.
+_ADD_V3 = [f"ALTER TABLE {table} ADD COLUMN {column}" for table, columns in _V3_COLUMNS.items() for column in columns] \
+    + _split(_LOG)
+
 # MIGRATIONS[v][dialect] takes a store from version v to v + 1 (statements in the dialect's form, as _TABLES).
 MIGRATIONS: dict[int, dict[str, list[str]]] = {
     1: {"sqlite": _SERIES_KEY_SQLITE + _split(_FINDINGS), "postgresql": _SERIES_KEY_POSTGRESQL + _split(_FINDINGS)},
+    2: {"sqlite": _ADD_V3, "postgresql": _ADD_V3},
 }
 
 
 def create_statements(dialect: str) -> list[str]:
     """The statements that create the current schema in an empty database."""
-    return [s.format(**DIALECTS[dialect]) for s in _split(_TABLES)]
+    return [_format(s, dialect, _INLINE) for s in _split(_TABLES)]
 
 
 def migration_statements(dialect: str, version: int) -> list[str]:
     """The statements of the step from `version` to `version + 1`."""
-    return [s.format(**DIALECTS[dialect]) for s in MIGRATIONS[version][dialect]]
+    return [_format(s, dialect, _NONE) for s in MIGRATIONS[version][dialect]]
+
+
+def _format(statement: str, dialect: str, inline: dict[str, str]) -> str:
+    """A statement in the dialect's form, with the version-3 columns `inline` names put in its tables."""
+    words = DIALECTS[dialect]
+    return statement.format(**words, **{name: text.format(**words) for name, text in inline.items()})

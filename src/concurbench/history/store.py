@@ -6,17 +6,28 @@
 Every add is one transaction: the run, any series it is the first to measure, and its points go in
 together or not at all, and a run already in the store (same id, same digest) changes nothing. Two
 writers at once are safe on both: SQLite takes the write lock at the start of the transaction
-(BEGIN IMMEDIATE) and waits for it up to a minute; PostgreSQL serialises the schema's creation with
-an advisory lock and settles two adds of the same run or series with ON CONFLICT. A store URL's
+(BEGIN IMMEDIATE) and waits for it up to a minute; PostgreSQL serialises the writers with an
+advisory lock held to the end of the transaction. A gate's check reads and writes in one such
+transaction (`atomically`), so two checks at once never both make the same finding. A store URL's
 password is used to connect and never shown: messages name the store without it.
+
+A store is made on purpose: a missing file is created by the first add, but an empty file (what a
+failed copy leaves) is a store only through `history init` or `--create`, and an SQLite file of another
+program, or one whose history tables lack their schema version, is refused and left as it is.
+
+Two copies of a store (the nightly job's and a person's) come together through merge.py, which reads
+one store in one consistent view (`reading`) and writes the other in one transaction, with the run
+each row id stands for; a relabel's log entry names the runs by run id, so a merge can replay it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass, fields, replace
 from datetime import datetime, timezone
+from enum import StrEnum
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,8 +37,9 @@ from psycopg.conninfo import conninfo_to_dict
 from ..util import first_line
 from ..errors import ConfigError
 from .level import Level
-from .findings import Expectation, Finding, FindingState
-from .records import PointRecord, RunRecord, SeriesKey
+from ..figures import Better
+from .findings import Expectation, Finding, FindingKind, FindingState
+from .records import PointRecord, RunKind, RunRecord, SeriesKey
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
 
 DEFAULT_STORE = "history.db"
@@ -36,11 +48,14 @@ WAIT_S = 60  # how long an SQLite writer waits for another's transaction to end
 SCAN_SHARE = 0.3  # reading at least this share of the series, one scan of the points beats looking each up
 _RUN_COLUMNS = ("run_id", "digest", "scenario", "scenario_sha256", "parameters", "quick", "started", "ended",
                 "status", "error", "host", "cpu_model", "harness", "commit_id", "dirty", "target", "servers",
-                "format_version", "labels", "added")
+                "format_version", "labels", "machine", "settings", "kind", "added")
+_JSON_COLUMNS = ("parameters", "labels", "servers", "machine", "settings")
 _FINDING_COLUMNS = ("scenario", "variant", "pool", "clients", "point", "line", "metric", "first_run", "before_run",
                     "change", "p", "before_mean", "before_low", "before_high", "before_n", "after_mean", "state", "found",
-                    "reason",
-                    "acted", "resolved_run")
+                    "reason", "acted", "resolved_run", "kind", "first_low", "first_high", "now_change", "now_run",
+                    "min_change", "better", "family", "alpha", "baseline", "confirmation")
+_ACTED_COLUMNS = ("state", "reason", "acted", "resolved_run", "now_change", "now_run", "confirmation")
+_POINT_COLUMNS = ("status", "mean", "se", "df", "low", "high", "n", "vals", "count", "exposure")
 
 
 @dataclass(frozen=True)
@@ -64,6 +79,18 @@ class StoredPoint(NamedTuple):
     high: float | None
     n: int
     vals: str | None  # each repeat's value as JSON (None when not read)
+    count: float | None  # a rare event's count and the transactions it is out of (None: not a count)
+    exposure: float | None
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """Something done to the store besides adding runs (a relabel, a merge): when, what, and its detail."""
+
+    id: int
+    at: str
+    action: str
+    detail: dict
 
 
 def is_url(location: str) -> bool:
@@ -84,18 +111,35 @@ def shown(location: str | Path) -> str:
     return f"postgresql://{user + '@' if user else ''}{host}:{port}/{db}"
 
 
-def open_store(location: str | Path | None = None, *, create: bool = False) -> "HistoryStore":
+def open_store(location: str | Path | None = None, *, create: bool = False, init: bool = False) -> "HistoryStore":
     """The store at a path or PostgreSQL URL (default history.db here). Without `create`, a missing store
-    is a ConfigError; with it, the first add creates the tables. A store of a newer schema is refused; an
-    older one is migrated."""
+    is a ConfigError; with it, the first add creates the tables; `init` (made on purpose) also takes an
+    empty file. A store of a newer schema is refused; an older one is migrated."""
     location = str(location or DEFAULT_STORE)
-    store = _PostgresStore(location) if is_url(location) else _SqliteStore(location, create)
+    create = create or init
+    store = _PostgresStore(location) if is_url(location) else _SqliteStore(location, create, init)
     try:
         store.ready(create)
     except BaseException:
         store.close()
         raise
     return store
+
+
+def init_store(location: str | Path) -> tuple[bool, int, int | None]:
+    """`history init`: make an empty store on purpose (a missing or empty file, a database without the history
+    tables). Returns (made, runs, migrated from): on a store already there, nothing is made and its runs are
+    counted (an older schema is migrated, as any command does, and its version returned); another program's
+    file is a ConfigError, left as it is."""
+    with open_store(location, init=True) as store:
+        return store.created, store.count_runs(), store.migrated_from
+
+
+class LogAction(StrEnum):
+    """What a log entry of the store records."""
+
+    RELABEL = "relabel"  # runs given other labels (its detail's `labels`: run id -> the labels given)
+    MERGE = "merge"  # another copy of the store merged into this one (merge.py)
 
 
 class HistoryStore:
@@ -105,12 +149,18 @@ class HistoryStore:
         self.location = location
         self.name = shown(location)
         self.conn = None
+        self._inside = False  # within a transaction: reads do not end it
+        self.created = False  # the tables were made when the store was opened
+        self.migrated_from: int | None = None  # the older schema version it was brought from when opened
 
     # -- the dialect's part
     def _begin(self) -> None:
         raise NotImplementedError
 
     def _has_tables(self) -> bool:
+        raise NotImplementedError
+
+    def _begin_read(self) -> None:
         raise NotImplementedError
 
     def _sql(self, text: str) -> str:
@@ -137,18 +187,46 @@ class HistoryStore:
         return cur
 
     def _transaction(self, work, doing: str):
-        """Run work() in one transaction: committed when it returns, rolled back when anything is raised."""
+        """Run work() in one transaction: committed when it returns, rolled back when anything is raised.
+        Within one already (`atomically`), work() joins it."""
+        if self._inside:
+            return work()
         try:
             self._begin()
+            self._inside = True
             try:
                 out = work()
             except BaseException:
                 self.conn.rollback()
                 raise
+            finally:
+                self._inside = False
             self.conn.commit()
             return out
         except ConfigError:
             raise
+        except (sqlite3.Error, psycopg.Error) as exc:
+            raise self._problem(exc, doing) from None
+
+    def atomically(self, work, doing: str = "checking the history"):
+        """work() with every read and write in one transaction that holds the store's write lock from its
+        start (SQLite's BEGIN IMMEDIATE, PostgreSQL's advisory lock): a second writer waits, then sees all
+        of it. The gate's analysis and the findings it writes are one such transaction."""
+        return self._transaction(work, doing)
+
+    def reading(self, work, doing: str = "reading the store"):
+        """work() with its reads in one transaction that writes nothing: one consistent view of a store others
+        may be writing (a merge reads its source so)."""
+        if self._inside:
+            return work()
+        try:
+            self._begin_read()
+            self._inside = True
+            try:
+                return work()
+            finally:
+                self._inside = False
+                self.conn.rollback()
         except (sqlite3.Error, psycopg.Error) as exc:
             raise self._problem(exc, doing) from None
 
@@ -164,9 +242,14 @@ class HistoryStore:
             for statement in create_statements(self.dialect):
                 self._execute(statement)
             self._execute("INSERT INTO history_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self.created = True
             return
         row = self._execute("SELECT value FROM history_meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row else 0
+        if row is None or not str(row[0]).isdigit():
+            raise ConfigError(f"history store {self.name} is damaged: it has the history's tables but no schema version "
+                              f"in history_meta, so nothing can say how to read it; nothing was written (restore the "
+                              f"store from a copy, such as the branch or artifact the nightly job keeps)")
+        version = int(row[0])
         if version > SCHEMA_VERSION:
             raise ConfigError(f"history store {self.name} has schema version {version}, newer than this concurbench "
                               f"reads (up to {SCHEMA_VERSION}): upgrade concurbench (pip install -U concurbench)")
@@ -176,6 +259,7 @@ class HistoryStore:
         if version < SCHEMA_VERSION:
             self._execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
             self._migrated()
+            self.migrated_from = version
 
     def _migrated(self) -> None:
         """A check of the migrated tables before the migration commits (the dialect's)."""
@@ -185,14 +269,15 @@ class HistoryStore:
         self.conn.rollback()
         return int(row[0])
 
-    def add(self, record: RunRecord, points: list[PointRecord]) -> bool:
-        """Add one run with its points in one transaction: True when added, False when it was there already."""
-        return self._transaction(lambda: self._add(record, points), f"adding run {record.run_id}")
+    def add(self, record: RunRecord, points: list[PointRecord], added: str | None = None) -> bool:
+        """Add one run with its points in one transaction: True when added, False when it was there already.
+        `added`: when it first went into a store (a merge keeps the other copy's; now by default)."""
+        return self._transaction(lambda: self._add(record, points, added), f"adding run {record.run_id}")
 
-    def _add(self, record: RunRecord, points: list[PointRecord]) -> bool:
+    def _add(self, record: RunRecord, points: list[PointRecord], added: str | None = None) -> bool:
         if self._known(record):
             return False
-        values = [_column(record, c) for c in _RUN_COLUMNS[:-1]] + [datetime.now(timezone.utc).isoformat()]
+        values = [_column(record, c) for c in _RUN_COLUMNS[:-1]] + [added or datetime.now(timezone.utc).isoformat()]
         marks = ", ".join("?" * len(_RUN_COLUMNS))
         row = self._execute(f"INSERT INTO history_runs ({', '.join(_RUN_COLUMNS)}) VALUES ({marks}) "
                             f"ON CONFLICT (run_id) DO NOTHING RETURNING id", values).fetchone()
@@ -208,10 +293,10 @@ class HistoryStore:
         for sid, *key in self._execute("SELECT id, scenario, variant, pool, clients, point, server, metric "
                                        "FROM history_series WHERE scenario = ?", (record.scenario,)).fetchall():
             ids[SeriesKey(*key)] = int(sid)
-        self._executemany("INSERT INTO history_points (run, series, status, mean, se, df, low, high, n, vals) "
-                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._executemany(f"INSERT INTO history_points (run, series, {', '.join(_POINT_COLUMNS)}) "
+                          f"VALUES ({', '.join('?' * (len(_POINT_COLUMNS) + 2))})",
                           [(run, ids[p.key], p.status, p.mean, p.se, p.df, p.low, p.high, p.n,
-                            json.dumps(list(p.values))) for p in points])
+                            json.dumps(list(p.values)), p.count, p.exposure) for p in points])
         return True
 
     def _known(self, record: RunRecord) -> bool:
@@ -234,6 +319,25 @@ class HistoryStore:
                           params, "reading runs")
         return [StoredRun(int(r[0]), _record(r[1:]), r[-1]) for r in rows]
 
+    def count_runs(self) -> int:
+        return int(self._read("SELECT count(*) FROM history_runs", (), "counting runs")[0][0])
+
+    def run_points(self, runs: dict[int, str]) -> dict[str, list[PointRecord]]:
+        """The points of these runs (row id -> run id) as records, by run id."""
+        out: dict[str, list[PointRecord]] = {run_id: [] for run_id in runs.values()}
+        ids = sorted(runs)
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            columns = ", ".join("p." + c for c in _POINT_COLUMNS)
+            rows = self._read(f"SELECT p.run, s.scenario, s.variant, s.pool, s.clients, s.point, s.server, s.metric, "
+                              f"{columns} FROM history_points p JOIN history_series s ON s.id = p.series "
+                              f"WHERE p.run IN ({', '.join('?' * len(chunk))})", chunk, "reading points")
+            for run, *key, status, mean, se, df, low, high, n, vals, count, exposure in rows:
+                out[runs[int(run)]].append(PointRecord(
+                    runs[int(run)], SeriesKey(key[0], key[1], key[2], int(key[3]), int(key[4]), key[5], key[6]),
+                    status, mean, se, df, low, high, int(n), tuple(json.loads(vals)), count, exposure))
+        return out
+
     def series(self, scenario: str | None = None) -> dict[int, SeriesKey]:
         where, params = ("WHERE scenario = ?", (scenario,)) if scenario else ("", ())
         rows = self._read(f"SELECT id, scenario, variant, pool, clients, point, server, metric FROM history_series "
@@ -243,7 +347,8 @@ class HistoryStore:
     def points(self, series: list[int], *, values: bool = True,
                scenario: str | None = None) -> dict[int, list[StoredPoint]]:
         """The points of these series (of `scenario`, when given), by series id (`vals` None without `values`)."""
-        columns = f"p.series, p.run, p.status, p.mean, p.se, p.df, p.low, p.high, p.n, {'p.vals' if values else 'NULL'}"
+        columns = (f"p.series, p.run, p.status, p.mean, p.se, p.df, p.low, p.high, p.n, "
+                   f"{'p.vals' if values else 'NULL'}, p.count, p.exposure")
         out: dict[int, list[StoredPoint]] = {s: [] for s in series}
         if len(series) >= SCAN_SHARE * max(1, self._count_series(scenario)):  # most of them: one scan is faster
             where, params = ("JOIN history_series s ON s.id = p.series WHERE s.scenario = ?", (scenario,)) \
@@ -287,14 +392,59 @@ class HistoryStore:
                                 f"RETURNING id", _finding_row(f)).fetchone()
             out.append(_with_id(f, int(row[0])))
         for f in changed:
-            self._execute("UPDATE history_findings SET state = ?, reason = ?, acted = ?, resolved_run = ? WHERE id = ?",
-                          (f.state.value, f.reason, f.acted, f.resolved_run, f.id))
+            self._execute(f"UPDATE history_findings SET {', '.join(c + ' = ?' for c in _ACTED_COLUMNS)} WHERE id = ?",
+                          (*[_finding_value(f, c) for c in _ACTED_COLUMNS], f.id))
         return out
 
     def expectations(self) -> list[Expectation]:
-        rows = self._read("SELECT id, commit_id, release, reason, added FROM history_expectations ORDER BY id", (),
-                          "reading expectations")
-        return [Expectation(int(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+        rows = self._read("SELECT id, commit_id, release, reason, added, lapsed FROM history_expectations ORDER BY id",
+                          (), "reading expectations")
+        return [Expectation(int(r[0]), r[1], r[2], r[3], r[4], r[5]) for r in rows]
+
+    def keep_expectations(self, new: list[Expectation], changed: list[Expectation]) -> None:
+        """In one transaction: add these expectations as they are (when added, and lapsed), and write the reason
+        and lapse of the changed ones."""
+        def work():
+            self._executemany("INSERT INTO history_expectations (commit_id, release, reason, added, lapsed) "
+                              "VALUES (?, ?, ?, ?, ?)",
+                              [(e.commit, e.release, e.reason, e.added, e.lapsed) for e in new])
+            self._executemany("UPDATE history_expectations SET reason = ?, lapsed = ? WHERE id = ?",
+                              [(e.reason, e.lapsed, e.id) for e in changed])
+        self._transaction(work, "writing expectations")
+
+    def lapse(self, expectations: list[Expectation]) -> None:
+        """Keep when each of these expectations' windows lapsed."""
+        self._transaction(lambda: self._executemany("UPDATE history_expectations SET lapsed = ? WHERE id = ?",
+                                                    [(e.lapsed, e.id) for e in expectations]), "writing expectations")
+
+    # -- labels and the log
+    def relabel(self, runs: list[int], labels: dict[int, dict[str, str]], entry: tuple[str, dict]) -> None:
+        """Give these runs (row ids) these labels, and log it, in one transaction. The entry's detail gains
+        `labels`, each run's new labels by run id: what a merge replays on another copy of the store."""
+        def work():
+            self.set_labels({r: labels[r] for r in runs})
+            ids = {int(r[0]): r[1] for r in self._read("SELECT id, run_id FROM history_runs", (), "reading runs")}
+            action, detail = entry
+            self._log(action, {**detail, "labels": {ids[r]: labels[r] for r in runs}})
+        self._transaction(work, "relabelling runs")
+
+    def set_labels(self, labels: dict[int, dict[str, str]]) -> None:
+        """Give runs (row ids) these labels, logging nothing (a merge replays a logged relabel so)."""
+        self._transaction(lambda: self._executemany("UPDATE history_runs SET labels = ? WHERE id = ?", [
+            (json.dumps(value, sort_keys=True), run) for run, value in labels.items()]), "relabelling runs")
+
+    def log(self, action: str, detail: dict, at: str | None = None) -> None:
+        """Keep a log entry (`at`: when it was done, now by default; a merge keeps the other copy's)."""
+        self._transaction(lambda: self._log(action, detail, at), "writing the log")
+
+    def _log(self, action: str, detail: dict, at: str | None = None) -> None:
+        self._execute("INSERT INTO history_log (at, action, detail) VALUES (?, ?, ?)",
+                      (at or datetime.now(timezone.utc).isoformat(timespec="seconds"), action,
+                       json.dumps(detail, sort_keys=True)))
+
+    def logs(self) -> list[LogEntry]:
+        rows = self._read("SELECT id, at, action, detail FROM history_log ORDER BY id", (), "reading the log")
+        return [LogEntry(int(r[0]), r[1], r[2], json.loads(r[3])) for r in rows]
 
     def expect(self, expectation: Expectation, acknowledged: list[Finding]) -> None:
         """Keep an announced change, and acknowledge the findings it covers, in one transaction."""
@@ -311,7 +461,8 @@ class HistoryStore:
     def _read(self, sql: str, params, doing: str) -> list[tuple]:
         try:
             rows = self._execute(sql, params).fetchall()
-            self.conn.rollback()  # end the read transaction (PostgreSQL opens one)
+            if not self._inside:
+                self.conn.rollback()  # end the read transaction (PostgreSQL opens one)
             return rows
         except (sqlite3.Error, psycopg.Error) as exc:
             raise self._problem(exc, doing) from None
@@ -320,7 +471,7 @@ class HistoryStore:
 class _SqliteStore(HistoryStore):
     dialect = "sqlite"
 
-    def __init__(self, location: str, create: bool):
+    def __init__(self, location: str, create: bool, init: bool = False):
         super().__init__(location)
         path = Path(location)
         if path.is_dir():
@@ -329,6 +480,13 @@ class _SqliteStore(HistoryStore):
         if not path.exists() and not create:
             raise ConfigError(f"history store {location} does not exist: add runs first with `concurbench history "
                               f"add RUN_DIR... --store {location}`")
+        if not path.exists() and create:
+            self.created = _made_whole(path)
+        if path.is_file() and path.stat().st_size == 0 and not init:
+            raise ConfigError(f"history store {location} is an empty file, not a history store (a failed copy or "
+                              f"fetch leaves one); nothing was written. Fetch the store again, or, to start a new "
+                              f"history in it on purpose, run `concurbench history init {location}` (or pass --create "
+                              f"to `history add`)")
         try:
             self.conn = sqlite3.connect(path, timeout=WAIT_S, isolation_level=None)
             self.conn.execute("PRAGMA foreign_keys = ON")
@@ -337,6 +495,9 @@ class _SqliteStore(HistoryStore):
 
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
+
+    def _begin_read(self) -> None:
+        self.conn.execute("BEGIN")
 
     def ready(self, create: bool) -> None:
         """As the store's, with foreign keys off meanwhile: a migration makes a referenced table again (SQLite
@@ -354,8 +515,16 @@ class _SqliteStore(HistoryStore):
                               f"between its tables; it was left as it was")
 
     def _has_tables(self) -> bool:
-        return self._execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'history_meta'").fetchone() \
-            is not None
+        tables = [r[0] for r in self._execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                              "'sqlite_%' ORDER BY name").fetchall()]
+        if "history_meta" in tables:
+            return True
+        if tables:
+            shown_ = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+            raise ConfigError(f"history store {self.name} is an SQLite database of another program (its tables: "
+                              f"{shown_}), not a history store; nothing was written: give the history store's path, "
+                              f"or a new file name to start one")
+        return False
 
     def _problem(self, exc: Exception, doing: str) -> ConfigError:
         if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
@@ -391,6 +560,9 @@ class _PostgresStore(HistoryStore):
     def _begin(self) -> None:
         self._execute("SELECT pg_advisory_xact_lock(?)", (LOCK_KEY,))
 
+    def _begin_read(self) -> None:
+        self._execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
     def _has_tables(self) -> bool:
         return self._execute("SELECT to_regclass('history_meta')").fetchone()[0] is not None
 
@@ -403,21 +575,66 @@ class _PostgresStore(HistoryStore):
         return ConfigError(f"history store {self.name}: {doing} failed: {_without(first_line(exc), self.location)}")
 
 
-def _finding_row(f: Finding) -> tuple:
+def _made_whole(path: Path) -> bool:
+    """A new SQLite store made beside `path` with its tables, then linked into place in one step: no other
+    writer ever sees it empty (an empty file is what a failed fetch leaves, and is refused). When another
+    writer made the store first, theirs is kept (False)."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.new")
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in create_statements("sqlite"):
+                conn.execute(statement)
+            conn.execute("INSERT INTO history_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        try:
+            os.link(temp, path)
+            return True
+        except FileExistsError:
+            return False
+    except (sqlite3.Error, OSError) as exc:
+        raise ConfigError(f"history store {path} cannot be created: {first_line(exc)}") from None
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def _finding_value(f: Finding, column: str):
+    """A finding's value for one column of history_findings."""
     k = f.key
-    return (k.scenario, k.variant, k.pool, k.clients, k.point, k.server, k.metric, f.first_run, f.before_run, f.change,
-            f.p, f.before.mean, f.before.low, f.before.high, f.before.n, f.after_mean, f.state.value, f.found, f.reason,
-            f.acted, f.resolved_run)
+    where = {"scenario": k.scenario, "variant": k.variant, "pool": k.pool, "clients": k.clients, "point": k.point,
+             "line": k.server, "metric": k.metric, "before_mean": f.before.mean, "before_low": f.before.low,
+             "before_high": f.before.high, "before_n": f.before.n}
+    if column in where:
+        return where[column]
+    value = getattr(f, column)
+    if column == "confirmation":
+        return None if value is None else json.dumps(value, sort_keys=True)
+    if column in ("state", "kind", "better"):
+        return None if value is None else value.value
+    return value
+
+
+def _finding_row(f: Finding) -> tuple:
+    return tuple(_finding_value(f, c) for c in _FINDING_COLUMNS)
 
 
 def _finding(row: tuple) -> Finding:
     d = dict(zip(_FINDING_COLUMNS, row[1:]))
     key = SeriesKey(d["scenario"], d["variant"], d["pool"], int(d["clients"]), int(d["point"]), d["line"], d["metric"])
+
+    def run(column: str) -> int | None:
+        return None if d[column] is None else int(d[column])
+
     return Finding(int(row[0]), key, int(d["first_run"]), int(d["before_run"]), d["change"], float(d["p"]),
                    Level(float(d["before_mean"]), d["before_low"], d["before_high"], int(d["before_n"])),
-                   float(d["after_mean"]),
-                   FindingState(d["state"]), d["found"], d["reason"], d["acted"],
-                   None if d["resolved_run"] is None else int(d["resolved_run"]))
+                   float(d["after_mean"]), FindingState(d["state"]), d["found"], d["reason"], d["acted"],
+                   run("resolved_run"), FindingKind(d["kind"] or FindingKind.CHANGE), run("first_low"),
+                   run("first_high"), d["now_change"], run("now_run"), d["min_change"],
+                   None if d["better"] is None else Better(d["better"]), d["family"] or "", d["alpha"], d["baseline"],
+                   None if d["confirmation"] is None else json.loads(d["confirmation"]))
 
 
 def _with_id(f: Finding, number: int) -> Finding:
@@ -426,8 +643,10 @@ def _with_id(f: Finding, number: int) -> Finding:
 
 def _column(record: RunRecord, column: str):
     value = getattr(record, "commit" if column == "commit_id" else column)
-    if column in ("parameters", "labels", "servers"):
+    if column in _JSON_COLUMNS:
         return json.dumps(value, sort_keys=True)
+    if column == "kind":
+        return value.value
     if column in ("quick", "dirty"):
         return None if value is None else int(bool(value))
     return value
@@ -438,8 +657,10 @@ def _record(row: tuple) -> RunRecord:
     values = {}
     for f in fields(RunRecord):
         value = data["commit_id" if f.name == "commit" else f.name]
-        if f.name in ("parameters", "labels", "servers"):
+        if f.name in _JSON_COLUMNS:
             value = json.loads(value)
+        elif f.name == "kind":
+            value = RunKind(value)
         elif f.name in ("quick",):
             value = bool(value)
         elif f.name == "dirty":

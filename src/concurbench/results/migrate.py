@@ -17,7 +17,9 @@ The format version is written in both manifest.json and summary.json. Versions s
    results/model.py's Cause). A claim written without them gets its id from the order its text first
    appears in, its form from its text, and its cause from its verdict and the words its reason starts
    with. This module is the one place that reads a reason's words: the wording of runs already written,
-   which no longer changes.
+   which no longer changes. Added later, optional, with nothing to migrate: a server's
+   `settings_in_effect` (its settings that were not its defaults); a run written before it reads as
+   None, "not recorded", never as "all defaults".
 
 The rule: every version ever written keeps a step to the next one here, so that `load_run` reads
 any of them; a version newer than FORMAT_VERSION is refused, naming both versions.

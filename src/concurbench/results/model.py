@@ -511,7 +511,8 @@ class ScenarioInfo:
                    source=Source(**{f.name: source.get(f.name) or "" for f in fields(Source)}))
 
 
-SERVER_KEYS = ("version", "version_num", "version_short", "settings", "target", "connection", "differences")
+SERVER_KEYS = ("version", "version_num", "version_short", "settings", "target", "connection", "differences",
+               "settings_in_effect")
 
 
 @dataclass(frozen=True)
@@ -519,7 +520,9 @@ class ServerInfo:
     """A server the scenario ran on, as its engine described it; `extra` holds engine-specific facts
     (SQL Server's edition and product version). `differences` are the scenario's settings a server
     concurbench does not own ran without (`--server-settings as-is`): {setting, wanted, found, why},
-    `found` None where the role may not read it."""
+    `found` None where the role may not read it. `settings_in_effect` are the server's settings that were not
+    its defaults when the run started (name -> value; engines/pg_settings.py says which), None where the
+    engine cannot tell (SQL Server) or for a run written before they were recorded."""
 
     version: str = ""
     version_num: int | None = None
@@ -529,12 +532,15 @@ class ServerInfo:
     connection: str | None = None  # without any password
     extra: dict = field(default_factory=dict)
     differences: list[dict] = field(default_factory=list)
+    settings_in_effect: dict | None = None
 
     def as_dict(self) -> dict:
         head = {"version": self.version, "version_num": self.version_num, "version_short": self.version_short}
         out = {**head, **self.extra, "settings": self.settings, "target": self.target, "connection": self.connection}
         if self.differences:
             out["differences"] = [dict(d) for d in self.differences]
+        if self.settings_in_effect is not None:
+            out["settings_in_effect"] = dict(self.settings_in_effect)
         return out
 
     @classmethod
@@ -544,7 +550,11 @@ class ServerInfo:
         differences = known.pop("differences", None) or []
         if not isinstance(differences, list) or not all(isinstance(d, dict) and "setting" in d for d in differences):
             raise FormatProblem(f"{where}.differences", "expected a list of {setting, wanted, found, why}")
-        return cls(**known, differences=[dict(d) for d in differences],
+        in_effect = known.pop("settings_in_effect", None)
+        if in_effect is not None and not (isinstance(in_effect, dict)
+                                          and all(isinstance(v, str) for v in in_effect.values())):
+            raise FormatProblem(f"{where}.settings_in_effect", "expected a mapping of setting names to values")
+        return cls(**known, differences=[dict(d) for d in differences], settings_in_effect=in_effect,
                    extra={k: v for k, v in data.items() if k not in SERVER_KEYS})
 
     def differences_text(self, why: bool = True) -> str:

@@ -90,6 +90,7 @@ class ServerSession:
         self.configure(self.current, dict(whole.database))
         self.provisioner.apply_settings()  # a dsn server's, planned by start(); nothing for a server of its own
         facts = eng.server_info(self.conn, [k for k, _ in whole.settings])
+        facts["settings_in_effect"] = eng.settings_in_effect(self.conn)  # what the server runs with, read-only
         if not policy.owned:  # what the scenario wanted that this server has not
             facts["differences"] = eng.setting_differences(self.conn, dict(whole.settings), dict(whole.database),
                                                            allowed=policy.allow_server_changes)
