@@ -18,7 +18,7 @@ from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
 from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
-from .history import add_to_history, history_options, parse_labels
+from .history import add_to_history, history_options, parse_labels, parse_pairs
 from .options import parse_params, target_options
 from .probe import default_json, probe_all
 from .progress import Progress

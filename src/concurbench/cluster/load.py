@@ -89,7 +89,9 @@ class ClusterLoad:
             planned = None if self.fixed else measure_from + int(self.duration * 1e9)
             for listener in self.listeners:
                 listener.window_set(measure_from, planned)
-            end = self._watch(up, futures, measure_from, planned)
+            measuring = {name for name, share in shares.items() if any(share.get(p.name) for p in self.pools
+                                                                        if p.measure)}
+            end = self._watch(up, futures, measure_from, planned, measuring, stop)
         except KeyboardInterrupt:
             interrupted = True
             end = time.perf_counter_ns()
@@ -165,8 +167,9 @@ class ClusterLoad:
                 out[name] = f"failed: {_first_line(error)}"
         return out
 
-    def _watch(self, up, futures: dict, measure_from: int, planned: int | None) -> int:
-        """Progress until the window ends (or every host is done with a set number of transactions); the end."""
+    def _watch(self, up, futures: dict, measure_from: int, planned: int | None, measuring: set[str], stop) -> int:
+        """Progress until the window ends (or every host with measured sessions is done with its set number of
+        transactions: then the others, which run only background pools, are stopped); the end."""
         last_count, last_t = 0, time.perf_counter_ns()
         while True:
             time.sleep(self.tick)
@@ -182,10 +185,11 @@ class ClusterLoad:
             else:
                 self.progress(LoadProgress(WARMUP, (now - measure_from) / 1e9, 0, 0.0))
             last_count, last_t = count, now
-            running = [f for name, f in futures.items() if name not in self.lost and not f.done()]
+            running = {name for name, f in futures.items() if name not in self.lost and not f.done()}
             if planned is not None and now >= planned:
                 return planned
-            if not running:
+            if not running or (planned is None and not running & measuring):
+                self._stop(stop)
                 return now
 
     def _collect(self, futures: dict, end_ns: int) -> dict[str, dict]:

@@ -481,7 +481,7 @@ class LoadGenerator:
             if self.gate.stop_now():
                 window[END] = time.perf_counter_ns()
                 return window[END]
-            if self.fixed:
+            if self.fixed and (measured_slots or self.share is None):  # a host without: the coordinator ends it
                 if all(status[s] == DONE for s in measured_slots):
                     end = max(finished[s] for s in measured_slots)
                     window[END] = time.perf_counter_ns()  # stops the background pools
