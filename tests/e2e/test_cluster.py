@@ -24,6 +24,7 @@ from processes import tagged
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIO = ROOT / "tests" / "integration" / "scenarios" / "cluster-small.yaml"
+COUNTED = SCENARIO.with_name("cluster-counted.yaml")
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
 TAG = f"e2e-cluster-{uuid.uuid4().hex}"
@@ -104,6 +105,17 @@ def test_a_run_on_two_load_hosts_merges_their_counts(two_hosts, tmp_path):
         assert writers["metrics"]["sessions"] == 6
         assert variant_run["workers"]["started"] == variant_run["workers"]["reported"]
     assert "Load hosts" in (run_dir / "report.md").read_text()
+
+
+def test_set_counts_end_a_host_that_has_only_background_sessions(two_hosts, tmp_path):
+    """The second host is dealt only the background client: it runs until the first host's 200 are done."""
+    result = concurbench("run", str(COUNTED), "--cluster", two_hosts.address, "--out", str(tmp_path), timeout=90)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (variant_run,) = json.loads((run_dir_of(result) / "summary.json").read_text())["results"]
+    assert variant_run["status"] == "ok"
+    assert [(h["host"], h["sessions"], h["status"]) for h in variant_run["hosts"]] == [("local-1", 1, "ok"),
+                                                                                       ("local-2", 1, "ok")]
+    assert variant_run["pools"]["writers"]["metrics"]["transactions"] == 200
 
 
 def test_a_host_killed_in_the_window_leaves_a_partial_variant_run_and_no_hang(tmp_path):
