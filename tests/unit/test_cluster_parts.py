@@ -5,6 +5,8 @@ engine's named objects (the engine itself runs in tests/e2e/test_cluster.py)."""
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -131,3 +133,14 @@ def test_a_host_of_another_version_or_python_differs():
     assert differs("h", dict(mine), mine) is None
     assert "runs concurbench 0.2.0 on Python 3.11" in differs("h", {"version": "0.2.0", "python": "3.11"}, mine)
     assert differs("h", {"version": "0.1.0", "python": "3.12"}, mine) is not None
+
+
+def test_without_the_extra_the_cluster_commands_say_what_to_install():
+    """Dask hidden from a child process as if not installed: one error line with the install command whole (its
+    brackets are not taken for the console's markup), exit 2, no traceback."""
+    code = ("import sys; sys.modules['distributed'] = None; from concurbench.cli.main import main; "
+            "sys.argv = ['concurbench', 'cluster', 'start', '--local', '1']; main()")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == ("error: the cluster needs Dask's distributed package, which is not installed: "
+                                     "pip install 'concurbench[cluster]'")
