@@ -35,3 +35,13 @@ def need_compiled() -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true and the compiled loop cannot run: {why}", pytrace=False)
         pytest.skip(why)
+
+
+def need_cluster() -> None:
+    """Skip (with the reason) when the optional extra concurbench[cluster] is not installed; fail when CI=true (.ci/run
+    installs it with the test extra)."""
+    from concurbench.cluster.engine import unavailable
+
+    why = unavailable()
+    if why:
+        missing(why)

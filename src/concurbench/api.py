@@ -33,6 +33,8 @@ from typing import Callable, Iterable, Iterator
 from .check import CheckPolicy
 from .check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
 from .check.sides import MIN_RUNS
+from .cluster.hosts import connect as connect_cluster
+from .cluster.load import ClusterLoads
 from .engines.registry import spec
 from .errors import ConcurbenchError, ConfigError
 from .probe import ProbeReport, probe as probe_target
@@ -128,20 +130,22 @@ class Target:
 def run(scenario: Scenario | str | Path, *, target: Target | None = None, out_dir: str | Path = "results",
         quick: bool = False, params: dict[str, str] | None = None, variants: Iterable[str] = (),
         processes: int | None = None, repeat: int = 1, check: CheckPolicy | None = None,
-        shard: Shard | str | None = None, listener: Listener | None = None, skip_unrunnable: bool = False) -> Outcome:
+        shard: Shard | str | None = None, listener: Listener | None = None, skip_unrunnable: bool = False,
+        cluster: str | None = None, host_weights: dict[str, float] | None = None) -> Outcome:
     """Run `scenario` (a file, or one loaded with load_scenario) on `target` into a run directory under
     `out_dir`; returns the outcome (`outcome.run` is the Run, `outcome.error` the error of a run that did
     not end ok). `quick`, `params` (parameter overrides) apply when loading a file; `variants` runs only
     these; `repeat` runs each variant N times interleaved; `check` repeats runs until the claims are
     decided (CheckPolicy); `shard` ("I/N") runs one share of the run; `skip_unrunnable` runs the variants a
-    server concurbench does not own can run and skips the others (otherwise such a run is refused at start).
-    `listener` hears the progress."""
+    server concurbench does not own can run and skips the others (otherwise such a run is refused at start);
+    `cluster` (a scheduler's address) drives each variant run's load from that cluster's load hosts, dealt by
+    `host_weights` (host name -> weight; 1 each by default; docs/distributed.md). `listener` hears the progress."""
     model = _scenario(scenario, quick, params)
     shard = Shard.parse(shard) if isinstance(shard, str) else shard  # with check: refused by the Runner
     target = target or Target()
     return _run(model, target, listener or Listener(), out_dir=out_dir, processes=processes,
                 variants=list(variants) or None, repeat=repeat, check=check, shard=shard,
-                skip_unrunnable=skip_unrunnable)
+                skip_unrunnable=skip_unrunnable, cluster=cluster, host_weights=host_weights)
 
 
 def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quick: bool = False,
@@ -278,17 +282,24 @@ def _scenario(scenario: Scenario | str | Path, quick: bool, params: dict[str, st
 
 
 def _run(model: Scenario, target: Target, listener: Listener, *, default_versions: Iterable[str | None] = (None,),
-         **runner_options) -> Outcome:
-    """Build the target's provisioners and run the scenario on them; the listener hears its start and end."""
-    provisioners = target.provisioners(model, listener=listener, default_versions=default_versions)
-    listener.on_run_started(RunStarted(model.name))
-    status = RunStatus.FAILED
+         cluster: str | None = None, host_weights: dict[str, float] | None = None, **runner_options) -> Outcome:
+    """Build the target's provisioners and run the scenario on them; the listener hears its start and end. With
+    `cluster`, its hosts are checked (versions, clocks) before anything else, and drive the load."""
+    hosts = connect_cluster(cluster, host_weights or {}) if cluster is not None else None
     try:
-        with sigterm_interrupts():
-            outcome = Runner(model, provisioners, progress=listener, target=target.spec, **runner_options).run()
-        status = outcome.status
+        provisioners = target.provisioners(model, listener=listener, default_versions=default_versions)
+        listener.on_run_started(RunStarted(model.name))
+        status = RunStatus.FAILED
+        try:
+            with sigterm_interrupts():
+                outcome = Runner(model, provisioners, progress=listener, target=target.spec,
+                                 cluster=ClusterLoads(hosts) if hosts is not None else None, **runner_options).run()
+            status = outcome.status
+        finally:
+            listener.on_run_ended(RunEnded(model.name, status))
     finally:
-        listener.on_run_ended(RunEnded(model.name, status))
+        if hosts is not None:
+            hosts.close()
     return Outcome(outcome.run, outcome.error, outcome.report, provisioners=provisioners)
 
 

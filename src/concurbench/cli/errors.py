@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
+
 from ..errors import ConcurbenchError
 from .console import err
 
@@ -13,5 +15,5 @@ def fail(exc: ConcurbenchError) -> None:
     cause = exc.cause
     if cause is not None and str(cause).strip() and str(cause).strip().splitlines()[0] not in text:
         text += f" ({str(cause).strip().splitlines()[0]})"
-    err.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(text)}", markup=True, highlight=False, soft_wrap=True)
     sys.exit(exc.exit_code)

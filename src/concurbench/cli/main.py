@@ -27,7 +27,7 @@ COMMANDS = {  # name -> module of concurbench.cli : the command object
     "run": "run:run", "validate": "scenario_files:validate", "list": "scenario_files:list_",
     "probe": "probe:probe", "doctor": "housekeeping:doctor", "gc": "housekeeping:gc_command", "report": "stored:report",
     "results": "stored:results", "compare": "compare:compare", "claims": "claims:claims", "merge": "merge:merge",
-    "history": "history:history",
+    "history": "history:history", "cluster": "cluster:cluster",
 }
 
 

@@ -18,7 +18,7 @@ from ..running.load import load_scenario
 from .console import err, out
 from .errors import fail
 from .exits import EXIT_HISTORY_NOT_ADDED, EXIT_RUN_FAILED, check_exit_code
-from .history import add_to_history, history_options, parse_labels
+from .history import add_to_history, history_options, parse_labels, parse_pairs
 from .options import parse_params, target_options
 from .probe import default_json, probe_all
 from .progress import Progress
@@ -54,17 +54,23 @@ from .stored import write_and_list_plots
 @click.option("--shard", "shard_text", default=None, metavar="I/N",
               help="Run only shard I of N of this run (a deterministic share of server x variant x point x "
               "repeat); `concurbench merge` joins the shards' run directories. Not with --check.")
+@click.option("--cluster", default=None, metavar="ADDRESS",
+              help="Drive each variant run's load from the load hosts of the cluster at ADDRESS (`concurbench cluster "
+                   "start`; docs/distributed.md); the server is provisioned here as without it.")
+@click.option("--host-weight", "host_weights", multiple=True, metavar="NAME=WEIGHT",
+              help="--cluster: deal a host this weight of every pool's clients [default: 1 each, round-robin].")
 @history_options
 def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: int | None, params: tuple[str, ...],
         variants: tuple[str, ...], check: bool, max_repeats: int | None, check_budget: str, plots: bool, repeat: int,
         shard_text: str | None, probe_first: bool, history: str | None, labels: tuple[str, ...],
-        skip_unrunnable: bool) -> None:
+        skip_unrunnable: bool, cluster: str | None, host_weights: tuple[str, ...]) -> None:
     """Run SCENARIO and print its comparison tables; the last line is the run directory."""
     progress = Progress(err)
     try:
         run_labels = parse_labels(labels)
         policy = CheckPolicy(max(max_repeats or DEFAULT_MAX_REPEATS, repeat), parse_budget(check_budget),
                              busy_max_repeats=None if max_repeats else BUSY_MAX_REPEATS) if check else None
+        weights = parse_weights(host_weights, cluster)
         model = load_scenario(scenario, quick=quick, overrides=parse_params(params))
         shard = Shard.parse(shard_text) if shard_text is not None else None
         refuse_with_check(shard, check)  # before the probe, which would be for nothing
@@ -74,7 +80,8 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
             err.print("[red]error:[/red] the probe failed: nothing was run (see the table above)", highlight=False)
             sys.exit(EXIT_RUN_FAILED)
         outcome = api.run(model, target=target, out_dir=out_dir, listener=progress, processes=processes,
-                          variants=variants, repeat=repeat, check=policy, shard=shard, skip_unrunnable=skip_unrunnable)
+                          variants=variants, repeat=repeat, check=policy, shard=shard, skip_unrunnable=skip_unrunnable,
+                          cluster=cluster, host_weights=weights)
     except ConcurbenchError as exc:
         progress.close()
         fail(exc)
@@ -109,3 +116,19 @@ def run(scenario: Path, quick: bool, out_dir: Path, target: Target, processes: i
         sys.exit(code)
     if not added:
         sys.exit(EXIT_HISTORY_NOT_ADDED)
+
+
+def parse_weights(pairs: tuple[str, ...], cluster: str | None) -> dict[str, float]:
+    """--host-weight NAME=WEIGHT pairs (ConfigError: not a pair, not a number above 0, or no --cluster)."""
+    if pairs and cluster is None:
+        raise ConfigError("--host-weight applies with --cluster ADDRESS only")
+    weights = {}
+    for name, text in parse_pairs(pairs, "--host-weight").items():
+        try:
+            weight = float(text)
+        except ValueError:
+            weight = 0.0
+        if not weight > 0:
+            raise ConfigError(f"--host-weight {name}={text}: the weight must be a number above 0")
+        weights[name] = weight
+    return weights

@@ -14,6 +14,7 @@ from ..stats import Verdict
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
 from .server_facts import server_facts_table
 from .event_tables import timeline_tables
+from .hosts_table import hosts_lines, hosts_tables
 from .waits import wait_tables
 
 
@@ -99,6 +100,7 @@ def build_report(run: Run) -> Report:
         lines.append(f"Repeats: {run.repeat} per variant, interleaved; figures are means, ± the 95% confidence "
                      f"half-width")
     lines += _shard_lines(run)
+    lines += hosts_lines(run)
     results = collapse(run.variant_runs)
     tables = []
     facts = server_facts_table(servers)  # SQL Server: what differs between versions besides the version
@@ -120,6 +122,7 @@ def build_report(run: Run) -> Report:
         tables.extend(_probes(group, in_group))
         tables.extend(Table(**t) for t in wait_tables(in_group, scen.baselines))  # SQL Server's mssql_waits
     tables.extend(Table(**t) for t in timeline_tables(run.variant_runs, run.repeat))
+    tables.extend(Table(**t) for t in hosts_tables(run))
     if run.published:
         tables.append(_published(run.published, results, run))
     if run.claims:

@@ -179,6 +179,8 @@ class VariantRun:
     warmup_pass: WarmupPass | None = None  # the unmeasured pass before the load (running/warmup.py); None: none
     sampler_failures: list[SamplerFailure] = field(default_factory=list)  # samplers that gave no summary
 
+    hosts: list[dict] = field(default_factory=list)  # a cluster's load: each load host's figures; []: one machine
+
     @cached_property
     def metrics(self) -> tuple[Metric, ...]:
         """Its figures as records (results/metric.py), made once: each pool's, the samplers', probes' and its own."""
@@ -241,6 +243,8 @@ class VariantRun:
         if self.sampler_failures:
             out["sampler_failures"] = [f.as_dict() for f in self.sampler_failures]
         out["metrics"] = [m.as_dict() for m in self.metrics]
+        if self.hosts:
+            out["hosts"] = [dict(h) for h in self.hosts]
         return out
 
     @classmethod
@@ -270,7 +274,8 @@ class VariantRun:
             loop=data.get("loop"), events=_events(data.get("events"), f"{where}.events"),
             warmup_pass=WarmupPass.from_dict(data["warmup_pass"], f"{where}.warmup_pass")
             if data.get("warmup_pass") else None,
-            sampler_failures=_records(SamplerFailure, data.get("sampler_failures") or [], f"{where}.sampler_failures"))
+            sampler_failures=_records(SamplerFailure, data.get("sampler_failures") or [], f"{where}.sampler_failures"),
+            hosts=[dict(_mapping(h, f"{where}.hosts[{i}]")) for i, h in enumerate(data.get("hosts") or [])])
         if data.get("metrics") is not None:  # format 3: the records as written (older formats make them again)
             run.__dict__["metrics"] = tuple(_records(Metric, data["metrics"], f"{where}.metrics"))
         return run
@@ -649,6 +654,7 @@ class Run:
     shard: ShardInfo | None = None  # `run --shard`: which share of which run this is
     merged_from: list[MergedShard] = field(default_factory=list)  # `merge`: the shards it was made of
     machine: MachineLoad | None = None  # how busy the machine was (machine.py); None: not measured
+    load_hosts: list[dict] = field(default_factory=list)  # `run --cluster`: the load hosts; []: this machine
 
     @property
     def server(self) -> ServerInfo | None:
@@ -673,7 +679,8 @@ class Run:
                 "processes": self.processes, "repeat": self.repeat, "started": self.started, "ended": self.ended,
                 **({"shard": self.shard.as_dict()} if self.shard else {}),
                 **({"merged_from": [m.as_dict() for m in self.merged_from]} if self.merged_from else {}),
-                **({"machine": self.machine.as_dict()} if self.machine else {})}
+                **({"machine": self.machine.as_dict()} if self.machine else {}),
+                **({"load_hosts": [dict(h) for h in self.load_hosts]} if self.load_hosts else {})}
 
     def summary_dict(self) -> dict:
         return {"format_version": FORMAT_VERSION, "results": [r.as_dict() for r in self.variant_runs],
@@ -717,7 +724,9 @@ class Run:
             merged_from=[MergedShard.from_dict(m, f"manifest.merged_from[{i}]") for i, m in
                          enumerate(manifest.get("merged_from") or [])],
             machine=MachineLoad.from_dict(_mapping(manifest["machine"], "manifest.machine"))
-            if manifest.get("machine") else None)
+            if manifest.get("machine") else None,
+            load_hosts=[dict(_mapping(h, f"manifest.load_hosts[{i}]"))
+                        for i, h in enumerate(manifest.get("load_hosts") or [])])
 
 
 # Helpers ---------------------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from .. import stats
 from ..check import CheckPolicy, Sequential, judge_claims, with_differences, with_machine
 from ..check.evaluate import Skip, left_out
 from ..check.rounds import Stop
+from ..cluster.breakdown import LOST
+from ..cluster.load import ClusterLoads
 from ..engines.registry import get_engine
 from ..errors import ConcurbenchError, ConfigError, Interrupted, RunError, Unsupported
 from ..provisioners.base import Provisioner
@@ -46,7 +48,8 @@ from .variant_runs import VariantRuns
 
 
 def incomplete_error(results: list[VariantRun]) -> RunError | None:
-    """The error of a run in which some worker process sent no results: which variant runs lack its sessions."""
+    """The error of a run in which some worker process (or a cluster's load host) sent no results: which variant
+    runs lack its sessions."""
     partial = [r for r in results if r.status == RunStatus.INCOMPLETE]
     if not partial:
         return None
@@ -54,7 +57,10 @@ def incomplete_error(results: list[VariantRun]) -> RunError | None:
         r.variant + (f"@{r.point}" if r.point is not None else "") + (f" on {r.server}" if r.server else "")
         + (f" ({r.workers.reported} of {r.workers.started} worker processes reported)" if r.workers else "")
         for r in partial))
-    return RunError(f"incomplete variant runs: {names}; a worker process sent no results, so their figures "
+    lost = list(dict.fromkeys(h["host"] for r in partial for h in r.hosts if h.get("status") == LOST))
+    who = f"load host{'s' if len(lost) > 1 else ''} {', '.join(lost)} sent no results" if lost \
+        else "a worker process sent no results"
+    return RunError(f"incomplete variant runs: {names}; {who}, so their figures "
                     f"leave out its sessions: they are marked incomplete and claims on them were not evaluated")
 
 
@@ -97,7 +103,7 @@ class Runner:
                  progress: Listener | None = None, processes: int | None = None,
                  variants: list[str] | None = None, target: TargetSpec = EMBEDDED, repeat: int = 1,
                  check: CheckPolicy | None = None, shard: Shard | None = None, skip_unrunnable: bool = False,
-                 decider: Sequential | None = None):
+                 decider: Sequential | None = None, cluster: ClusterLoads | None = None):
         self.scenario = scenario
         self.provisioners = list(provisioner) if isinstance(provisioner, (list, tuple)) else [provisioner]
         self.out_dir = Path(out_dir)
@@ -129,7 +135,9 @@ class Runner:
         self._started = ""
         self._unkept: str | None = None  # why finished variant runs could not be journalled
         self._servers: list[ServerSession] = []
-        self._measure = VariantRuns(scenario, self.eng, self.progress, processes)
+        self.cluster = cluster  # run --cluster: each variant run's load from the cluster's hosts
+        self._measure = VariantRuns(scenario, self.eng, self.progress, processes,
+                                    **({"load": cluster} if cluster is not None else {}))
         self._machine = MachineLoad(os.cpu_count() or 1)  # how busy the machine is: at the start, at each pause
 
     def run(self) -> RunOutcome:
@@ -229,7 +237,8 @@ class Runner:
                    processes=self.processes or os.cpu_count(), repeat=self.repeat, started=started, ended=now_iso(),
                    variant_runs=list(results), published=[PublishedFigure(**p.__dict__) for p in s.source.published],
                    claims=list(verdicts), skipped=dict(self.unsupported), format_version=FORMAT_VERSION, path=run_dir,
-                   shard=shard, machine=self._machine)
+                   shard=shard, machine=self._machine,
+                   load_hosts=self.cluster.manifest() if self.cluster is not None else [])
 
     def _final_verdicts(self, results: list[VariantRun], status: RunStatus) -> list[ClaimVerdict]:
         """The claims' verdicts at the end: the last look of a check, or one look at all that was measured."""

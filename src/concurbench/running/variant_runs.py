@@ -31,11 +31,13 @@ SESSIONS_GONE_S = 10.0  # the longest wait for a variant's sessions to leave the
 class VariantRuns:
     """Makes the variant runs of a scenario, one at a time, on the servers the runner gives it."""
 
-    def __init__(self, scenario: Scenario, engine: Engine, progress: Listener, processes: int | None):
+    def __init__(self, scenario: Scenario, engine: Engine, progress: Listener, processes: int | None,
+                 load=None):
         self.scenario = scenario
         self.engine = engine
         self.progress = progress
         self.processes = processes
+        self.load = load  # what drives the window's load: None, LoadGenerator here; or a cluster's (cluster/load.py)
 
     def measure(self, server: ServerSession, variant: Variant, point: int | None, repeat: int) -> VariantRun:
         eng, conn = self.engine, server.conn
@@ -71,7 +73,7 @@ class VariantRuns:
             samplers=summaries, sampler_errors=list(driver.errors), background=background,
             probes=probes, settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
             unavailable=driver.unavailable, events=merged(outcome.events, background_events(background_sessions)),
-            warmup_pass=warm, sampler_failures=failures)
+            warmup_pass=warm, sampler_failures=failures, hosts=list(outcome.hosts))
         self.progress.on_variant_done(VariantDone(result))
         return result
 
@@ -120,7 +122,7 @@ class VariantRuns:
             # drain), then the samplers' last reading, then observers whose stopping and counting is
             # work of its own (reading .xel files) that must stay outside the samplers' span.
             first = [h for h in background_sessions if not h.ends_after_samplers]
-            load = LoadGenerator(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
+            load = (self.load or LoadGenerator)(conninfo, pools, warmup=variant.warmup, duration=variant.duration,
                                  seed=self.scenario.seed, processes=self.processes, engine=self.scenario.engine,
                                  listeners=[*first, driver, *[h for h in background_sessions if h.ends_after_samplers]],
                                  progress=lambda load: self.progress.on_tick(Tick.of(variant.name, point, load)))

@@ -52,6 +52,25 @@ ORPHANED = 3  # the exit code of a worker whose harness was killed before the wi
 WORKER_NAME = "concurbench-w"  # the worker processes' name for ps, top and psutil: concurbench-w0, -w1, ...
 
 
+class Gate(Protocol):
+    """When the window starts once every session has connected (a perf_counter_ns), and whether to end it now;
+    a cluster's load host takes both from its coordinator (cluster/share.py)."""
+
+    def start_ns(self) -> int: ...
+
+    def stop_now(self) -> bool: ...
+
+
+class Alone:
+    """The gate of a load generator on its own: the window starts 20 ms after the last session connected."""
+
+    def start_ns(self) -> int:
+        return time.perf_counter_ns() + 20_000_000
+
+    def stop_now(self) -> bool:
+        return False
+
+
 class WindowListener(Protocol):
     def window_set(self, measure_from_ns: int, planned_end_ns: int | None) -> None: ...
 
@@ -74,6 +93,7 @@ class PoolRunResult:
     stopped: str | None = None  # why the load was stopped before the window's end (the server refused connections)
     # the pools' timeline changes in the window: {"t_s", "source": "pool:<name>", "kind", "detail"}
     events: list[dict] = field(default_factory=list)
+    hosts: list[dict] = field(default_factory=list)  # a cluster's load: each host's figures (cluster/breakdown.py)
 
     @property
     def complete(self) -> bool:
@@ -322,12 +342,14 @@ def _refused(sessions: list[Session], now: int) -> str | None:
             f"{REFUSED_FOR_NS / 1e9:g} s")
 
 
-def _spread(pools: list[Pool], processes: int) -> list[list[_SessionSpec]]:
-    """Sessions dealt round-robin over processes, so every process carries a share of every pool."""
+def _spread(pools: list[Pool], processes: int, share: dict[str, tuple[int, ...]] | None = None
+            ) -> list[list[_SessionSpec]]:
+    """Sessions dealt round-robin over processes, so every process carries a share of every pool (`share`: only
+    these sessions of each pool, a cluster host's)."""
     buckets: list[list[_SessionSpec]] = [[] for _ in range(processes)]
     slot = 0
     for pool in pools:
-        for index in range(pool.clients or 0):
+        for index in (range(pool.clients or 0) if share is None else share.get(pool.name, ())):
             buckets[slot % processes].append(_SessionSpec(pool, index, slot))
             slot += 1
     return [b for b in buckets if b]
@@ -340,7 +362,7 @@ class LoadGenerator:
                  processes: int | None = None, connect_timeout: float = 60.0,
                  progress: Callable[[LoadProgress], None] | None = None,
                  listeners: list[WindowListener] | None = None, tick: float = 0.5, engine: str = "postgres",
-                 loop: str = "auto"):
+                 loop: str = "auto", share: dict[str, tuple[int, ...]] | None = None, gate: Gate | None = None):
         for pool in pools:
             if pool.clients is None:
                 raise ValueError(f"pool {pool.name} has no client count")
@@ -350,7 +372,9 @@ class LoadGenerator:
         self.warmup = warmup
         self.duration = duration
         self.seed = seed
-        self.total = sum(p.clients or 0 for p in pools)
+        self.share = share  # a cluster host's sessions of each pool (every session of every pool: None)
+        self.gate = gate or Alone()
+        self.total = sum(p.clients or 0 for p in pools) if share is None else sum(len(i) for i in share.values())
         self.processes = max(1, min(processes or os.cpu_count() or 1, self.total))
         self.connect_timeout = connect_timeout
         self.progress = progress or (lambda info: None)
@@ -368,7 +392,7 @@ class LoadGenerator:
         status = ctx.RawArray("b", self.total)
         finished = ctx.RawArray("q", self.total)
         results = ctx.Queue()
-        buckets = _spread(self.pools, self.processes)
+        buckets = _spread(self.pools, self.processes, self.share)
         procs = [ctx.Process(target=_worker, name=f"concurbench-worker-{i}", daemon=True,
                              args=(self.conninfo, self.engine, b, self.seed, window, counters, status, finished,
                                    results, loop, wait))
@@ -381,7 +405,7 @@ class LoadGenerator:
             for p in procs:
                 p.start()
             self._wait_connected(status, procs)
-            start = time.perf_counter_ns() + 20_000_000
+            start = self.gate.start_ns()
             measure_from = start + int(self.warmup * 1e9)
             planned = None if self.fixed else measure_from + int(self.duration * 1e9)
             window[MEASURE_FROM] = measure_from
@@ -454,7 +478,10 @@ class LoadGenerator:
             else:
                 self.progress(LoadProgress(WARMUP, (now - measure_from) / 1e9, 0, 0.0))
             last_count, last_t = count, now
-            if self.fixed:
+            if self.gate.stop_now():
+                window[END] = time.perf_counter_ns()
+                return window[END]
+            if self.fixed and (measured_slots or self.share is None):  # a host without: the coordinator ends it
                 if all(status[s] == DONE for s in measured_slots):
                     end = max(finished[s] for s in measured_slots)
                     window[END] = time.perf_counter_ns()  # stops the background pools
