@@ -2,7 +2,7 @@
 had, a target that cannot start another release, a boundary with nothing suspected, a finding not at a release
 boundary, and the store keeping confirming runs out of every series. The stores are made here night by night
 (history_nights.py's records, with the scenario file a side-by-side run would load); the runs that start
-servers are in tests/integration/test_side_by_side.py."""
+servers are in tests/integration/test_side_by_side_releases.py."""
 
 from __future__ import annotations
 
