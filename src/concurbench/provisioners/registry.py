@@ -19,8 +19,9 @@ from typing import Mapping
 from ..engines.registry import spec
 from ..errors import ConfigError
 from ..util import suggest
-from . import binaries, docker, dsn
+from . import binaries, docker, docker_engine, dsn
 from .base import Provisioner
+from .containers import image_of
 from .embedded import EmbeddedPostgres
 from .options import Factory, ServerSettings, TargetOptions
 
@@ -92,8 +93,6 @@ def fetch_release(target: str, engine: str, version: str, images: tuple = ()) ->
     if target == BINARIES.name:
         binaries.ensure_install(version)
     elif target == DOCKER.name:
-        from . import docker_engine
-        from .containers import image_of
         image = image_of(spec(engine), TargetOptions(target=DOCKER.name, server_version=version, images=images))
         docker_engine.ensure_image(docker_engine.connect(), image)
 
