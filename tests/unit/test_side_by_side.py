@@ -1,5 +1,5 @@
 """`history check --side-by-side` where no server is started: a budget that runs out, a release that cannot be
-had, a target that cannot start another release, a boundary with nothing suspected, a finding not at a release
+had, a target that cannot start another release, a boundary with nothing suspected (compared all the same), a finding not at a release
 boundary, and the store keeping confirming runs out of every series. The stores are made here night by night
 (history_nights.py's records, with the scenario file a side-by-side run would load); the runs that start
 servers are in tests/integration/test_side_by_side_releases.py."""
@@ -120,13 +120,19 @@ def test_a_run_on_a_dsn_target_says_confirming_needs_a_target_that_can_start_ano
     assert not night.result.regression
 
 
-def test_a_boundary_whose_first_run_moved_nothing_its_worse_way_has_nothing_to_confirm(tmp_path):
+def test_a_first_run_of_a_new_release_that_moved_nothing_its_worse_way_is_compared_all_the_same(tmp_path):
+    """A release's first run faster than the old level: the history suspects nothing, and one run cannot convince
+    it either way, so its gated series are planned side by side all the same, marked not suspected, after a
+    boundary with a suspicion (here the budget of one second lets neither run: no server starts)."""
     store = Store(tmp_path / "h.db")
     for _ in range(6):
         store.add("16.14")
-    night = store.check(store.add("16.15", factor=1.2))  # faster: nothing suspected
-    assert not night.done
-    assert "side-by-side on 16: 16.15 after 16.14: its first run moved no gated series its worse way" in night.summary()
+    night = store.check(store.add("16.15", factor=1.2), budget_s=1)
+    (done,) = night.done
+    assert {s.key.metric: s.suspected for s in done.boundary.suspicions} == {"tps": False, "latency.mean_ms": False}
+    assert all(c.state is ConfirmState.OVER_BUDGET for _, c in done.confirmations)
+    assert "2 clients tps (+18.3%, not suspected in the history)" in night.summary()  # against the old level
+    assert not night.result.regression
 
 
 def test_a_finding_not_at_a_release_boundary_is_judged_by_the_history_alone_and_says_so(tmp_path):

@@ -33,8 +33,12 @@ from .rounds import Sequential, claim_points
 from .sides import NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 ALPHA = 0.02  # two-sided, over the comparisons and looks of one run: at most 1% of no-change releases found worse
-ROUNDS = 10  # the rounds a side-by-side run may take, unless told
-BUSY_ROUNDS = 14  # ... on a busy machine (decided before the first look, from the machine alone)
+# the rounds a side-by-side run may take, unless told: with 10, a 10% step was confirmed on the first night in
+# half of the real trials on a quiet machine (rounds with a heavy tail: one slow round in ten); the simulation of
+# those trials' own rounds gave 72% with 10, 89% with 16, 92% with 24 (docs/history.md). A release with no change
+# decides nothing and takes them all: about 2.5 s a round for a 1 s variant point.
+ROUNDS = 24
+BUSY_ROUNDS = 32  # ... on a busy machine (decided before the first look, from the machine alone)
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class AcrossServers(Sequential):
             out[i] = self._tested(i, c, left, right, test, verdict, p, level or 0.0, look, family)
             if verdict in (Verdict.PASS, Verdict.FAIL):
                 self.decided[(i, self.new)] = out[i]
+        self.verdicts, self.judged = list(out), len(runs)  # the last look's, for `final`
         return list(out)
 
     def wanted(self, verdicts: list[ClaimVerdict], runs: list[VariantRun]) -> dict[tuple, set]:

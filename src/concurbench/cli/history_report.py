@@ -121,8 +121,8 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
               help="Append the Markdown summary to FILE (for a CI step summary: $GITHUB_STEP_SUMMARY).")
 @click.option("--side-by-side", "side_by_side", is_flag=True,
               help="Then confirm the same night: where a line's newest run is a new server release's first run "
-                   "(or a new finding starts at one), run the suspected variants on the release before and the new "
-                   "one side by side in one run (interleaved, paired by round, more rounds while undecided) with the "
+                   "(or a new finding starts at one), run the variants of its gated series (suspected or not) on the "
+                   "release before and the new one side by side in one run (interleaved, paired by round, more rounds while undecided) with the "
                    "checked run's target (binaries or docker), scenario file, quick form and parameters. A confirmed "
                    "regression is red tonight; one decided not worse is not (docs/history.md).")
 @click.option("--side-by-side-budget", "budget", default="10m", show_default=True, metavar="DURATION",
@@ -131,12 +131,15 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
 @click.option("--side-by-side-rounds", "rounds", type=click.IntRange(2, 100), default=ROUNDS, show_default=True,
               help=f"The most rounds a side-by-side run takes while undecided ({BUSY_ROUNDS / ROUNDS:g} times as "
                    f"many on a busy machine).")
+@click.option("--side-by-side-host-network", "host_network", is_flag=True,
+              help="Docker target: the side-by-side containers use the host's network, as `run --host-network` "
+                   "(for a nightly job whose runs need it).")
 @click.option("--side-by-side-out", "sbs_out", type=click.Path(file_okay=False, path_type=Path),
               default=Path("results"), show_default=True,
               help="Where the side-by-side runs' directories go (each added to the store as a confirming run, "
                    "never part of a series).")
 def check(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, run_ids,
-          gate_file, junit_file, summary_file, side_by_side, budget, rounds, sbs_out) -> None:
+          gate_file, junit_file, summary_file, side_by_side, budget, rounds, host_network, sbs_out) -> None:
     """Find the regressions among the gated series that had a run in this check and keep them as findings;
     exit 5 while a finding is new on such a series (until `history ack` or the metric comes back), 0 otherwise."""
     method = _method(alpha, min_change, window, confirm, min_after)
@@ -154,7 +157,8 @@ def check(store, scenario, metrics, order, alpha, min_change, window, confirm, m
             progress = Progress(err)
             try:
                 night = sidebyside.confirm_night(s, result, runs=runs, budget_s=budget_s, rounds=rounds,
-                                                 out_dir=sbs_out, listener=progress, directions=ways)
+                                                 out_dir=sbs_out, listener=progress, directions=ways,
+                                                 host_network=host_network)
             finally:
                 progress.close()
             result = night.result

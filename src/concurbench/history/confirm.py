@@ -4,16 +4,17 @@ what a side-by-side run decided, kept with the findings.
 A line (a track of one scenario) is at a release boundary when its newest run, one of the check's, is the
 first run of a server release on it (16.15 after 16.14), or the first run of a new major's series with an
 earlier major to judge it against (upgrade.py). There the history has one run of the new release, which
-cannot convince it; a run of both releases side by side, interleaved and paired by round, can. Each gated
-series of such a line whose first new run moved its worse way by at least the minimum change against the
-old release's level is a suspicion (a claim's figure and a rare event's rate, judged as a count with its
-exposure, are left to the history); so is each new finding whose first run is such a first run (however
-many nights ago), and each such finding still without a decided confirmation. A finding not at a release
-boundary (a configuration drift, a machine change) is judged by the history alone, and the summary says so.
+cannot convince it, either way; a run of both releases side by side, interleaved and paired by round, can.
+So every gated series of such a line is compared there, whether or not its first new run moved (a claim's
+figure and a rare event's rate, judged as a count with its exposure, are left to the history); it is
+`suspected` when that run moved its worse way by at least the minimum change against the old release's
+level, or when it has a new finding whose first run is such a first run (however many nights ago) still
+without a decided confirmation. A finding not at a release boundary (a configuration drift, a machine
+change) is judged by the history alone, and the summary says so.
 
 A boundary's suspicions are confirmed by one run (concurbench/sidebyside.py: the variants they read, on
-the old release and the new); the cheapest informative first (fewest variants, then the largest suspected
-change). What each decided is a Confirmation, kept with its finding (`Finding.confirmation`) and, for a
+the old release and the new); the cheapest informative first (boundaries with a suspicion, fewest variants,
+then the largest suspected change). What each decided is a Confirmation, kept with its finding (`Finding.confirmation`) and, for a
 suspicion without a finding, in the store's log (CONFIRM_ACTION), so a finding the history makes later at
 that place takes it without running again:
 
@@ -143,6 +144,15 @@ class Suspicion:
     def key(self) -> SeriesKey:
         return self.series.key
 
+    @property
+    def suspected(self) -> bool:
+        """The history suspects it: a finding, or a first run that moved its worse way by the minimum change (the
+        others of a boundary are compared all the same: one run cannot convince a history either way)."""
+        if self.finding is not None:
+            return True
+        worse = way_of(self.gated.better, self.change) is Way.WORSE
+        return worse and (self.change is None or abs(self.change) >= self.gated.min_change)
+
 
 @dataclass(frozen=True)
 class Boundary:
@@ -165,12 +175,14 @@ class Boundary:
 
     @property
     def largest(self) -> float:
-        return max((abs(s.change) for s in self.suspicions if s.change is not None), default=math.inf)
+        """The largest change the history suspects (0 where it suspects none; infinite for a move from 0)."""
+        return max((math.inf if s.change is None else abs(s.change) for s in self.suspicions if s.suspected),
+                   default=0.0)
 
     @property
     def order(self) -> tuple:
-        """Cheapest informative first: fewest variants, then the largest suspected change."""
-        return (len(self.variants), -self.largest, self.scenario, self.line)
+        """Cheapest informative first: boundaries with a suspicion, fewest variants, the largest suspected change."""
+        return (self.largest == 0, len(self.variants), -self.largest, self.scenario, self.line)
 
     @property
     def title(self) -> str:
@@ -185,7 +197,6 @@ class Plan:
     boundaries: list[Boundary]
     attached: list[Finding]  # findings that take a confirmation kept in the log (no run needed)
     alone: list[tuple[Finding, str]]  # new findings judged by the history alone, and why
-    quiet: list[str]  # boundaries where no gated series moved its worse way: nothing to confirm
 
 
 def logged(entries: list[LogEntry]) -> dict[tuple, Confirmation]:
@@ -250,8 +261,6 @@ def plan(a: Analysis, spec: GateSpec, findings: list[Finding], kept: dict[tuple,
             continue
         change = f.now_change if f.now_change is not None else f.change
         _add(found, boundary, Suspicion(s, gated, change, level, f), None)
-    quiet: list[str] = []
-    tonight: dict[tuple, Boundary] = {}
     for s in a.series:
         if s.key.variant == CLAIMS or not s.included or _rare(s):
             continue
@@ -260,23 +269,14 @@ def plan(a: Analysis, spec: GateSpec, findings: list[Finding], kept: dict[tuple,
             continue
         gated = spec.gated(figure_of(s.key), s.key.metric, a.method.min_change)
         at = _newest_boundary(s, by_place, series)
-        if gated is None or at is None:
+        if gated is None or at is None or (s.key, at[0].run.record.run_id) in kept:
             continue
         boundary, level = at
-        tonight.setdefault((boundary.scenario, boundary.line, boundary.run.id), boundary)
         change = None if level.mean == 0 else newest.mean / level.mean - 1
-        if way_of(gated.better, change) is not Way.WORSE or (change is not None and abs(change) < gated.min_change):
-            continue
-        if (s.key, boundary.run.record.run_id) in kept:
-            continue
         _add(found, boundary, Suspicion(s, gated, change, level), newest.mean)
-    for where, b in tonight.items():
-        if where not in found:
-            quiet.append(f"{b.title}: its first run moved no gated series its worse way by the minimum change; "
-                         f"nothing to confirm")
     boundaries = [replace(item["boundary"], suspicions=tuple(item["suspicions"].values()),
                           after_mean=item["after"]) for item in found.values()]
-    return Plan(sorted(boundaries, key=lambda b: b.order), attached, alone, quiet)
+    return Plan(sorted(boundaries, key=lambda b: b.order), attached, alone)
 
 
 def _rare(s: Series) -> bool:

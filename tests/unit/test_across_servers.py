@@ -1,0 +1,61 @@
+"""The side-by-side decision itself (check/across.py's AcrossServers) on rounds made here, no server started: how
+many looks a run to the cap takes and which the verdict names, and what it decides of a clear step and of two
+releases alike. The runs that start servers are in tests/integration/test_side_by_side_releases.py."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+from concurbench.check import CheckPolicy
+from concurbench.check.across import AcrossServers, Comparison
+from concurbench.check.sides import MIN_RUNS
+from concurbench.figures import Better
+from concurbench.results.model import PoolResult, VariantRun
+from concurbench.running.load import load_scenario
+from concurbench.scenario.claims import Ref
+from concurbench.stats import Verdict
+
+SCENARIO = Path(__file__).resolve().parents[1] / "integration" / "scenarios" / "side-by-side.yaml"
+COMPARISONS = (Comparison(Ref("update", None, "writers", "tps"), Better.HIGHER, 0.02),
+               Comparison(Ref("update", None, "writers", "latency.mean_ms"), Better.LOWER, 0.02))
+
+
+def decide(step: float, cap: int, spread: float, seed: int) -> tuple[AcrossServers, list]:
+    """A side-by-side run as the runner drives it (next_round until it stops, then final), each round's new over
+    old drawn with this spread around 1 - step."""
+    rng = random.Random(seed)
+    d = AcrossServers(load_scenario(SCENARIO), CheckPolicy(max_repeats=cap), first=MIN_RUNS, old="16.14",
+                      new="16.15", comparisons=COMPARISONS)
+    runs: list[VariantRun] = []
+
+    def one_round(repeat: int) -> None:
+        factor = (1 - step) * math.exp(rng.gauss(0, spread))
+        for server, f in (("16.14", 1.0), ("16.15", factor)):
+            metrics = {"tps": 1000 * f, "transactions": 500, "latency": {"mean_ms": 2 / f}}
+            runs.append(VariantRun("update", "update", None, server, repeat,
+                                   pools={"writers": PoolResult("writers", True, 2, metrics)}))
+    for repeat in range(1, MIN_RUNS + 1):  # the rounds every point gets before the first look
+        one_round(repeat)
+    while True:
+        nxt = d.next_round(runs, skipped={}, busy=False, servers=["16.14", "16.15"], running={"update"})
+        if nxt.stop is not None:
+            return d, d.final(runs, {})
+        one_round(nxt.repeat)
+
+
+def test_a_run_that_reaches_the_cap_takes_the_looks_it_planned_and_names_the_last():
+    d, verdicts = decide(0.0, cap=5, spread=0.2, seed=3)  # wide rounds: nothing decided
+    assert d.repeat == 5 and d.looks_taken == d.looks == 4
+    assert all(v.verdict is Verdict.INCONCLUSIVE for v in verdicts)
+    assert all("look 4 of 4" in v.reason for v in verdicts), [v.reason for v in verdicts]
+
+
+def test_a_clear_step_is_confirmed_and_two_releases_alike_are_not():
+    d, verdicts = decide(0.2, cap=10, spread=0.02, seed=1)
+    assert verdicts[0].verdict is Verdict.FAIL and d.repeat < 10
+    assert verdicts[0].ratio.high < 0.98
+    for seed in range(5):
+        _, verdicts = decide(0.0, cap=10, spread=0.02, seed=seed)
+        assert all(v.verdict is not Verdict.FAIL for v in verdicts)
