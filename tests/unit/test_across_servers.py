@@ -1,12 +1,14 @@
 """The side-by-side decision itself (check/across.py's AcrossServers) on rounds made here, no server started: how
 many looks a run to the cap takes and which the verdict names, and what it decides of a clear step and of two
-releases alike. The runs that start servers are in tests/integration/test_side_by_side_releases.py."""
+releases alike, and the trimmed rounds it tests by. The runs that start servers are in tests/integration/test_side_by_side_releases.py."""
 
 from __future__ import annotations
 
 import math
 import random
 from pathlib import Path
+
+import pytest
 
 from concurbench.check import CheckPolicy
 from concurbench.check.across import AcrossServers, Comparison
@@ -59,3 +61,35 @@ def test_a_clear_step_is_confirmed_and_two_releases_alike_are_not():
     for seed in range(5):
         _, verdicts = decide(0.0, cap=10, spread=0.02, seed=seed)
         assert all(v.verdict is not Verdict.FAIL for v in verdicts)
+
+
+def test_the_trimmed_mean_leaves_out_a_fifth_at_each_end_with_yuens_standard_error():
+    from concurbench.stats.estimates import estimate, trimmed
+
+    values = [-0.10, -0.09, -0.08, -0.08, -0.07, -0.06, -0.05, -0.04, 0.30, 0.35]  # two disturbed rounds
+    t = trimmed(values, 0.2)
+    assert t.mean == pytest.approx(sum([-0.08, -0.08, -0.07, -0.06, -0.05, -0.04]) / 6)
+    wins = [-0.08] * 3 + [-0.08, -0.07, -0.06, -0.05] + [-0.04] * 3
+    mean = sum(wins) / 10
+    var = sum((x - mean) ** 2 for x in wins) / 9
+    assert t.se == pytest.approx(math.sqrt(9 * var / (6 * 5))) and t.df == 5
+    assert trimmed(values[:4], 0.2) == estimate(values[:4])  # nothing to leave out
+
+
+def test_a_step_with_a_few_disturbed_rounds_is_confirmed_by_the_trimmed_rounds():
+    """Rounds of a 10% step where two of twelve were disturbed the other way (something else ran on the
+    machine): the trimmed mean confirms it; the plain mean of the same rounds cannot tell."""
+    logs = [-0.10, -0.11, -0.09, -0.12, 0.25, -0.10, -0.08, -0.11, -0.10, 0.30, -0.09, -0.10]
+    verdicts = {}
+    for trim in (0.0, 0.2):
+        d = AcrossServers(load_scenario(SCENARIO), CheckPolicy(max_repeats=12), first=MIN_RUNS, old="16.14",
+                          new="16.15", comparisons=COMPARISONS[:1], trim=trim)
+        runs = []
+        for repeat, x in enumerate(logs, 1):
+            for server, f in (("16.14", 1.0), ("16.15", math.exp(x))):
+                runs.append(VariantRun("update", "update", None, server, repeat, pools={
+                    "writers": PoolResult("writers", True, 2, {"tps": 1000 * f, "transactions": 500})}))
+        d.looks_taken = d.looks - 1  # the last planned look
+        verdicts[trim] = d.judge(runs)[0]
+    assert verdicts[0.2].verdict is Verdict.FAIL and "20% trimmed" in verdicts[0.2].reason
+    assert verdicts[0.0].verdict is Verdict.INCONCLUSIVE

@@ -4,8 +4,9 @@ A comparison names a figure of the scenario (`VARIANT[@POINT][/POOL]: METRIC`), 
 and the smallest move that counts. In a run on two servers, the old release and the new, interleaved
 and paired by round (`api.side_by_side`), each comparison is the claim `new >= (1 - m) * old` (throughput:
 higher is better) or `new <= (1 + m) * old` (latency), judged as a claim of the scenario would be: the
-runs are the unit, each round's ratio of new over old is one observation (stats.test_runs), and the
-verdict is directional: FAIL when the new release is worse than old by more than m at the verdict's
+runs are the unit, each round's ratio of new over old is one observation (stats.test_runs), tested by
+their trimmed mean (a fifth of the rounds left out at each end, Yuen's test: a round that something else
+on the machine disturbed weighs little), and the verdict is directional: FAIL when the new release is worse than old by more than m at the verdict's
 level (the suspicion is confirmed), PASS when it is significantly less worse than that (not confirmed),
 INCONCLUSIVE while the rounds cannot tell.
 
@@ -34,11 +35,13 @@ from .sides import NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 ALPHA = 0.02  # two-sided, over the comparisons and looks of one run: at most 1% of no-change releases found worse
 # the rounds a side-by-side run may take, unless told: with 10, a 10% step was confirmed on the first night in
-# half of the real trials on a quiet machine (rounds with a heavy tail: one slow round in ten); the simulation of
-# those trials' own rounds gave 72% with 10, 89% with 16, 92% with 24 (docs/history.md). A release with no change
-# decides nothing and takes them all: about 2.5 s a round for a 1 s variant point.
+# half of the real trials on a quiet machine, their rounds with a heavy tail (now and then a round that
+# something else disturbed); the rule on those trials' own rounds (simulated) confirmed 70% with 10 rounds,
+# 92% with 24, and 100% with 24 trimmed (docs/history.md). A release with no change decides nothing early
+# and takes them all: about 2.5 s a round for a 1 s variant point.
 ROUNDS = 24
 BUSY_ROUNDS = 32  # ... on a busy machine (decided before the first look, from the machine alone)
+TRIM = 0.2  # each round's new over old tested by the trimmed mean of the rounds: a fifth left out at each end
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class AcrossServers(Sequential):
     new: str = ""
     comparisons: tuple[Comparison, ...] = ()
     alpha: float = ALPHA
+    trim: float = TRIM
 
     def level(self, look: Look, family: int) -> float:
         """This look's two-sided level for a comparison with 1/family of the run's error rate."""
@@ -113,7 +117,7 @@ class AcrossServers(Sequential):
                 out[i] = self._open(i, c, Verdict.INCONCLUSIVE, "; ".join(dict.fromkeys(s.reason for s in untested)),
                                     cause, left, right)
                 continue
-            test = stats.test_runs(left.runs, right.runs.scaled(c.factor))
+            test = stats.test_runs(left.runs, right.runs.scaled(c.factor), trim=self.trim)
             if test.p_greater is None:
                 out[i] = self._open(i, c, Verdict.INCONCLUSIVE, "no uncertainty could be estimated for a side",
                                     Cause.NO_UNCERTAINTY, left, right)
@@ -152,10 +156,11 @@ class AcrossServers(Sequential):
                 p: float, level: float, look: Look, family: int) -> ClaimVerdict:
         """The verdict with new over old (its 95% interval, and the interval at the verdict's level, which
         leaves out the bound 1 -/+ m exactly when the verdict decides)."""
-        plain = stats.test_runs(left.runs, right.runs)  # new against old, unscaled: the ratio shown
+        plain = stats.test_runs(left.runs, right.runs, trim=self.trim)  # new against old, unscaled: the ratio shown
         ratio, interval = _ratio(plain, stats.ALPHA), _ratio(plain, level) if level else None
         shown = f"{ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]" if ratio and ratio.low is not None else "–"
         how = f"{plain.rounds} rounds" + (", paired by round" if plain.paired else f", {plain.note}" if plain.note else "")
+        how += f", {self.trim:.0%} trimmed" if plain.paired and self.trim and int(self.trim * plain.rounds) else ""
         bound = f"the minimum change of {c.min_change:.0%}"
         if verdict is Verdict.FAIL:
             reason = f"{self.new} worse than {self.old} by more than {bound}: new / old {shown} ({how})"

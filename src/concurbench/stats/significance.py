@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .estimates import ALPHA, Estimate, _satterthwaite, estimate, exact, log_scale
+from .estimates import ALPHA, Estimate, _satterthwaite, estimate, exact, log_scale, trimmed
 from .tdist import t_cdf, t_quantile
 
 
@@ -142,14 +142,15 @@ class Runs:
         return estimate([math.log(v) for v in self.values] if log else self.values)
 
 
-def test_runs(left: "Runs | float", right: "Runs | float") -> Test:
+def test_runs(left: "Runs | float", right: "Runs | float", trim: float = 0.0) -> Test:
     """Left against right, each the runs of a figure or a number of the claim.
 
     Runs of two figures measured in the same rounds are paired: each round's ratio (log scale) or
     difference is one observation, and those are tested against 1 (or 0) with Student's t. Runs that
     did not line up (a round lost on one side, shards with other rounds) are compared unpaired, and
     the test's note says so. A side positive in every run against one that is 0 (in every run, or the
-    number 0) is settled without a test.
+    number 0) is settled without a test. `trim` > 0: paired rounds are tested by their trimmed mean
+    (estimates.trimmed: Yuen's test), so that a few rounds disturbed by something else weigh little.
     """
     settled = _against_zero(_summary(left), _summary(right))
     if settled is not None:
@@ -159,7 +160,7 @@ def test_runs(left: "Runs | float", right: "Runs | float") -> Test:
     if isinstance(left, Runs) and isinstance(right, Runs):
         lined_up = len(set(left.rounds)) == len(left.rounds) and sorted(left.rounds) == sorted(right.rounds)
         if lined_up and len(left.rounds) >= 2:
-            return replace(_paired(left, right, log), paired=True, rounds=len(left.rounds), scale=scale)
+            return replace(_paired(left, right, log, trim), paired=True, rounds=len(left.rounds), scale=scale)
     a, b = _side(left, log), _side(right, log)
     test = replace(difference_test(a, b, scale), rounds=min(_count(left), _count(right)))
     if isinstance(left, Runs) and isinstance(right, Runs) and min(_count(left), _count(right)) >= 2:
@@ -168,10 +169,10 @@ def test_runs(left: "Runs | float", right: "Runs | float") -> Test:
     return test
 
 
-def _paired(left: Runs, right: Runs, log: bool) -> Test:
+def _paired(left: Runs, right: Runs, log: bool, trim: float = 0.0) -> Test:
     mine, theirs = dict(zip(left.rounds, left.values)), dict(zip(right.rounds, right.values))
     diffs = [math.log(mine[r]) - math.log(theirs[r]) if log else mine[r] - theirs[r] for r in sorted(mine)]
-    return difference_test(estimate(diffs), exact(0.0))
+    return difference_test(trimmed(diffs, trim) if trim else estimate(diffs), exact(0.0))
 
 
 def _side(side: "Runs | float", log: bool) -> Estimate:
