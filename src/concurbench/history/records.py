@@ -109,7 +109,7 @@ class RunRecord:
     quick: bool
     started: str
     ended: str
-    status: str
+    status: RunStatus
     error: str | None
     host: str
     cpu_model: str
@@ -124,6 +124,9 @@ class RunRecord:
     settings: dict = field(default_factory=dict)  # server version -> {setting: value} in effect
     kind: RunKind = RunKind.MEASURED
     scenario_file: str = ""  # the scenario file's path as the run recorded it ("" where none was)
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", RunStatus(self.status))  # a stored word becomes its member
 
     @property
     def busy(self) -> bool:
@@ -154,7 +157,8 @@ class PointRecord:
 
     run_id: str
     key: SeriesKey
-    status: str  # "ok", or how the variant run ended (its figures are kept, and left out of detection)
+    status: RunStatus  # OK, or how the variant run ended (its figures are kept, and left out of detection);
+    # a claim's point: NOT_EVALUATED where its claim was not evaluated
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom (None: not known)
     df: float | None
@@ -164,6 +168,9 @@ class PointRecord:
     values: tuple[float, ...]
     count: float | None = None  # a rare event's count, summed over the repeats
     exposure: float | None = None  # ... and the scheduled transactions it is out of
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", RunStatus(self.status))  # a stored word becomes its member
 
 
 def check_labels(labels: dict[str, str], what: str = "label") -> None:
@@ -283,7 +290,7 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
 
 
 def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int, server: str, metric: str,
-           status: str, values: list[float], single, rare: tuple[float, float] | None = None) -> PointRecord:
+           status: RunStatus, values: list[float], single, rare: tuple[float, float] | None = None) -> PointRecord:
     est = estimate(values)
     se, df = est.se, est.df
     if len(values) == 1 and single is not None:  # the window's own error
@@ -336,7 +343,7 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         if m is None or not _number(m.value):
             continue
         shown = c.ratio if c.ratio is not None else c.left
-        status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
+        status = RunStatus.NOT_EVALUATED if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK
         key = SeriesKey(record.scenario, m.variant, m.pool, m.clients, NO_POINT, m.server or default_server,
                         ClaimKey(m.name, c.form))
         out.append(PointRecord(record.run_id, key, status, float(m.value), None, None, _finite(shown.low),

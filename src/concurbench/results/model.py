@@ -38,6 +38,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     RUNNING = "running"  # a run's manifest while it goes
     KILLED = "killed"  # a run that ended without finishing (its owner is gone), as the store reads it back
+    NOT_EVALUATED = "not evaluated"  # a claim's point in the history whose claim was not evaluated (not a run's end)
 
 
 class Cause(StrEnum):

@@ -196,7 +196,7 @@ def save_run(run: Run, also: Callable[[Run], object] | None = None) -> tuple[Run
 def _leave_note(run: Run, moved_to: Path, failed: str) -> None:
     """Best effort: the first directory's manifest says where its run went (the journal makes room)."""
     journal.remove(run.path)
-    note = replace(run, status="failed", error=f"{failed}; the results were written to {moved_to} instead")
+    note = replace(run, status=RunStatus.FAILED, error=f"{failed}; the results were written to {moved_to} instead")
     try:
         _write_json(Path(run.path) / MANIFEST, note.manifest_dict())
     except OSError:
