@@ -127,7 +127,7 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
     values, repeats, within, thin = [], [], [], []
     window = is_window_metric(ref.metric)
     for run in complete:
-        metrics = run.flat_metrics(pool)
+        metrics = run.figures(pool)
         value = metrics.get(ref.metric)
         if isinstance(value, Unavailable):
             raise NotEvaluated(f"{ref.metric} of {run.label} is {value}")
@@ -169,7 +169,7 @@ def window_estimate(run: VariantRun, pool: str, metric: str) -> tuple[stats.Esti
     if metric.startswith("waits."):
         return _wait_share(run, metric.removeprefix("waits."))
     series = (run.pools[pool].stats or {}).get("series")
-    transactions = int((run.pools[pool].metrics or {}).get("transactions") or 0)
+    transactions = int(run.own(pool).get("transactions") or 0)
     if not series:
         return None, transactions
     bucket_s = series["bucket_ns"] / 1e9

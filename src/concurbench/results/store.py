@@ -208,7 +208,7 @@ def csv_rows(run: Run) -> list[dict]:
     rows = []
     for r in run.variant_runs:
         for name, pool in r.pools.items():
-            flat = {k: v for k, v in r.flat_metrics(name).items() if not k.startswith("error_messages")}
+            flat = {k: v for k, v in r.figures(name).items() if not k.startswith("error_messages")}
             rows.append({"variant": r.variant, "group": r.group, "point": r.point, "repeat": r.repeat,
                          "server": r.server, "pool": name, "measured": pool.measure, "clients": pool.clients,
                          "status": r.status, **flat})
