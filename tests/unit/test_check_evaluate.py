@@ -179,8 +179,8 @@ def test_too_few_transactions_for_a_percentile_is_inconclusive():
 
 
 def test_a_wait_that_was_never_sampled_is_inconclusive():
-    samples = {"wait_events": {"share": {"CPU": 1.0}}}
-    runs = [run(v, r, samplers=samples) for v in ("a", "b") for r in (1, 2)]
+    summary, rows = {"wait_events": {"share": {"CPU": 1.0}}}, [{"t_s": 0.1, "wait": "CPU", "sessions": 2}]
+    runs = [replace(run(v, r, samplers=summary), samples={"wait_events": rows}) for v in ("a", "b") for r in (1, 2)]
     (v,) = judge(["a: waits.Lock:tuple > b: waits.Lock:tuple"], runs)
     assert v.verdict == "inconclusive"
 
