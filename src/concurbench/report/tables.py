@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ..engines.registry import spec
 from ..engines.classes import ALL as ERROR_CLASSES
 from ..results.metrics import statements
-from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
+from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, RunStatus, VariantRun
 from ..samplers.postgres import WaitEvents
 from ..scenario.claims import server_matches
 from ..stats import Verdict
@@ -58,13 +58,13 @@ def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1
 
 
 
-# What a figure from a variant run that did not end ok covers (such runs are marked " *").
 LAG = ("mean_ms", "p99_ms", "max_ms")  # a rate-driven pool's schedule lag figures (lag.mean_ms, ...)
+# What a figure from a variant run that did not end ok covers (such runs are marked " *").
 STATUS_NOTES = {
-    "interrupted": "interrupted: figures cover the part that ran",
-    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
-                  "and claims on them are not evaluated",
-    "failed": "failed: figures cover what was measured before the variant run failed",
+    RunStatus.INTERRUPTED: "interrupted: figures cover the part that ran",
+    RunStatus.INCOMPLETE: "incomplete: a worker process sent no results, so figures leave out its sessions "
+                          "and claims on them are not evaluated",
+    RunStatus.FAILED: "failed: figures cover what was measured before the variant run failed",
 }
 
 
