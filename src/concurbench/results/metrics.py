@@ -55,8 +55,8 @@ POOL_FIGURES = (
 
 
 def per_txn(metrics: dict) -> dict:
-    """The PER_TXN_FIGURES of a pool's figures (name -> value): None where the count is absent (a closed-loop pool has no
-    late or skipped) or nothing was scheduled."""
+    """The PER_TXN_FIGURES of a pool's figures (name -> value): None where the count is absent (a closed-loop
+    pool has no late or skipped) or nothing was scheduled."""
     scheduled = sum(metrics.get(k) or 0 for k in ("transactions", "failed", "skipped"))
     out = {}
     for name, count in PER_TXN_FIGURES.items():
@@ -80,7 +80,8 @@ def pool_figures(stats: PoolStats, elapsed_s: float) -> dict:
            **{f"errors.{k}": stats.errors.get(k, 0) for k in ERROR_CLASSES},
            **{f"latency.{k}": v for k, v in _latency(stats.txn).items()}}
     for name, s in stats.statements.items():
-        out.update({f"statements.{name}.count": s.count, **{f"statements.{name}.{k}": v for k, v in _latency(s).items()}})
+        out[f"statements.{name}.count"] = s.count
+        out.update({f"statements.{name}.{k}": v for k, v in _latency(s).items()})
     out["statements_executed"] = stats.statements_executed
     out.update({f"error_messages.{text}": n for text, n in stats.error_messages.most_common(5)})
     if stats.lag.count or stats.skipped:  # a rate-driven pool: its schedule lag, late and skipped transactions

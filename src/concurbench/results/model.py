@@ -1,5 +1,6 @@
 """The result of a run, typed: a Run holds its manifest facts and its VariantRuns, each VariantRun
-its PoolResults; ClaimVerdicts judge the scenario's `expect` claims.
+its PoolResults and its figures as Metric records (`metrics`, read by name through `figures`, `own` and
+`whole`); ClaimVerdicts judge the scenario's `expect` claims.
 
 The runner builds a Run once, the store writes it (results/store.py) and `load_run` reads it back;
 reports, compare and `concurbench.load` read nothing else. `as_dict`/`from_dict` give and take the
@@ -286,8 +287,9 @@ class VariantRun:
             hosts=[dict(_mapping(h, f"{where}.hosts[{i}]")) for i, h in enumerate(data.get("hosts") or [])])
         if data.get("metrics") is not None:  # format 3: the records as written
             return replace(run, metrics=tuple(_records(Metric, data["metrics"], f"{where}.metrics")))
-        return replace(run, metrics=from_figures(run, {name: _mapping(p.get("metrics") or {}, f"{where}.pools.{name}.metrics")
-                                                       for name, p in pools.items()}))  # stored before records
+        nested_figures = {name: _mapping(p.get("metrics") or {}, f"{where}.pools.{name}.metrics")
+                          for name, p in pools.items()}
+        return replace(run, metrics=from_figures(run, nested_figures))  # stored before records
 
 
 def _records(kind, value, where: str) -> list:
