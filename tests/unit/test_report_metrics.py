@@ -10,7 +10,8 @@ import pytest
 
 from concurbench.engines.classes import ALL as ERROR_CLASSES
 from concurbench.report.tables import top_waits
-from concurbench.results.metrics import nested, pool_figures
+from concurbench.figures import Place, Scope
+from concurbench.results.metrics import nested, pool_figures, pool_records
 from concurbench.results.model import (PoolResult, PublishedFigure, Run, ScenarioInfo, ServerInfo, Source,
                                        Unavailable, VariantRun)
 from concurbench.report.render import markdown
@@ -63,6 +64,21 @@ def test_pool_metrics_figures():
     assert m["latency"]["max_ms"] == pytest.approx(2.0005, rel=1e-3)
     assert m["error_messages"] == {"40P01: deadlock detected": 3, "40001: could not serialize access": 2}
     json.dumps(m)  # results are written as JSON
+
+
+def test_a_pools_records_are_made_from_its_statistics_with_units_scope_and_place():
+    stats = stats_for("lockers", 500, errors=Counter(deadlock=3), sessions=8)
+    stats.error_messages.update({"40P01: deadlock detected. Process 7 waits": 3})  # a text with a dot in it
+    place = Place("advisory", "lockers", 8, "18.1", 2)
+    records = pool_records(stats, 2.5, place)
+    by_name = {m.name: m for m in records}
+    assert all(m.scope is Scope.POOL and m.place == place for m in records)
+    assert (by_name["tps"].value, by_name["tps"].unit) == (200.0, "1/s")
+    assert by_name["latency.p95_ms"].unit == "ms" and by_name["statements.lock.count"].unit == "statements"
+    assert (by_name["errors.deadlock"].value, by_name["errors.deadlock"].unit) == (3, "errors")
+    figures = {m.name: m.value for m in records}
+    assert nested(figures) == pool_metrics(stats, 2.5)  # summary.json's nested pool figures, made from the records
+    assert nested(figures)["error_messages"] == {"40P01: deadlock detected. Process 7 waits": 3}
 
 
 def test_pool_metrics_statement_counts_of_unflushed_stats():
