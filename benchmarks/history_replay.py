@@ -250,7 +250,7 @@ def figures(run_dir: Path, watched: set[str]) -> dict:
     tps: dict[str, list[float]] = {}
     for vr in run.variant_runs:
         label = vr.variant + (f"@{vr.point}" if vr.point is not None else "")
-        values = [p.metrics.get("tps") for p in vr.pools.values() if p.measure]
+        values = [vr.own(name).get("tps") for name, p in vr.pools.items() if p.measure]
         if vr.complete and values and all(isinstance(v, (int, float)) for v in values):
             tps.setdefault(label, []).append(sum(values))
     server = run.servers[0] if run.servers else None

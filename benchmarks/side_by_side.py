@@ -55,7 +55,7 @@ import numpy as np
 from concurbench.check import CheckPolicy
 from concurbench.check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
 from concurbench.check.sides import MIN_RUNS
-from concurbench.figures import Better
+from concurbench.figures import Better, Place, Scope
 from concurbench.results.machine import OTHERS_LIMIT
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.results.store import cpu_model
@@ -212,10 +212,10 @@ def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int
             d = drawn / math.sqrt(1 + h * h) * scale + shift
             for server, logs in (("o", np.zeros(4)), ("n", d)):
                 values = [1000 * math.exp(logs[0])] + [math.exp(x) for x in logs[1:]]
-                metrics = {"tps": values[0], "transactions": 1000,
-                           "latency": {"mean_ms": values[1], "p95_ms": values[2], "p99_ms": values[3]}}
-                runs.append(VariantRun("work", "work", None, server, r, pools={
-                    "workers": PoolResult("workers", True, 2, metrics)}))
+                figures = {"tps": values[0], "transactions": 1000, "latency.mean_ms": values[1],
+                           "latency.p95_ms": values[2], "latency.p99_ms": values[3]}
+                runs.append(VariantRun("work", "work", None, server, r, pools={"workers": PoolResult("workers", True, 2)},
+                                       metrics=Place("work", "workers", 2, server, r).records(figures, Scope.POOL)))
             if r < MIN_RUNS:
                 continue
             verdicts = decider.judge(runs)

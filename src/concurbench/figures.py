@@ -15,6 +15,11 @@ that is better (Better.HIGHER, LOWER, or NEUTRAL: shown, never gated), and its K
 
 Pools and samplers declare their figures next to the code that makes them; results/catalogue.py
 puts them into the one Catalogue every reader asks. Nobody guesses a direction from a name.
+
+A Metric is one measured figure as a record: its name, value, unit and Scope, and the Place it was
+measured (variant, pool, clients, server, repeat). Whatever measures a figure makes its record here
+(a pool's in results/metrics.py, a sampler's on its class, a probe's and a claim's where they are run
+and judged); results/metric.py says more.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from fnmatch import fnmatchcase
+from typing import Any, NamedTuple
 
 
 class Better(StrEnum):
@@ -113,3 +119,72 @@ class Catalogue:
 
     def names(self) -> list[str]:
         return [f.pattern for f in self.figures]
+
+
+class Scope(StrEnum):
+    """What a figure is a figure of (the words stored)."""
+
+    POOL = "pool"
+    RUN = "run"
+    SAMPLER = "sampler"
+    PROBE = "probe"
+    CLAIM = "claim"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One figure where it was measured. `pool` is "" for a figure of the variant run as a whole, whose
+    `clients` are then all its pools' together. `value` is as measured: a number, None where the figure was
+    not measured (a rate of nothing), or a pool's text (its error messages)."""
+
+    name: str
+    value: Any
+    unit: str
+    scope: Scope
+    variant: str
+    pool: str
+    clients: int
+    server: str | None
+    repeat: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "scope", Scope(self.scope))
+
+    @property
+    def place(self) -> "Place":
+        return Place(self.variant, self.pool, self.clients, self.server, self.repeat)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "scope": self.scope.value,
+                "variant": self.variant, "pool": self.pool, "clients": self.clients, "server": self.server,
+                "repeat": self.repeat}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Metric":
+        """A stored record; KeyError or ValueError when it is not one (the caller names where)."""
+        return cls(str(data["name"]), data["value"], str(data.get("unit") or ""), Scope(data["scope"]),
+                   str(data["variant"]), str(data.get("pool") or ""), int(data["clients"]), data.get("server"),
+                   int(data.get("repeat") or 1))
+
+
+class Place(NamedTuple):
+    """Where figures were measured: the key of their records (pool "" for the variant run as a whole)."""
+
+    variant: str
+    pool: str
+    clients: int
+    server: str | None
+    repeat: int
+
+    def records(self, figures: dict[str, Any], scope: Scope, catalogue: "Catalogue | None" = None) -> tuple:
+        """Figures (name -> value, in their order) as records here, each with the unit `catalogue` declares
+        for it ("" where it declares none)."""
+        return tuple(Metric(name, value, unit_of(catalogue, name), scope, *self) for name, value in figures.items())
+
+
+def unit_of(catalogue: "Catalogue | None", name: str) -> str:
+    """The unit a catalogue declares for a figure, "" where it declares none."""
+    if catalogue is None:
+        return ""
+    figure = catalogue.figure(name)
+    return figure.unit if figure.known else ""

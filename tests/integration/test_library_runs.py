@@ -131,5 +131,5 @@ def test_sigterm_stops_a_run_of_the_api_which_keeps_what_it_measured(server, tmp
     assert status == "interrupted"
     run = concurbench.load(tmp_path / run_dir)
     assert run.status == "interrupted" and run.variant_runs[0].status == "interrupted"
-    assert run.variant_runs[0].pools["p"].metrics["transactions"] > 0
+    assert run.variant_runs[0].own("p")["transactions"] > 0
     assert run.variant_runs[0].elapsed_s < 30  # stopped in the window, not at its end

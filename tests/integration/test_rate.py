@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from concurbench.results.metrics import pool_metrics
+from concurbench.results.metrics import nested, pool_figures
 from concurbench.scenario.model import Phase, Pool, Statement
 from concurbench.workload import fastloop
 from concurbench.workload.pool import LoadGenerator
@@ -39,7 +39,7 @@ def per_half(stats, elapsed: float) -> tuple[int, int]:
 def test_a_rate_is_kept_and_its_lag_reported_apart(server, loop):
     result, stats = run(server, pool(rate=200.0, arrivals="fixed"), loop, 1.0)
     assert 180 <= stats.transactions <= 210  # 200/s over 1 s, one arrival every 5 ms
-    metrics = pool_metrics(stats, result.elapsed_s)
+    metrics = nested(pool_figures(stats, result.elapsed_s))
     assert metrics["late"] == 0 and metrics["skipped"] == 0
     assert metrics["lag"]["mean_ms"] is not None and metrics["lag"]["mean_ms"] < 5
     assert stats.lag.count == stats.transactions
@@ -99,7 +99,7 @@ def test_latency_limit_counts_late_and_skipped_transactions(server, loop):
     assert stats.skipped > 20  # ~100 due, ~40 served: those already 100 ms late are never sent
     assert stats.late > 0
     assert stats.lag.max_ms() <= limit * 1000 + 20  # nothing is sent later than the limit (plus a poll)
-    metrics = pool_metrics(stats, result.elapsed_s)
+    metrics = nested(pool_figures(stats, result.elapsed_s))
     assert metrics["skipped"] == stats.skipped and metrics["late"] == stats.late
 
 

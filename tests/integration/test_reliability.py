@@ -109,7 +109,7 @@ def test_a_failing_teardown_keeps_the_measured_figures(server, running_server, t
     assert outcome.status == "failed"
     assert outcome.error.message.startswith("v (") and "teardown SQL failed (inline SQL, line 1)" in outcome.error.message
     [result] = outcome.results
-    assert result.status == "failed" and result.pools["p"].metrics["transactions"] > 0
+    assert result.status == "failed" and result.own("p")["transactions"] > 0
 
 
 def test_the_plan_is_the_order_the_runner_takes(server, running_server, tmp_path):

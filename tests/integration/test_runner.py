@@ -11,6 +11,7 @@ from concurbench.report import render
 from concurbench.running.progress_events import Recorder, Tick, VariantDone, VariantStarted
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
+from concurbench.results.metrics import nested
 
 HERE = Path(__file__).parent
 pytestmark = pytest.mark.integration
@@ -51,7 +52,7 @@ def test_run_completes_and_writes_the_run_directory(outcome):
 def test_statements_executed_equal_transactions_times_statements(outcome):
     for result in outcome[0].results:
         for pool, data in result.pools.items():
-            m = data.metrics
+            m = nested(result.own(pool))
             statements = len(m["statements"])
             assert m["statements_executed"] == m["transactions"] * statements, (result.variant, pool)
             for name, s in m["statements"].items():
@@ -59,13 +60,13 @@ def test_statements_executed_equal_transactions_times_statements(outcome):
 
 
 def test_fixed_transaction_count_per_client(outcome):
-    m = by_variant(outcome, "counted").pools["fixed"].metrics
+    m = nested(by_variant(outcome, "counted").own("fixed"))
     assert m["transactions"] == 3 * 50
     assert m["failed"] == 0
 
 
 def test_lock_not_available_is_counted_not_fatal(outcome):
-    m = by_variant(outcome, "nowait").pools["grabbers"].metrics
+    m = nested(by_variant(outcome, "nowait").own("grabbers"))
     assert m["transactions"] == 0
     assert m["errors"]["lock_not_available"] > 0
     assert m["failed"] == m["errors"]["lock_not_available"]
@@ -73,7 +74,7 @@ def test_lock_not_available_is_counted_not_fatal(outcome):
 
 
 def test_serialization_failures_are_retried(outcome):
-    m = by_variant(outcome, "conflicts").pools["incrementers"].metrics
+    m = nested(by_variant(outcome, "conflicts").own("incrementers"))
     assert m["transactions"] > 0
     assert m["retries"] > 0
     assert m["errors"]["serialization"] == m["failed"]
@@ -119,7 +120,7 @@ def test_stored_run_renders_again_and_is_listed(outcome, cli_main):
 
 
 def test_fixed_count_of_failing_transactions_ends(outcome):
-    m = by_variant(outcome, "always_fails").pools["failing"].metrics
+    m = nested(by_variant(outcome, "always_fails").own("failing"))
     assert m["transactions"] == 0
     assert m["failed"] == 2 * 5
     assert m["errors"]["other"] == 10

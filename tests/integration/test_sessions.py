@@ -14,7 +14,7 @@ import psycopg
 import pytest
 
 from concurbench.check.sides import side_data
-from concurbench.results.metrics import pool_metrics
+from concurbench.results.metrics import nested, pool_figures
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import Ref
 from concurbench.scenario.model import Pool, Statement
@@ -223,9 +223,10 @@ def test_the_claims_check_reads_the_series_the_pool_stores(server, loop):
     pool = Pool("reads", 2, (Statement("one", "SELECT 1"), Statement("two", "SELECT 2")), atomic=True)
     result = run(server, [pool], loop, duration=1.5)
     stats = result.pools["reads"]
-    metrics = pool_metrics(stats, result.elapsed_s)
+    metrics = nested(pool_figures(stats, result.elapsed_s))
     data = json.loads(json.dumps({"variant": "v", "group": "g", "point": None, "elapsed_s": result.elapsed_s,
-                                  "pools": {"reads": PoolResult("reads", True, 2, metrics, stats.to_dict()).as_dict()}}))
+                                  "pools": {"reads": PoolResult("reads", True, 2, stats.to_dict()).as_dict(
+                                      pool_figures(stats, result.elapsed_s))}}))
     variant_run = VariantRun.from_dict(data, "test")
     buckets = int(result.elapsed_s / 0.1 + 1e-9)
     for metric, reported in (("tps", metrics["tps"]), ("latency.mean_ms", metrics["latency"]["mean_ms"]),

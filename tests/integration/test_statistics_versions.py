@@ -48,8 +48,8 @@ def test_table_stats_deltas_equal_the_work_done(known_work_run):
     major, outcome = known_work_run
     (result,) = outcome.results
     assert result.server.split(".")[0] == major
-    assert result.pools["readers"].metrics["transactions"] == READS
-    assert result.pools["writers"].metrics["transactions"] == WRITES
+    assert result.own("readers")["transactions"] == READS
+    assert result.own("writers")["transactions"] == WRITES
     stats = result.samplers["table_stats"]
     assert result.sampler_errors == [] and result.sampler_failures == []
     assert {k: stats[k] for k in ("idx_scan", "idx_tup_read", "idx_tup_fetch", "n_tup_upd", "seq_scan", "n_tup_ins",

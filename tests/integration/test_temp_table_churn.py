@@ -10,6 +10,7 @@ import pytest
 from concurbench.results.model import VariantRun
 from concurbench.running.runner import Runner
 from concurbench.running.load import load_scenario
+from concurbench.results.metrics import nested
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "postgres" / "temp-table-churn.yaml"
 CATALOGS = {"pg_attribute", "pg_class", "pg_depend", "pg_type"}
@@ -36,7 +37,7 @@ def test_every_variant_ran_its_fixed_number_of_calls(outcome):
     assert [(r.variant, r.repeat) for r in outcome.results] == [
         ("dynamic", 1), ("static", 1), ("reuse", 1), ("reuse", 2), ("static", 2), ("dynamic", 2)]
     for result in outcome.results:
-        m = result.pools["callers"].metrics
+        m = nested(result.own("callers"))
         assert m["transactions"] == params["clients"] * params["calls"], result.variant
         assert m["failed"] == 0, (result.variant, m["error_messages"])
 
@@ -68,19 +69,19 @@ def test_probes_start_from_reset_counters_and_compact_catalogs(outcome):
 @pytest.mark.parametrize("variant", ["dynamic", "static"])
 def test_a_temp_table_per_call_writes_and_deletes_catalog_rows(outcome, variant):
     result = run_of(outcome, variant)
-    calls = result.pools["callers"].metrics["transactions"]
+    calls = result.own("callers")["transactions"]
     after = catalogs(result, "after")
     assert after["pg_class"]["n_tup_ins"] >= calls
     assert after["pg_type"]["n_tup_ins"] >= 2 * calls  # the row type and its array type
     assert after["pg_attribute"]["n_tup_del"] >= 8 * calls  # two columns and six system columns
     assert after["all"]["n_tup_del"] == sum(after[c]["n_tup_del"] for c in CATALOGS)
-    flat = result.flat_metrics("callers")
+    flat = result.figures("callers")
     assert flat["probes.catalogs.after.bytes"] > flat["probes.catalogs.before.bytes"]
 
 
 def test_a_table_kept_per_session_touches_the_catalogs_once_per_session(outcome):
     result = run_of(outcome, "reuse")
-    m = result.pools["callers"].metrics
+    m = nested(result.own("callers"))
     after = catalogs(result, "after")
     # created by each session's first call, dropped when the session ends
     assert m["sessions"] <= after["pg_class"]["n_tup_ins"] < 2 * m["sessions"]

@@ -42,7 +42,7 @@ def test_the_pass_runs_before_each_variant_unmeasured_and_is_recorded(server, ru
     out = Runner(load_scenario(path), running_server(server[1]), out_dir=tmp_path / "runs", progress=events).run()
     assert out.status == "ok", out.error
     first, second = out.results
-    assert first.pools["writers"].metrics["transactions"] == 10 == second.pools["writers"].metrics["transactions"]
+    assert first.own("writers")["transactions"] == 10 == second.own("writers")["transactions"]
     assert first.probes["rows"]["after"][0]["n"] == 2 * 3 + 2 * 5  # the pass's rows are on the server
     assert second.probes["rows"]["after"][0]["n"] == 2 * 4 + 2 * 5
     assert {k: getattr(first.warmup_pass, k) for k in ("transactions_per_client", "transactions", "failed", "after_restart",

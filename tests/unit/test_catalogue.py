@@ -19,7 +19,7 @@ RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 def test_every_figure_of_a_stored_run_is_declared():
     run = load_run(RUNS / "temp-table-churn")
-    names = {m for r in run.variant_runs for pool in r.pools for m, v in r.flat_metrics(pool).items()
+    names = {m for r in run.variant_runs for pool in r.pools for m, v in r.figures(pool).items()
              if not isinstance(v, Unavailable)}
     assert {"tps", "latency.p99_ms", "failed", "retries"} <= names
     assert sorted(m for m in names if not CATALOGUE.declares(m)) == []

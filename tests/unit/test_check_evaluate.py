@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 import re
 
 import pytest
@@ -14,6 +15,7 @@ from concurbench.results.model import Cause
 from concurbench.check.rounds import claim_points
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.scenario.claims import parse_claim
+from figured import figured
 
 BUCKETS = 20  # a 2 s window of 100 ms intervals
 
@@ -36,10 +38,11 @@ def run(variant: str, repeat: int, *, tps: float = 1000.0, latency_ms: float = 5
                "latency": {"mean_ms": sum(series["txn_ns"]) / txns / 1e6, "p95_ms": p95},
                "statements": {"lock": {"mean_ms": sum(series["statement_ns"]["lock"]) / txns / 1e6}}}
     metrics.update(extra or {})
-    pool = PoolResult("main", True, 8, metrics, {"series": series})
-    return VariantRun(variant, "g", point, "18.6", repeat, status, 2.0, pools={"main": pool},
-                      samplers=samplers or {}, unavailable=unavailable or {},
-                      messages=["1 of 2 worker processes sent no results"] if status == "incomplete" else [])
+    pool = PoolResult("main", True, 8, {"series": series})
+    return figured(VariantRun(variant, "g", point, "18.6", repeat, status, 2.0, pools={"main": pool},
+                              samplers=samplers or {}, unavailable=unavailable or {},
+                              messages=["1 of 2 worker processes sent no results"] if status == "incomplete" else []),
+                   {"main": metrics})
 
 
 def judge(texts: list[str], runs: list[VariantRun], **kw):
@@ -176,8 +179,8 @@ def test_too_few_transactions_for_a_percentile_is_inconclusive():
 
 
 def test_a_wait_that_was_never_sampled_is_inconclusive():
-    samples = {"wait_events": {"share": {"CPU": 1.0}}}
-    runs = [run(v, r, samplers=samples) for v in ("a", "b") for r in (1, 2)]
+    summary, rows = {"wait_events": {"share": {"CPU": 1.0}}}, [{"t_s": 0.1, "wait": "CPU", "sessions": 2}]
+    runs = [replace(run(v, r, samplers=summary), samples={"wait_events": rows}) for v in ("a", "b") for r in (1, 2)]
     (v,) = judge(["a: waits.Lock:tuple > b: waits.Lock:tuple"], runs)
     assert v.verdict == "inconclusive"
 
@@ -187,9 +190,9 @@ def test_same_run_figures_are_compared_run_by_run():
     runs = []
     for r, scale in ((1, 1.0), (2, 1.6)):
         vr = run("dynamic", r, tps=1000 * scale)
-        txns = vr.pools["main"].metrics["transactions"]
-        vr.probes["catalogs"] = {"after": [{"n_tup_del": 14 * txns}]}
-        runs.append(vr)
+        txns = vr.own("main")["transactions"]
+        runs.append(figured(replace(vr, probes={"catalogs": {"after": [{"n_tup_del": 14 * txns}]}}),
+                            {"main": vr.own("main")}))
     (v,) = judge(["dynamic: probes.catalogs.after.n_tup_del >= 10 * dynamic: transactions"], runs)
     assert v.verdict == "pass", v.reason
     assert v.ratio.value == pytest.approx(1.4)

@@ -9,13 +9,14 @@ from concurbench.running.load import load_scenario
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.check import check_outcome, judge_claims
 from concurbench.scenario.claims import Ref, parse_claim
+from figured import figured
 
 
 def result(variant, point=None, tps=100.0, lock_ms=1.0, server="18.1", elapsed=1.0, extra=None, repeat=1):
     metrics = {"transactions": int(tps * elapsed), "tps": tps, "latency": {"mean_ms": 2.0},
                "statements": {"lock": {"count": 1, "mean_ms": lock_ms}}}
-    return VariantRun(variant, "g", point, server=server, elapsed_s=elapsed, repeat=repeat,
-                      pools={"p": PoolResult("p", True, point or 1, metrics)}, samplers=extra or {})
+    return figured(VariantRun(variant, "g", point, server=server, elapsed_s=elapsed, repeat=repeat,
+                              pools={"p": PoolResult("p", True, point or 1)}, samplers=extra or {}), {"p": metrics})
 
 
 def repeated(variant, point=None, spread=(0.98, 1.0, 1.02), **kw):

@@ -24,6 +24,7 @@ from concurbench.samplers.mssql import TempdbLatches
 from concurbench.samplers.mssql_waits import WaitStats
 from concurbench.scenario.claims import parse_claim
 from concurbench.scenario.model import SamplerSpec
+from figured import figured
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_COLUMNS = ("wait_type", "waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
@@ -38,9 +39,9 @@ def claims(file: str, *metrics: str):
 
 
 def run(variant: str, server: str, repeat: int, samplers: dict | None = None, elapsed: float = 60.0) -> VariantRun:
-    return VariantRun(variant, "main", None, server, repeat, "ok", elapsed,
-                      pools={"readers": PoolResult("readers", True, 16, {"transactions": 1000, "tps": 1000 / elapsed})},
-                      samplers=samplers or {})
+    return figured(VariantRun(variant, "main", None, server, repeat, "ok", elapsed,
+                              pools={"readers": PoolResult("readers", True, 16)}, samplers=samplers or {}),
+                   {"readers": {"transactions": 1000, "tps": 1000 / elapsed}})
 
 
 # -- observer-overhead: the observer does not show in the readers' waits ------------------------------------------

@@ -21,6 +21,7 @@ from concurbench.results.model import PoolResult, VariantRun
 from concurbench.check import judge_claims
 from concurbench.scenario.claims import parse_claim
 from concurbench.scenario.model import SamplerSpec
+from figured import figured
 
 COUNTER_COLUMNS = ("object_name", "counter_name", "instance_name", "cntr_value", "cntr_type")
 WAIT_COLUMNS = ("wait_type", "waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms")
@@ -243,9 +244,9 @@ def test_a_claim_on_gam_shares_needs_enough_samples():
     on the share now, which is None below `min_task_samples`, so the claim fails as having no value."""
     empty = TempdbLatches().summarize(None, None, [{"t_s": 0.1, "latch": "none", "tasks": 0}], 0.1)
     assert empty["task_samples"] == 0 and empty["gam_share"] is None and empty["gam_tasks"] == 0
-    result = VariantRun("dynamic_memopt", "g", None, server="2022-CU14", elapsed_s=1.0,
-                        pools={"callers": PoolResult("callers", True, 100, {"transactions": 1})},
-                        samplers={"tempdb_latches": empty})
+    result = figured(VariantRun("dynamic_memopt", "g", None, server="2022-CU14", elapsed_s=1.0,
+                                pools={"callers": PoolResult("callers", True, 100)}, samplers={"tempdb_latches": empty}),
+                     {"callers": {"transactions": 1}})
     (verdict,) = judge_claims([parse_claim("dynamic_memopt: tempdb_latches.gam_share <= 0.2")], [result])
     assert verdict.passed is not True and "no value" in verdict.reason
     few = TempdbLatches().summarize(None, None, [{"t_s": 0.1, "latch": "PAGELATCH_EX:GAM", "tasks": 3}], 0.1)

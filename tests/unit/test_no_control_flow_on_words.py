@@ -2,7 +2,7 @@
 is compared as a type (an enum member, a field), never by its text, so improving a sentence or renaming a word
 changes no behaviour. The test reads every module of the package and fails on a comparison (==, !=, in) or a
 startswith/endswith between a text (a literal, or a module's text constant) and a value whose name says it is a
-message's, a status's, a kind's, a target's or an order's words."""
+message's, a status's, a kind's, a target's, an order's or a metric record's scope's words."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "concurbench"
 WORDY = re.compile(r"\b(reason|reasons|message|messages|error|why|status|outcome|verdict|cause|says|detail|words|kind|"
-                   r"target|order)\b", re.I)
+                   r"target|order|scope)\b", re.I)
 # The places that must read words, and why: runs already written carry only their words (the one migration that
 # reads them); a driver that gives one code (HYT00) for a login timeout and a query timeout alike; the probe's
 # advice, chosen by the server's own error words (its message, not ours); Docker's container states; a setting's
@@ -107,3 +107,14 @@ def word_compares_at(path: Path) -> list[str]:
         return word_compares(path)
     finally:
         PACKAGE = saved
+
+
+def test_the_check_finds_a_records_scope_compared_by_its_words(tmp_path):
+    """A metric record's scope is a Scope: compared by its word ("pool") it is caught, as a member it is not."""
+    module = tmp_path / "scopes.py"
+    module.write_text('def f(m, Scope):\n'
+                      '    if m.scope == "pool":\n'
+                      '        return 1\n'
+                      '    return m.scope is Scope.SAMPLER\n')
+    found = word_compares_at(module)
+    assert [line.split(": ", 1)[1] for line in found] == ["m.scope == 'pool'"], found

@@ -312,14 +312,14 @@ def test_a_closed_pool_with_a_start_and_stop_runs_only_between_them():
 def test_a_rate_pools_metrics_carry_lag_late_and_skipped_and_compare_wants_them_lower():
     from concurbench.figures import Better
     from concurbench.results.catalogue import CATALOGUE
-    from concurbench.results.metrics import pool_metrics
+    from concurbench.results.metrics import nested, pool_figures
     from concurbench.workload.stats import PoolStats
 
     stats = PoolStats("p", transactions=2, late=1, skipped=3)
     stats.lag.pending.extend([2 * MS, 4 * MS])
-    metrics = pool_metrics(stats, 1.0)
+    metrics = nested(pool_figures(stats, 1.0))
     assert metrics["lag"]["mean_ms"] == 3.0 and metrics["late"] == 1 and metrics["skipped"] == 3
-    assert "lag" not in pool_metrics(PoolStats("closed", transactions=2), 1.0)  # a closed loop has none
+    assert "lag" not in nested(pool_figures(PoolStats("closed", transactions=2), 1.0))  # a closed loop has none
     assert PoolStats.from_dict(stats.to_dict()).skipped == 3
     assert {CATALOGUE.better(m) for m in ("lag.p99_ms", "late", "skipped", "late_per_txn")} == {Better.LOWER}
 

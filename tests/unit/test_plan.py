@@ -19,6 +19,7 @@ from concurbench.running.progress_events import CheckLook, Planned, Provisioning
 from concurbench.results.shards import Plan, Shard
 from concurbench.results.model import PoolResult, RunStatus, VariantRun
 from concurbench.running.load import load_scenario
+from figured import figured
 
 SCENARIO = """name: p
 engine: postgres
@@ -147,8 +148,8 @@ def runs(estimate_s: float, count: int) -> tuple[PlannedRun, ...]:
 
 
 def result(name: str) -> VariantRun:
-    return VariantRun(variant=name, group="main", point=None, elapsed_s=1.0,
-                      pools={"p": PoolResult("p", True, 2, {"tps": 1234.0})})
+    return figured(VariantRun(variant=name, group="main", point=None, elapsed_s=1.0,
+                              pools={"p": PoolResult("p", True, 2)}), {"p": {"tps": 1234.0}})
 
 
 def variant(name: str) -> VariantStarted:

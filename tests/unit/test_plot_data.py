@@ -18,6 +18,7 @@ from matplotlib.container import BarContainer  # noqa: E402 - after the skip
 
 from concurbench.report.chart_style import pyplot  # noqa: E402
 from concurbench.report.plots import figures  # noqa: E402
+from figured import figured
 
 T_975_DF1 = 12.7062  # Student's t, 97.5% quantile, 1 degree of freedom (two repeats)
 TIMES = [0.1, 0.2, 0.3, 0.4, 0.5]
@@ -50,10 +51,10 @@ def variant_run(variant: str, point: int, repeat: int) -> VariantRun:
     metrics = {"sessions": point, "transactions": int(tps * 2), "tps": tps, "failed": 0, "retries": 0,
                "errors": {}, "latency": latency(tps), "statements": {}, "statements_executed": int(tps * 2),
                "error_messages": {}}
-    return VariantRun(variant, "locks", point, server="17.2", repeat=repeat, elapsed_s=2.0,
-                      pools={"lockers": PoolResult("lockers", True, point, metrics)},
-                      samplers={"wait_events": {"samples": len(TIMES), "share": share}},
-                      samples={"wait_events": waits, "mssql_counters": counters})
+    return figured(VariantRun(variant, "locks", point, server="17.2", repeat=repeat, elapsed_s=2.0,
+                              pools={"lockers": PoolResult("lockers", True, point)},
+                              samplers={"wait_events": {"samples": len(TIMES), "share": share}},
+                              samples={"wait_events": waits, "mssql_counters": counters}), {"lockers": metrics})
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +143,7 @@ def test_throughput_points_and_error_bars_are_the_means_and_intervals_of_the_rep
     for variant, container in containers.items():
         line, _caps, (bars,) = container.lines
         for (x, y), segment, point in zip(line.get_xydata(), bars.get_segments(), (4, 32)):
-            values = [r.pools["lockers"].metrics["tps"] for r in run.variant_runs
+            values = [r.own("lockers")["tps"] for r in run.variant_runs
                       if (r.variant, r.point) == (variant, point)]
             mean, half = statistics.mean(values), T_975_DF1 * statistics.stdev(values) / math.sqrt(2)
             assert x == pytest.approx(point, abs=1.0)  # set a little apart from the other line
@@ -161,7 +162,7 @@ def test_latency_bars_are_the_mean_percentiles(run, charts):
     assert [c.get_label() for c in bars] == ["p50", "p95", "p99"]
     for container, key in zip(bars, ("p50_ms", "p95_ms", "p99_ms")):
         heights = [p.get_height() for p in container.patches]
-        expected = [statistics.mean(r.pools["lockers"].metrics["latency"][key] for r in run.variant_runs
+        expected = [statistics.mean(r.own("lockers")[f"latency.{key}"] for r in run.variant_runs
                                     if (r.variant, r.point) == (v, p)) for v, p in (("a", 4), ("a", 32), ("b", 4),
                                                                                   ("b", 32))]
         assert heights == pytest.approx(expected, rel=1e-3)

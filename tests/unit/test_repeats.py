@@ -57,8 +57,8 @@ def test_collapse_folds_repeats_into_means_with_intervals():
     assert [r.variant for r in folded] == ["a", "b"]
     a = folded[0]
     assert a.repeats == 2
-    assert a.pools["p"].metrics["tps"] == pytest.approx(105.0)
-    assert a.pools["p"].metrics["statements"]["s"]["mean_ms"] == pytest.approx(3.0)
+    assert a.own("p")["tps"] == pytest.approx(105.0)
+    assert a.own("p")["statements.s.mean_ms"] == pytest.approx(3.0)
     assert a.samplers["wal"]["bytes"] == pytest.approx(1500)
     tps = a.repeat_stats["p"]["tps"]
     assert tps["n"] == 2 and tps["ci95"] == pytest.approx(12.7062 * math.sqrt(50) / math.sqrt(2), rel=1e-4)

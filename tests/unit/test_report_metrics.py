@@ -1,4 +1,4 @@
-"""pool_metrics on hand-built PoolStats, and the Markdown report built from a small hand-made run."""
+"""A pool's figures on hand-built PoolStats, and the Markdown report built from a small hand-made run."""
 
 from __future__ import annotations
 
@@ -10,14 +10,21 @@ import pytest
 
 from concurbench.engines.classes import ALL as ERROR_CLASSES
 from concurbench.report.tables import top_waits
-from concurbench.results.metrics import pool_metrics
+from concurbench.figures import Place, Scope
+from concurbench.results.metrics import nested, pool_figures, pool_records
 from concurbench.results.model import (PoolResult, PublishedFigure, Run, ScenarioInfo, ServerInfo, Source,
                                        Unavailable, VariantRun)
 from concurbench.report.render import markdown
 from concurbench.report.tables import build_report, fmt, measured_value
 from concurbench.workload.stats import PoolStats
+from figured import figured
 
 MS = 1_000_000
+
+
+def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:
+    """A pool's figures as summary.json nests them."""
+    return nested(pool_figures(stats, elapsed_s))
 
 
 def stats_for(pool: str, transactions: int, *, txn_ms: float = 2.0, statements=("lock", "update"),
@@ -59,6 +66,21 @@ def test_pool_metrics_figures():
     json.dumps(m)  # results are written as JSON
 
 
+def test_a_pools_records_are_made_from_its_statistics_with_units_scope_and_place():
+    stats = stats_for("lockers", 500, errors=Counter(deadlock=3), sessions=8)
+    stats.error_messages.update({"40P01: deadlock detected. Process 7 waits": 3})  # a text with a dot in it
+    place = Place("advisory", "lockers", 8, "18.1", 2)
+    records = pool_records(stats, 2.5, place)
+    by_name = {m.name: m for m in records}
+    assert all(m.scope is Scope.POOL and m.place == place for m in records)
+    assert (by_name["tps"].value, by_name["tps"].unit) == (200.0, "1/s")
+    assert by_name["latency.p95_ms"].unit == "ms" and by_name["statements.lock.count"].unit == "statements"
+    assert (by_name["errors.deadlock"].value, by_name["errors.deadlock"].unit) == (3, "errors")
+    figures = {m.name: m.value for m in records}
+    assert nested(figures) == pool_metrics(stats, 2.5)  # summary.json's nested pool figures, made from the records
+    assert nested(figures)["error_messages"] == {"40P01: deadlock detected. Process 7 waits": 3}
+
+
 def test_pool_metrics_statement_counts_of_unflushed_stats():
     m = pool_metrics(stats_for("p", 50, flush=False), 1.0)
     assert m["statements_executed"] == 100
@@ -86,11 +108,11 @@ def test_pool_metrics_counts_unknown_error_classes_nowhere():
 
 def result(variant, group, point, pools, *, elapsed=10.0, samplers=None, status="ok", messages=()):
     """A variant run as the runner builds it: pools -> (stats, measure)."""
-    return VariantRun(
+    figures = {name: pool_metrics(s, elapsed) for name, (s, _) in pools.items()}
+    return figured(VariantRun(
         variant, group, point, status=status, elapsed_s=elapsed, started=0.0, messages=list(messages),
-        pools={name: PoolResult(name, measure, s.sessions, pool_metrics(s, elapsed), s.to_dict())
-               for name, (s, measure) in pools.items()},
-        samplers=samplers or {})
+        pools={name: PoolResult(name, measure, s.sessions, s.to_dict()) for name, (s, measure) in pools.items()},
+        samplers=samplers or {}), figures)
 
 
 def written(run: Run) -> Run:
@@ -139,8 +161,8 @@ def table_rows(md: str, title: str) -> list[list[str]]:
     return rows
 
 
-def test_flat_metrics_flatten_and_add_sampler_figures(run):
-    flat = run.variant_runs[0].flat_metrics("lockers")
+def test_figures_give_a_pools_and_the_runs_records_by_name(run):
+    flat = run.variant_runs[0].figures("lockers")
     assert flat["tps"] == 100.0
     assert flat["errors.deadlock"] == 0
     assert flat["statements.lock.count"] == 1000
@@ -151,7 +173,7 @@ def test_flat_metrics_flatten_and_add_sampler_figures(run):
     assert flat["elapsed_s"] == 10.0
     assert top_waits(run.variant_runs[0], 2) == [("Lock:transactionid", 0.5), ("CPU", 0.25)]
     # WAL per transaction divides by every pool's transactions, background ones included
-    assert run.variant_runs[1].flat_metrics("lockers")["wal.bytes_per_txn"] == 50.0
+    assert run.variant_runs[1].figures("lockers")["wal.bytes_per_txn"] == 50.0
 
 
 def test_markdown_report_tables(run):

@@ -29,14 +29,14 @@ def test_frame_has_one_row_per_variant_run_pool_and_metric():
     run = concurbench.load(RUN)
     frame = run.frame()
     assert list(frame.columns) == KEYS + ["metric", "value", "unit", "scope", "unavailable"]
-    expected = sum(len([m for m in r.flat_metrics(p) if not m.startswith("error_messages.")])
+    expected = sum(len([m for m in r.figures(p) if not m.startswith("error_messages.")])
                    for r in run.variant_runs for p in r.pools)
     assert len(frame) == expected > 100
     assert not frame.duplicated(["server", "variant", "point", "pool", "repeat", "metric"]).any()
     assert set(frame.variant) == {"dynamic", "static", "reuse"} and set(frame.server) == {"18.6"}
     assert frame.point.isna().all() and frame.measured.all() and (frame.repeat == 1).all()
     tps = frame[frame.metric == "tps"].set_index("variant")["value"]
-    assert tps.to_dict() == {r.variant: r.pools["callers"].metrics["tps"] for r in run.variant_runs}
+    assert tps.to_dict() == {r.variant: r.own("callers")["tps"] for r in run.variant_runs}
     assert frame.value.dtype == float and frame.unavailable.isna().all()
     units = frame.drop_duplicates("metric").set_index("metric")[["unit", "scope"]].T.to_dict("list")
     assert units["tps"] == ["1/s", "pool"] and units["wal.bytes_per_txn"] == ["B", "sampler"]
@@ -95,8 +95,8 @@ def test_blog_table_example_rebuilds_the_table_from_a_run_directory():
     assert lines[0] == "## Temp-table churn (a temp table created per call, or kept per session)"
     assert "| Variant | Clients | TPS | p95 ms | vs dynamic |" in lines
     run = concurbench.load(RUN)
-    tps = {r.variant: r.pools["callers"].metrics["tps"] for r in run.variant_runs}
-    p95 = {r.variant: r.pools["callers"].metrics["latency"]["p95_ms"] for r in run.variant_runs}
+    tps = {r.variant: r.own("callers")["tps"] for r in run.variant_runs}
+    p95 = {r.variant: r.own("callers")["latency.p95_ms"] for r in run.variant_runs}
     rows = [line for line in lines if line.startswith("| ") and not line.startswith("| Variant")]
     assert [r.split(" | ")[0].strip("| ") for r in rows] == ["dynamic", "static", "reuse"]
     for row in rows:

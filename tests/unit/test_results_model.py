@@ -22,6 +22,7 @@ from concurbench.report.render import markdown
 from concurbench.report.tables import build_report
 from concurbench.results.metric import Metric, Scope
 from concurbench.samplers.base import SamplerFailure
+from figured import figured
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 V1_RUN = FIXTURES / "runs" / "temp-table-churn"  # format 1, written by `run --quick`
@@ -41,19 +42,19 @@ def variant_run(variant: str, repeat: int, *, point=8, server="17.2", status="ok
     waits = [{"t_s": round(0.1 * i, 3), "wait": w, "sessions": n} for i in range(1, 4)
              for w, n in (("Lock:tuple", i + repeat), ("CPU", 2))]
     counters = [{"t_s": 1.0 * i, "lock_requests_per_s": 100.5 * i, "version_store_kb": None} for i in range(1, 3)]
-    return VariantRun(
+    return figured(VariantRun(
         variant, "locks", point, server=server, repeat=repeat, status=status, elapsed_s=2.0, started=1795325353.25,
         warmup_s=0.5, fixed=False, worker_cpu_s=[0.5, 0.25], worker_wall_s=[2.0, 2.0],
         messages=["1 of 2 worker processes sent no results"] if status == "incomplete" else [],
-        pools={"lockers": PoolResult("lockers", True, point, metrics(100.0 * repeat, 200 * repeat),
+        pools={"lockers": PoolResult("lockers", True, point,
                                      {"name": "lockers", "txn": {"hist": "HISTFAAAA", "count": 200}}),
-               "noise": PoolResult("noise", False, 1, metrics(5.0, 10), None,
-                                   unavailable={"latency.p99_ms": "too few transactions"})},
+               "noise": PoolResult("noise", False, 1, None, unavailable={"latency.p99_ms": "too few transactions"})},
         samplers={"wait_events": {"samples": 3, "share": {"Lock:tuple": 0.75, "CPU": 0.25}},
                   "wal": {"bytes": 60000, "records": 300, "fpi": 1}},
         sampler_errors=[], background=[{"kind": "hold_transaction", "pid": 42, "released_at_s": None}],
         probes={"sizes": {"before": [{"rel": "t", "bytes": 8192}], "after": [{"rel": "t", "bytes": 16384}]}},
-        samples={"wait_events": waits, "mssql_counters": counters}, **extra)
+        samples={"wait_events": waits, "mssql_counters": counters}, **extra),
+        {"lockers": metrics(100.0 * repeat, 200 * repeat), "noise": metrics(5.0, 10)})
 
 
 def full_run(path: Path) -> Run:

@@ -49,7 +49,7 @@ def test_a_run_in_progress_says_running_and_keeps_what_finished(run):
     seen = load_run(started.path)
     assert seen.status == "running" and "2 of 3 variant runs finished so far" in seen.error
     assert [r.repeat for r in seen.variant_runs] == [1, 2]
-    assert seen.variant_runs[0].pools["p"].metrics == finished.pools["p"].metrics
+    assert seen.variant_runs[0].own("p") == finished.own("p")
 
 
 def test_a_run_whose_process_is_gone_reads_as_killed(run):
@@ -90,7 +90,7 @@ def test_a_directory_that_cannot_take_the_results_sends_them_to_the_fallback(run
     assert written.path == fallback
     assert problem.startswith(f"cannot write the run directory {started.path}: ")
     assert problem.endswith(f"the results were written to {fallback} instead")
-    assert load_run(fallback).variant_runs[0].pools["p"].metrics == finished.pools["p"].metrics
+    assert load_run(fallback).variant_runs[0].own("p") == finished.own("p")
     assert (fallback / "report.md").read_text() == "tables\n"
 
 

@@ -19,6 +19,7 @@ from concurbench.results.model import (FORMAT_VERSION, ClaimVerdict, PoolResult,
                                        VariantRun)
 from concurbench.results.shards import Combination, Plan, Shard, shard_number
 from concurbench.results.store import load_run, record_variant_run, start_run, write_run
+from figured import figured
 
 PLAN = Plan(2, (("a", (1, 2)), ("b", (1, 2))), 2)  # 2 servers x 2 repeats x 2 variants x 2 points = 16
 VERSIONS = ("16.4", "17.2")
@@ -84,9 +85,10 @@ def shard_run(root: Path, index: int, count: int = 2, plan: Plan = PLAN, version
     """The run directory `run --shard index/count` of PLAN would write (figures made up, shapes real)."""
     share = Shard(index, count).combinations(plan)
     used = sorted({c.server for c in share})
-    results = [VariantRun(c.variant, "g", c.point, server=versions[c.server], repeat=c.repeat, elapsed_s=1.0,
-                          pools={"p": PoolResult("p", True, c.point, metrics(100.0 + c.repeat))},
-                          samples={"wait_events": [{"t_s": 0.1, "wait": "CPU", "sessions": c.point}]})
+    results = [figured(VariantRun(c.variant, "g", c.point, server=versions[c.server], repeat=c.repeat, elapsed_s=1.0,
+                                  pools={"p": PoolResult("p", True, c.point)},
+                                  samples={"wait_events": [{"t_s": 0.1, "wait": "CPU", "sessions": c.point}]}),
+                       {"p": metrics(100.0 + c.repeat)})
                for c in share]
     run = Run(ScenarioInfo("s", file="/nowhere/s.yaml", sha256="a" * 64, parameters={"rows": 10},
                            variants=["a", "b", "c"]),

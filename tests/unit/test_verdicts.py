@@ -17,12 +17,13 @@ from concurbench.results.model import FORMAT_VERSION, Cause, ClaimVerdict, PoolR
 from concurbench.results.store import load_run, write_run
 from concurbench.scenario.claims import parse_claim
 from concurbench.stats import Verdict
+from figured import figured
 
 
 def result(variant: str, tps: float, repeat: int, server: str) -> VariantRun:
     metrics = {"transactions": int(tps), "tps": tps, "latency": {"mean_ms": 2.0}}
-    return VariantRun(variant, "g", None, server=server, elapsed_s=1.0, repeat=repeat,
-                      pools={"p": PoolResult("p", True, 1, metrics)})
+    return figured(VariantRun(variant, "g", None, server=server, elapsed_s=1.0, repeat=repeat,
+                              pools={"p": PoolResult("p", True, 1)}), {"p": metrics})
 
 
 def every_kind() -> list[ClaimVerdict]:

@@ -13,6 +13,7 @@ from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
 from concurbench.check import judge_claims
 from concurbench.scenario.versions import parse_versions, version_parts
+from figured import figured
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,9 +134,10 @@ def test_bad_conditions_are_reported_with_file_line_and_field(tmp_path):
 
 def test_a_claim_with_a_condition_is_not_evaluated_on_other_versions(tmp_path):
     scenario = load_scenario(write(tmp_path, SCENARIO))
-    runs = [VariantRun("a", "main", None, server=server, elapsed_s=1.0, repeat=repeat,
-                       pools={"p": PoolResult("p", True, 1, {"tps": 10.0, "transactions": 10})},
-                       probes={"io": {"after": [{"reads": 3}]}} if server != "14.23" else {})
+    runs = [figured(VariantRun("a", "main", None, server=server, elapsed_s=1.0, repeat=repeat,
+                               pools={"p": PoolResult("p", True, 1)},
+                               probes={"io": {"after": [{"reads": 3}]}} if server != "14.23" else {}),
+                    {"p": {"tps": 10.0, "transactions": 10}})
             for server in ("14.23", "16.4") for repeat in (1, 2)]  # two runs that agree: exact figures
     verdicts = judge_claims(list(scenario.expect), runs)
     assert [(v.server, v.claim[:8], v.verdict) for v in verdicts] == [

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from .. import stats
 from ..results.catalogue import CATALOGUE
 from ..results.model import Cause, ClaimEstimate, Unavailable, VariantRun
+from ..samplers.postgres import WAITS, WaitEvents
 from ..scenario.claims import Ref
 from ..util import suggest
 
@@ -127,13 +128,13 @@ def side_data(ref: Ref, runs: list[VariantRun]) -> SideData:
     values, repeats, within, thin = [], [], [], []
     window = is_window_metric(ref.metric)
     for run in complete:
-        metrics = run.flat_metrics(pool)
+        metrics = run.figures(pool)
         value = metrics.get(ref.metric)
         if isinstance(value, Unavailable):
             raise NotEvaluated(f"{ref.metric} of {run.label} is {value}")
         if value is None:
-            if ref.metric.startswith("waits.") and "wait_events" in run.samplers:
-                value = 0.0  # a wait never sampled: share 0 (whether that is enough to judge is said below)
+            if ref.metric.startswith(WAITS) and WaitEvents.name in run.samples:
+                value = 0.0  # the sampler's rows never saw the wait: share 0 (whether that is enough is said below)
             elif _percentile(ref.metric) and metrics.get("transactions") is not None:
                 thin.append(f"{run.label} ran {metrics['transactions']:,} transactions, too few for "
                             f"{ref.metric.rsplit('.', 1)[-1].removesuffix('_ms')}")
@@ -169,7 +170,7 @@ def window_estimate(run: VariantRun, pool: str, metric: str) -> tuple[stats.Esti
     if metric.startswith("waits."):
         return _wait_share(run, metric.removeprefix("waits."))
     series = (run.pools[pool].stats or {}).get("series")
-    transactions = int((run.pools[pool].metrics or {}).get("transactions") or 0)
+    transactions = int(run.own(pool).get("transactions") or 0)
     if not series:
         return None, transactions
     bucket_s = series["bucket_ns"] / 1e9
@@ -191,7 +192,7 @@ def window_estimate(run: VariantRun, pool: str, metric: str) -> tuple[stats.Esti
 
 def _wait_share(run: VariantRun, wait: str) -> tuple[stats.Estimate | None, int]:
     """The share of sampled non-idle sessions in one wait, per sample time, as a ratio estimate."""
-    rows = run.samples.get("wait_events") or []
+    rows = run.samples.get(WaitEvents.name) or []
     by_time: dict[float, list[float]] = {}
     for row in rows:
         slot = by_time.setdefault(float(row["t_s"]), [0.0, 0.0])

@@ -108,7 +108,7 @@ class Progress(Listener):
     def on_variant_done(self, event: VariantDone) -> None:
         self.plan.run_finished()
         r = event.result
-        parts = [f"{name} {pool.metrics.get('tps') or 0:,.0f} tps" for name, pool in r.pools.items()]
+        parts = [f"{name} {r.own(name).get('tps') or 0:,.0f} tps" for name in r.pools]
         status = "" if r.complete else f" ({r.status})"
         self._line(f"  done {self.label}{status} in {r.elapsed_s:.1f} s: " + "; ".join(parts))
 

@@ -81,7 +81,7 @@ class Point(NamedTuple):
     server: str  # the version the run had on this series' server
     scenario_changed: bool  # the scenario file or parameters differ from the run before in the series
     release_changed: bool  # the server version differs from the run before's in the series
-    status: str  # of the variant run ("ok", or how it ended)
+    status: RunStatus  # of the variant run (OK, or how it ended)
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom
     df: float | None

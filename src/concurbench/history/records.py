@@ -41,7 +41,6 @@ from ..report.repeats import key as repeat_key
 from ..results.machine import OTHERS_LIMIT
 from ..results.metrics import PER_TXN_FIGURES, per_txn
 from ..results.catalogue import CATALOGUE
-from ..results.metric import Scope
 from ..results.model import CLAIMS_VARIANT, Run, RunStatus, Unavailable, VariantRun
 from ..scenario.claims import ClaimForm
 from ..results.store import MANIFEST, SUMMARY, load_run
@@ -51,6 +50,7 @@ CLAIMS = CLAIMS_VARIANT  # the variant name claims' series are kept under
 NO_POINT = -1  # a variant without a client sweep
 SKIPPED_PREFIXES = ("error_messages.",)  # numbers keyed by text, not metrics
 RARE_COUNTS = ("failed", "retries", "late", "skipped")  # a pool's counts of rare events, besides errors.*
+ERRORS = "errors."  # a pool's errors by class: errors.CLASS
 BUSY_SHARE = 0.25  # a run's machine was busy when others used this share of its CPUs while its load paused
 CONFIRMING = "side-by-side.json"  # in a run directory made to confirm a suspicion: what it compared and decided
 
@@ -109,7 +109,7 @@ class RunRecord:
     quick: bool
     started: str
     ended: str
-    status: str
+    status: RunStatus
     error: str | None
     host: str
     cpu_model: str
@@ -124,6 +124,9 @@ class RunRecord:
     settings: dict = field(default_factory=dict)  # server version -> {setting: value} in effect
     kind: RunKind = RunKind.MEASURED
     scenario_file: str = ""  # the scenario file's path as the run recorded it ("" where none was)
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", RunStatus(self.status))  # a stored word becomes its member
 
     @property
     def busy(self) -> bool:
@@ -154,7 +157,8 @@ class PointRecord:
 
     run_id: str
     key: SeriesKey
-    status: str  # "ok", or how the variant run ended (its figures are kept, and left out of detection)
+    status: RunStatus  # OK, or how the variant run ended (its figures are kept, and left out of detection);
+    # a claim's point: NOT_EVALUATED where its claim was not evaluated
     mean: float
     se: float | None  # the mean's standard error, with df degrees of freedom (None: not known)
     df: float | None
@@ -164,6 +168,9 @@ class PointRecord:
     values: tuple[float, ...]
     count: float | None = None  # a rare event's count, summed over the repeats
     exposure: float | None = None  # ... and the scheduled transactions it is out of
+
+    def __post_init__(self):
+        object.__setattr__(self, "status", RunStatus(self.status))  # a stored word becomes its member
 
 
 def check_labels(labels: dict[str, str], what: str = "label") -> None:
@@ -261,11 +268,11 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
         status = next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK)
         measured = [name for name, p in first.pools.items() if p.measure] or [next(iter(first.pools))]
         for pool in measured:
-            own = {m.name for m in first.metrics if m.scope is Scope.POOL and m.pool == pool} | set(PER_TXN_FIGURES)
+            own = set(first.own(pool)) | set(PER_TXN_FIGURES)
             clients = int(first.pools[pool].clients)
-            rows = [{**r.flat_metrics(pool), **per_txn(r.pools[pool].metrics)} for r in runs if pool in r.pools]
+            rows = [{**r.figures(pool), **per_txn(r.own(pool))} for r in runs if pool in r.pools]
             _check_numbers(record, first, pool, rows)
-            rare = _rare_counts([r.pools[pool].metrics for r in runs if pool in r.pools])
+            rare = _rare_counts([r.own(pool) for r in runs if pool in r.pools])
             for metric in _numbers(rows):
                 if metric in own:
                     where = (pool, clients)
@@ -283,7 +290,7 @@ def points_of(record: RunRecord, run: Run) -> list[PointRecord]:
 
 
 def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int, server: str, metric: str,
-           status: str, values: list[float], single, rare: tuple[float, float] | None = None) -> PointRecord:
+           status: RunStatus, values: list[float], single, rare: tuple[float, float] | None = None) -> PointRecord:
     est = estimate(values)
     se, df = est.se, est.df
     if len(values) == 1 and single is not None:  # the window's own error
@@ -295,21 +302,17 @@ def _point(record: RunRecord, variant: str, pool: str, clients: int, point: int,
 
 
 def _rare_counts(pools: list[dict]) -> dict[str, tuple[float, float]]:
-    """A pool's rare events over its repeats: metric -> (count, scheduled transactions), for the counts
-    (failed, retries, late, skipped, errors.CLASS) and the shares of them per transaction; none where a
-    repeat lacks the count or scheduled nothing."""
-    names = {**{c: c for c in RARE_COUNTS}, **PER_TXN_FIGURES}
-    errors = {f"errors.{k}": k for p in pools for k in (p.get("errors") or {})}
+    """A pool's rare events over its repeats (each repeat's figures by name): metric -> (count, scheduled
+    transactions), for the counts (failed, retries, late, skipped, errors.CLASS) and the shares of them per
+    transaction; none where a repeat lacks the count or scheduled nothing."""
+    names = {**{c: c for c in RARE_COUNTS}, **PER_TXN_FIGURES,
+             **{name: name for p in pools for name in p if name.startswith(ERRORS)}}
     out = {}
     scheduled = [sum(p.get(k) or 0 for k in ("transactions", "failed", "skipped")) for p in pools]
     if not pools or not all(_number(e) and e > 0 for e in scheduled):
         return out
     for metric, count in names.items():
         counts = [p.get(count) for p in pools]
-        if all(_number(c) for c in counts):
-            out[metric] = (float(sum(counts)), float(sum(scheduled)))
-    for metric, cls in errors.items():
-        counts = [(p.get("errors") or {}).get(cls) for p in pools]
         if all(_number(c) for c in counts):
             out[metric] = (float(sum(counts)), float(sum(scheduled)))
     return out
@@ -336,7 +339,7 @@ def _claim_points(record: RunRecord, run: Run, default_server: str) -> list[Poin
         if m is None or not _number(m.value):
             continue
         shown = c.ratio if c.ratio is not None else c.left
-        status = Verdict.NOT_EVALUATED.value if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK  # the point's status
+        status = RunStatus.NOT_EVALUATED if c.verdict is Verdict.NOT_EVALUATED else RunStatus.OK
         key = SeriesKey(record.scenario, m.variant, m.pool, m.clients, NO_POINT, m.server or default_server,
                         ClaimKey(m.name, c.form))
         out.append(PointRecord(record.run_id, key, status, float(m.value), None, None, _finite(shown.low),

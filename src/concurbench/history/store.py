@@ -42,6 +42,7 @@ from .findings import Expectation, Finding, FindingKind, FindingState
 from ..scenario.claims import claim_form, claim_of
 from .claim_keys import key_claims
 from .records import CLAIMS, ClaimKey, PointRecord, RunKind, RunRecord, SeriesKey
+from ..results.model import RunStatus
 from .schema import SCHEMA_VERSION, create_statements, migration_statements
 
 DEFAULT_STORE = "history.db"
@@ -75,7 +76,7 @@ class StoredPoint(NamedTuple):
     """One point as the store holds it (a named tuple: a show reads hundreds of thousands of them)."""
 
     run: int  # the run's row id (StoredRun.id)
-    status: str
+    status: RunStatus
     mean: float
     se: float | None
     df: float | None
@@ -344,7 +345,7 @@ class HistoryStore:
                               f"WHERE p.run IN ({', '.join('?' * len(chunk))})", chunk, "reading points")
             for run, *key, status, mean, se, df, low, high, n, vals, count, exposure in rows:
                 out[runs[int(run)]].append(PointRecord(
-                    runs[int(run)], _series_key(key), status, mean, se, df, low, high, int(n),
+                    runs[int(run)], _series_key(key), _status(status), mean, se, df, low, high, int(n),
                     tuple(json.loads(vals)), count, exposure))
         return out
 
@@ -365,14 +366,14 @@ class HistoryStore:
             for row in self._read(f"SELECT {columns} FROM history_points p {where}", params, "reading points"):
                 bucket = out.get(row[0])
                 if bucket is not None:
-                    bucket.append(StoredPoint._make(row[1:]))
+                    bucket.append(_stored_point(row))
             return out
         for start in range(0, len(series), 500):
             chunk = series[start:start + 500]
             marks = ", ".join("?" * len(chunk))
             for row in self._read(f"SELECT {columns} FROM history_points p WHERE p.series IN ({marks})", chunk,
                                   "reading points"):
-                out[row[0]].append(StoredPoint._make(row[1:]))
+                out[row[0]].append(_stored_point(row))
         return out
 
     # -- findings and expectations
@@ -659,6 +660,19 @@ def _column(record: RunRecord, column: str):
     if column in ("quick", "dirty"):
         return None if value is None else int(bool(value))
     return value
+
+
+_STATUSES = {s.value: s for s in RunStatus}  # a stored word -> its member, looked up fast (a show reads many)
+
+
+def _status(word: str) -> RunStatus:
+    """A point's stored status as its member (ValueError for a word no RunStatus has: a damaged store)."""
+    return _STATUSES.get(word) or RunStatus(word)
+
+
+def _stored_point(row) -> StoredPoint:
+    """A row of (series, run, status, ...) as the point it stores."""
+    return StoredPoint(row[1], _status(row[2]), *row[3:])
 
 
 def _series_key(row) -> SeriesKey:

@@ -295,8 +295,8 @@ def _rows(b_groups: dict, c_groups: dict, wanted: list[str], gate_patterns: list
         for pool, data in b_runs[0].pools.items():
             if not data.measure or pool not in c_runs[0].pools:
                 continue
-            b_rows = [r.flat_metrics(pool) for r in b_runs if pool in r.pools]
-            c_rows = [r.flat_metrics(pool) for r in c_runs if pool in r.pools]
+            b_rows = [r.figures(pool) for r in b_runs if pool in r.pools]
+            c_rows = [r.figures(pool) for r in c_runs if pool in r.pools]
             names = [n for n in b_rows[0] if _values(b_rows, n) and _values(c_rows, n)]
             available.update(names)
             patterns = wanted or list(DEFAULT_METRICS) + (list(FIXED_COUNT_METRICS) if fixed else [])
@@ -423,8 +423,8 @@ def _fixed_count(runs: list[VariantRun]) -> bool:
     flags = [r.fixed for r in runs if r.fixed is not None]
     if flags:
         return all(flags)
-    attempted = {sum((p.metrics.get("transactions") or 0) + (p.metrics.get("failed") or 0)
-                     for p in r.pools.values() if p.measure) for r in runs}
+    attempted = {sum((r.own(name).get("transactions") or 0) + (r.own(name).get("failed") or 0)
+                     for name, p in r.pools.items() if p.measure) for r in runs}
     return len(attempted) == 1 and attempted != {0}
 
 

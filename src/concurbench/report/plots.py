@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..results.model import Run, VariantRun
+from ..samplers.postgres import WaitEvents
 from ..results.store import load_run
 from .chart_style import DPI, FIGSIZE, OTHER, RC, Context, colors, pyplot, slug, thousands, top_keys, wrap
 from .repeats import cell_stats, collapse
@@ -94,8 +95,9 @@ def _no_negative(values: list[float], halves: list[float]):
 
 
 def _measured(r: VariantRun) -> list[tuple[str, dict]]:
-    pools = [(p, d.metrics) for p, d in r.pools.items() if d.measure]
-    return pools or [(r.first_measured().name, r.first_measured().metrics)]
+    """The measured pools (the first pool where none is), each with its own figures by name."""
+    pools = [p for p, d in r.pools.items() if d.measure] or [r.first_measured().name]
+    return [(p, r.own(p)) for p in pools]
 
 
 def _throughput(plt, ctx: Context, group: str, runs: list[VariantRun]):
@@ -142,8 +144,7 @@ def _latency(plt, ctx: Context, group: str, runs: list[VariantRun]):
     for r in runs:
         pools = _measured(r)
         for pool, metrics in pools:
-            lat = metrics.get("latency") or {}
-            values = [lat.get(key) for key, _ in PERCENTILES]
+            values = [metrics.get(f"latency.{key}") for key, _ in PERCENTILES]
             if all(v is None for v in values):
                 continue
             label = ctx.run_label(r) + (f" [{pool}]" if len(pools) > 1 else "")
@@ -187,7 +188,7 @@ def _latency(plt, ctx: Context, group: str, runs: list[VariantRun]):
 def _wait_profile(plt, ctx: Context, group: str, runs: list[VariantRun]):
     shares = []
     for r in runs:
-        share = (r.samplers.get("wait_events") or {}).get("share")
+        share = WaitEvents.shares(r.whole())
         if share:
             shares.append((ctx.run_label(r), share))
     if not shares:

@@ -8,8 +8,9 @@ confidence half-width. A result that ran once is passed through unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 
+from ..results.metric import Metric
 from ..results.model import PoolResult, RunStatus, VariantRun
 from ..stats import estimate
 
@@ -44,10 +45,8 @@ def fold(runs: list[VariantRun]) -> Folded:
     first = runs[0]
     pools = {}
     for name, pool in first.pools.items():
-        same = [r.pools[name] for r in runs if name in r.pools]
         # histograms of one repeat would mislead beside the means: stats left out
-        pools[name] = PoolResult(name, pool.measure, pool.clients, _nested_mean([p.metrics for p in same]),
-                                 None, pool.unavailable)
+        pools[name] = PoolResult(name, pool.measure, pool.clients, None, pool.unavailable)
     values = {f.name: getattr(first, f.name) for f in fields(VariantRun)}
     values.update(
         status=next((r.status for r in runs if r.status != RunStatus.OK), RunStatus.OK),
@@ -58,9 +57,19 @@ def fold(runs: list[VariantRun]) -> Folded:
         sampler_errors=[m for r in runs for m in r.sampler_errors],
         sampler_failures=[f for r in runs for f in r.sampler_failures],
         samplers=_nested_mean([r.samplers for r in runs]) or {},
-        pools=pools)
+        pools=pools, metrics=_mean_records(runs))
     return Folded(**values, repeats=len(runs), repeat_stats={
-        name: _flat_stats([r.flat_metrics(name) for r in runs if name in r.pools]) for name in first.pools})
+        name: _flat_stats([r.figures(name) for r in runs if name in r.pools]) for name in first.pools})
+
+
+def _mean_records(runs: list[VariantRun]) -> tuple[Metric, ...]:
+    """Each figure's mean over the repeats that have it (a number; another value is the first's), kept as the
+    first repeat's record, in the order the figures first appear."""
+    same: dict[tuple, list[Metric]] = {}
+    for r in runs:
+        for m in r.metrics:
+            same.setdefault((m.scope, m.pool, m.name), []).append(m)
+    return tuple(replace(records[0], value=_nested_mean([m.value for m in records])) for records in same.values())
 
 
 def _flat_stats(rows: list[dict]) -> dict:
@@ -122,7 +131,7 @@ def warnings(results: list[VariantRun]) -> list[str]:
                 listed = ", ".join(f"{metric} {s['cv']:.0%}" for metric, s in spread)
                 out.append(f"{r.label}/{name}: large spread between {spread[0][1]['n']} repeats (coefficient of "
                            f"variation above {CV_LIMIT:.0%}): {listed}; treat these means with care")
-            txns = pool.metrics.get("transactions") or 0
+            txns = r.own(name).get("transactions") or 0
             thin = [p for p in (95, 99) if 0 < txns < TAIL_SAMPLES * 100 / (100 - p)]
             if thin:
                 need = int(TAIL_SAMPLES * 100 / (100 - thin[0]))

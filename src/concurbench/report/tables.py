@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 
 from ..engines.registry import spec
 from ..engines.classes import ALL as ERROR_CLASSES
-from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, VariantRun
+from ..results.metrics import statements
+from ..results.model import ClaimEstimate, ClaimVerdict, PublishedFigure, Run, RunStatus, VariantRun
+from ..samplers.postgres import WaitEvents
 from ..scenario.claims import server_matches
 from ..stats import Verdict
 from .repeats import cell_stats, client_cpu, collapse, warnings as run_warnings
@@ -56,12 +58,13 @@ def stat_cell(result: VariantRun, pool: str, metric: str, value, digits: int = 1
 
 
 
+LAG = ("mean_ms", "p99_ms", "max_ms")  # a rate-driven pool's schedule lag figures (lag.mean_ms, ...)
 # What a figure from a variant run that did not end ok covers (such runs are marked " *").
 STATUS_NOTES = {
-    "interrupted": "interrupted: figures cover the part that ran",
-    "incomplete": "incomplete: a worker process sent no results, so figures leave out its sessions "
-                  "and claims on them are not evaluated",
-    "failed": "failed: figures cover what was measured before the variant run failed",
+    RunStatus.INTERRUPTED: "interrupted: figures cover the part that ran",
+    RunStatus.INCOMPLETE: "incomplete: a worker process sent no results, so figures leave out its sessions "
+                          "and claims on them are not evaluated",
+    RunStatus.FAILED: "failed: figures cover what was measured before the variant run failed",
 }
 
 
@@ -172,11 +175,11 @@ def _comparison(group: str, point, runs: list[VariantRun], baseline: str | None,
     base_tps: dict = {}
     for r in runs:
         if r.variant == baseline:
-            base_tps[r.server] = r.first_measured().metrics.get("tps")
+            base_tps[r.server] = r.own(r.first_measured().name).get("tps")
     for r in runs:
         first = True
         for pool, data in r.pools.items():
-            m = r.flat_metrics(pool)
+            m = r.figures(pool)
             tps = m.get("tps")
             errors = ", ".join(f"{k} {m.get('errors.' + k)}" for k in ERROR_CLASSES if m.get("errors." + k))
             vs = "–"
@@ -222,7 +225,7 @@ def _statements(group: str, runs: list[VariantRun]) -> Table:
         "Variant", "Clients", "Pool", "Statement", "Mean", "p95", "Executed"])
     for r in runs:
         for pool, data in r.pools.items():
-            for name, s in data.metrics["statements"].items():
+            for name, s in statements(r.own(pool)).items():
                 table.rows.append(([str(r.server or "")] if multi else []) + [
                     marked(r), fmt(data.clients), pool, name,
                     stat_cell(r, pool, f"statements.{name}.mean_ms", s.get("mean_ms"), 3),
@@ -238,14 +241,14 @@ def _schedule(group: str, runs: list[VariantRun]) -> Table:
         "Variant", "Clients", "Pool", "Lag mean ms", "Lag p99 ms", "Lag max ms", "Late", "Skipped"])
     for r in runs:
         for pool, data in r.pools.items():
-            lag = data.metrics.get("lag")
-            if lag is None:
+            own = r.own(pool)
+            if not any(f"lag.{k}" in own for k in LAG):
                 continue
             table.rows.append(([str(r.server or "")] if multi else []) + [
                 marked(r), fmt(data.clients), pool,
-                *[stat_cell(r, pool, f"lag.{k}", lag.get(k), 2) for k in ("mean_ms", "p99_ms", "max_ms")],
-                stat_cell(r, pool, "late", data.metrics.get("late")),
-                stat_cell(r, pool, "skipped", data.metrics.get("skipped"))])
+                *[stat_cell(r, pool, f"lag.{k}", own.get(f"lag.{k}"), 2) for k in LAG],
+                stat_cell(r, pool, "late", own.get("late")),
+                stat_cell(r, pool, "skipped", own.get("skipped"))])
     table.notes.append("Latency of a rate-driven pool runs from each transaction's scheduled start; lag is its "
                        "first statement's send time minus that start. Late: finished more than latency_limit "
                        "after it; skipped: already that late when a client was free, so never sent.")
@@ -387,5 +390,4 @@ def _published(published: list[PublishedFigure], results: list[VariantRun], run:
 
 
 def top_waits(result: VariantRun, n: int = 3) -> list[tuple[str, float]]:
-    share = (result.samplers.get("wait_events") or {}).get("share") or {}
-    return list(share.items())[:n]
+    return list(WaitEvents.shares(result.whole()).items())[:n]

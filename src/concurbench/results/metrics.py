@@ -1,13 +1,14 @@
-"""Turn a pool's raw measurements into the metrics a PoolResult keeps (`tps`, `latency`, `statements`...).
+"""A pool's figures, made as records where its statistics are measured (`pool_records`), and what they mean.
 
-Each becomes a Metric record under its pool (results/metric.py), by a dotted name that reports, CSV and
-claims use (VariantRun.flat_metrics gives them by name): `tps`, `latency.p95_ms`, `statements.lock.mean_ms`, `errors.deadlock`, `wal.bytes_per_txn`,
-`multixact.created`, `waits.Lock:transactionid` (share of sampled sessions).
+Each figure is a Metric record under its pool (figures.py): `tps`, `latency.p95_ms`, `statements.lock.mean_ms`,
+`errors.deadlock`, `lag.p99_ms`, `late`, `error_messages.<text>`; the variant run carries them with its
+samplers' and probes' (results/metric.py), and reports, CSV, claims and the history read them by name.
 
 POOL_FIGURES says what each of a pool's figures means (results/catalogue.py gathers it with the
 samplers' figures into the one metric catalogue); PER_TXN_FIGURES are the shares of a pool's
 scheduled transactions that failed, retried, ran late or were skipped, which the history derives from
-a pool's counts (per_txn) and gates as headline figures.
+a pool's counts (per_txn) and gates as headline figures. `nested` writes a pool's records as the nested
+mapping summary.json's pools have carried since format 1 (what a reader older than records reads).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..engines.classes import ALL as ERROR_CLASSES
-from ..figures import Better, Figure, Kind
+from ..figures import Better, Catalogue, Figure, Kind, Metric, Place, Scope
 
 if TYPE_CHECKING:  # the declarations here are read by `history add`, which should not import numpy
     from ..workload.stats import PoolStats
@@ -54,8 +55,8 @@ POOL_FIGURES = (
 
 
 def per_txn(metrics: dict) -> dict:
-    """The PER_TXN_FIGURES of a pool's metrics: None where the count is absent (a closed-loop pool has no
-    late or skipped) or nothing was scheduled."""
+    """The PER_TXN_FIGURES of a pool's figures (name -> value): None where the count is absent (a closed-loop
+    pool has no late or skipped) or nothing was scheduled."""
     scheduled = sum(metrics.get(k) or 0 for k in ("transactions", "failed", "skipped"))
     out = {}
     for name, count in PER_TXN_FIGURES.items():
@@ -65,26 +66,61 @@ def per_txn(metrics: dict) -> dict:
     return out
 
 
-def pool_metrics(stats: PoolStats, elapsed_s: float) -> dict:
+def pool_records(stats: PoolStats, elapsed_s: float, place: Place) -> tuple[Metric, ...]:
+    """A pool's figures as records, made from its merged statistics over the window of `elapsed_s`."""
+    return place.records(pool_figures(stats, elapsed_s), Scope.POOL, POOLS)
+
+
+def pool_figures(stats: PoolStats, elapsed_s: float) -> dict:
+    """A pool's figures by name, in the order reports list them."""
     stats.flush()
-    lat = stats.txn
-    out = {
-        "sessions": stats.sessions,
-        "transactions": stats.transactions,
-        "tps": round(stats.transactions / elapsed_s, 3) if elapsed_s > 0 else None,
-        "failed": stats.failed,
-        "retries": stats.retries,
-        "errors": {k: stats.errors.get(k, 0) for k in ERROR_CLASSES},
-        "latency": _latency(lat),
-        "statements": {name: {"count": s.count, **_latency(s)} for name, s in stats.statements.items()},
-        "statements_executed": stats.statements_executed,
-        "error_messages": dict(stats.error_messages.most_common(5)),
-    }
+    out = {"sessions": stats.sessions, "transactions": stats.transactions,
+           "tps": round(stats.transactions / elapsed_s, 3) if elapsed_s > 0 else None,
+           "failed": stats.failed, "retries": stats.retries,
+           **{f"errors.{k}": stats.errors.get(k, 0) for k in ERROR_CLASSES},
+           **{f"latency.{k}": v for k, v in _latency(stats.txn).items()}}
+    for name, s in stats.statements.items():
+        out[f"statements.{name}.count"] = s.count
+        out.update({f"statements.{name}.{k}": v for k, v in _latency(s).items()})
+    out["statements_executed"] = stats.statements_executed
+    out.update({f"error_messages.{text}": n for text, n in stats.error_messages.most_common(5)})
     if stats.lag.count or stats.skipped:  # a rate-driven pool: its schedule lag, late and skipped transactions
         lag = _latency(stats.lag)
-        out["lag"] = {k: lag[k] for k in ("mean_ms", "p99_ms", "max_ms")}
-        out["late"] = stats.late
-        out["skipped"] = stats.skipped
+        out.update({f"lag.{k}": lag[k] for k in ("mean_ms", "p99_ms", "max_ms")})
+        out.update(late=stats.late, skipped=stats.skipped)
+    return out
+
+
+STATEMENT = "statements."  # a statement's figures: statements.NAME.FIGURE (FIGURE: count, mean_ms, p95_ms, ...)
+
+
+def statements(figures: dict) -> dict[str, dict]:
+    """A pool's statements' figures (name -> value) by statement, in order: {NAME: {count, mean_ms, ...}}."""
+    out: dict[str, dict] = {}
+    for name, value in figures.items():
+        if name.startswith(STATEMENT):
+            statement, _, figure = name[len(STATEMENT):].rpartition(".")
+            out.setdefault(statement, {})[figure] = value
+    return out
+
+
+def nested(figures: dict) -> dict:
+    """A pool's figures (name -> value) as the nested mapping of formats 1 and 2 (`latency: {p95_ms}`,
+    `statements: {NAME: {count}}`, `errors: {deadlock}`), which summary.json's pools keep beside the records."""
+    out: dict = {}
+    for name, value in figures.items():
+        head, _, rest = name.partition(".")
+        if name == "statements_executed":  # the two mappings around it are there also when empty, as pools wrote them
+            out.setdefault("statements", {})
+            out[name] = value
+            out.setdefault("error_messages", {})
+        elif not rest:
+            out[name] = value
+        elif name.startswith(STATEMENT):
+            statement, _, figure = rest.rpartition(".")
+            out.setdefault("statements", {}).setdefault(statement, {})[figure] = value
+        else:
+            out.setdefault(head, {})[rest] = value
     return out
 
 
@@ -94,3 +130,6 @@ def _latency(lat) -> dict:
 
     return {"mean_ms": r(lat.mean_ms()), "p50_ms": r(lat.percentile_ms(50.0)), "p95_ms": r(lat.percentile_ms(95.0)),
             "p99_ms": r(lat.percentile_ms(99.0)), "max_ms": r(lat.max_ms())}
+
+
+POOLS = Catalogue(POOL_FIGURES)

@@ -1,5 +1,6 @@
 """The result of a run, typed: a Run holds its manifest facts and its VariantRuns, each VariantRun
-its PoolResults; ClaimVerdicts judge the scenario's `expect` claims.
+its PoolResults and its figures as Metric records (`metrics`, read by name through `figures`, `own` and
+`whole`); ClaimVerdicts judge the scenario's `expect` claims.
 
 The runner builds a Run once, the store writes it (results/store.py) and `load_run` reads it back;
 reports, compare and `concurbench.load` read nothing else. `as_dict`/`from_dict` give and take the
@@ -10,8 +11,7 @@ pool; metric lookups then return an `Unavailable` (printed "unavailable: reason"
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from functools import cached_property
+from dataclasses import asdict, dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,8 @@ from ..stats import Verdict
 from ..workload.events import Event
 from . import frame as frames
 from .machine import MachineLoad
-from .metric import Metric, SamplerFailure, Scope, measured
+from .metric import Metric, SamplerFailure, Scope, from_figures
+from .metrics import nested
 from .shards import Plan
 
 FORMAT_VERSION = 3
@@ -38,6 +39,7 @@ class RunStatus(StrEnum):
     FAILED = "failed"
     RUNNING = "running"  # a run's manifest while it goes
     KILLED = "killed"  # a run that ended without finishing (its owner is gone), as the store reads it back
+    NOT_EVALUATED = "not evaluated"  # a claim's point in the history whose claim was not evaluated (not a run's end)
 
 
 class Cause(StrEnum):
@@ -86,18 +88,18 @@ class Unavailable:
 
 @dataclass(frozen=True)
 class PoolResult:
-    """One pool of one variant run: its metrics (as results/metrics.pool_metrics names them) and the
-    merged statistics with their encoded histograms (PoolStats.to_dict, kept as it comes)."""
+    """One pool of one variant run: the merged statistics with their encoded histograms (PoolStats.to_dict, kept
+    as it comes) and the figures it could not give. Its figures are the variant run's records under its name."""
 
     name: str
     measure: bool
     clients: int
-    metrics: dict
     stats: dict | None = None
     unavailable: dict[str, str] = field(default_factory=dict)
 
-    def as_dict(self) -> dict:
-        out: dict[str, Any] = {"measure": self.measure, "clients": self.clients, "metrics": self.metrics}
+    def as_dict(self, figures: dict) -> dict:
+        """Its summary.json entry; `figures` (its records by name) are written nested as formats 1 and 2 did."""
+        out: dict[str, Any] = {"measure": self.measure, "clients": self.clients, "metrics": nested(figures)}
         if self.stats is not None:
             out["stats"] = self.stats
         if self.unavailable:
@@ -106,9 +108,9 @@ class PoolResult:
 
     @classmethod
     def from_dict(cls, name: str, data: dict, where: str) -> "PoolResult":
-        _need(data, ("measure", "clients", "metrics"), where)
-        return cls(name, bool(data["measure"]), data["clients"], _mapping(data["metrics"], f"{where}.metrics"),
-                   data.get("stats"), dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")))
+        _need(data, ("measure", "clients"), where)
+        return cls(name, bool(data["measure"]), data["clients"], data.get("stats"),
+                   dict(_mapping(data.get("unavailable") or {}, f"{where}.unavailable")))
 
 
 @dataclass(frozen=True)
@@ -180,11 +182,9 @@ class VariantRun:
     sampler_failures: list[SamplerFailure] = field(default_factory=list)  # samplers that gave no summary
 
     hosts: list[dict] = field(default_factory=list)  # a cluster's load: each load host's figures; []: one machine
-
-    @cached_property
-    def metrics(self) -> tuple[Metric, ...]:
-        """Its figures as records (results/metric.py), made once: each pool's, the samplers', probes' and its own."""
-        return measured(self)
+    # its figures as records (results/metric.py), made where they were measured: each pool's, the samplers',
+    # the probes' and its own; what every reader reads (`figures`, `metric`)
+    metrics: tuple[Metric, ...] = ()
 
     @property
     def complete(self) -> bool:
@@ -205,18 +205,27 @@ class VariantRun:
         """The first measured pool (the first pool when none is measured)."""
         return next((p for p in self.pools.values() if p.measure), next(iter(self.pools.values())))
 
-    def flat_metrics(self, pool: str) -> dict:
-        """The figures of one pool with those of the variant run as a whole (its samplers', probes' and its own),
-        by name, from its records: the names reports, summary.csv, claims and compare use (`tps`,
-        `latency.p95_ms`, `wal.bytes_per_txn`, `waits.CPU`); a figure the server could not give is Unavailable."""
-        flat = {m.name: m.value for m in self.metrics if m.scope is not Scope.POOL or m.pool == pool}
-        for name, reason in {**self.unavailable, **self.pools[pool].unavailable}.items():
-            flat[name] = Unavailable(reason)
-        return flat
+    def figures(self, pool: str) -> dict:
+        """The records of one pool with those of the variant run as a whole (its samplers', probes' and its own),
+        by name: the names reports, summary.csv, claims and compare use (`tps`, `latency.p95_ms`,
+        `wal.bytes_per_txn`, `waits.CPU`); a figure the server could not give is Unavailable."""
+        out = {m.name: m.value for m in self.metrics if m.scope is not Scope.POOL or m.pool == pool}
+        unavailable = {**self.unavailable, **(self.pools[pool].unavailable if pool in self.pools else {})}
+        for name, reason in unavailable.items():
+            out[name] = Unavailable(reason)
+        return out
+
+    def whole(self) -> dict:
+        """The records of the variant run as a whole (its samplers', probes' and its own), by name, as measured."""
+        return {m.name: m.value for m in self.metrics if m.scope is not Scope.POOL}
+
+    def own(self, pool: str) -> dict:
+        """The records of one pool alone, by name, as measured (no Unavailable)."""
+        return {m.name: m.value for m in self.metrics if m.scope is Scope.POOL and m.pool == pool}
 
     def metric(self, pool: str, name: str):
-        """One flat metric: a number, an Unavailable, or None when the run has no such figure."""
-        return self.flat_metrics(pool).get(name)
+        """One figure: a number, an Unavailable, or None when the run has no such figure."""
+        return self.figures(pool).get(name)
 
     def as_dict(self) -> dict:
         """The summary.json entry (samples go to samples/*.csv instead)."""
@@ -225,7 +234,7 @@ class VariantRun:
                "warmup_s": self.warmup_s, "fixed": self.fixed, "worker_cpu_s": list(self.worker_cpu_s),
                "worker_wall_s": list(self.worker_wall_s), "worker_wait_s": list(self.worker_wait_s),
                "messages": list(self.messages),
-               "pools": {name: p.as_dict() for name, p in self.pools.items()}, "samplers": self.samplers,
+               "pools": {name: p.as_dict(self.own(name)) for name, p in self.pools.items()}, "samplers": self.samplers,
                "sampler_errors": list(self.sampler_errors), "background": list(self.background),
                "probes": self.probes}
         if self.settings is not None:
@@ -276,9 +285,11 @@ class VariantRun:
             if data.get("warmup_pass") else None,
             sampler_failures=_records(SamplerFailure, data.get("sampler_failures") or [], f"{where}.sampler_failures"),
             hosts=[dict(_mapping(h, f"{where}.hosts[{i}]")) for i, h in enumerate(data.get("hosts") or [])])
-        if data.get("metrics") is not None:  # format 3: the records as written (older formats make them again)
-            run.__dict__["metrics"] = tuple(_records(Metric, data["metrics"], f"{where}.metrics"))
-        return run
+        if data.get("metrics") is not None:  # format 3: the records as written
+            return replace(run, metrics=tuple(_records(Metric, data["metrics"], f"{where}.metrics")))
+        nested_figures = {name: _mapping(p.get("metrics") or {}, f"{where}.pools.{name}.metrics")
+                          for name, p in pools.items()}
+        return replace(run, metrics=from_figures(run, nested_figures))  # stored before records
 
 
 def _records(kind, value, where: str) -> list:
@@ -387,21 +398,23 @@ class ClaimVerdict:
     claim_id: int | None = None  # None: a verdict built outside a scenario's check (tests)
     form: ClaimForm | None = None  # the claim parsed: form.left, form.op, form.right
     claim_key: str = ""  # the claim's `id:` or its form's text (made "": the form's, or the text without one)
+    # its measured figure as a record, made with the verdict (where the claim is judged; see __post_init__)
+    metric: Metric | None = field(default=None, init=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "verdict", Verdict(self.verdict))  # a word ("pass") becomes its member
         object.__setattr__(self, "cause", Cause(self.cause))
         if not self.claim_key:  # made or stored without one: its form's text (the text itself where it has none)
             object.__setattr__(self, "claim_key", self.form.text if self.form is not None else self.claim)
+        object.__setattr__(self, "metric", self._record())
 
     @property
     def key(self) -> str:
         """What names the claim in reports and the history (see above)."""
         return self.claim_key
 
-    @property
-    def metric(self) -> Metric | None:
-        """Its measured figure as a record (scope claim, named by its key, under variant `claims`): left over
+    def _record(self) -> Metric | None:
+        """The verdict's estimate as a record (scope claim, named by its key, under variant `claims`): left over
         right where the test was on that ratio (unit ×), else its left side; None where nothing was measured."""
         shown, unit = (self.ratio, "×") if self.ratio is not None else (self.left, "")
         if shown is None or not _number(shown.value):

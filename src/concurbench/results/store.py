@@ -196,7 +196,7 @@ def save_run(run: Run, also: Callable[[Run], object] | None = None) -> tuple[Run
 def _leave_note(run: Run, moved_to: Path, failed: str) -> None:
     """Best effort: the first directory's manifest says where its run went (the journal makes room)."""
     journal.remove(run.path)
-    note = replace(run, status="failed", error=f"{failed}; the results were written to {moved_to} instead")
+    note = replace(run, status=RunStatus.FAILED, error=f"{failed}; the results were written to {moved_to} instead")
     try:
         _write_json(Path(run.path) / MANIFEST, note.manifest_dict())
     except OSError:
@@ -208,7 +208,7 @@ def csv_rows(run: Run) -> list[dict]:
     rows = []
     for r in run.variant_runs:
         for name, pool in r.pools.items():
-            flat = {k: v for k, v in r.flat_metrics(name).items() if not k.startswith("error_messages")}
+            flat = {k: v for k, v in r.figures(name).items() if not k.startswith("error_messages")}
             rows.append({"variant": r.variant, "group": r.group, "point": r.point, "repeat": r.repeat,
                          "server": r.server, "pool": name, "measured": pool.measure, "clients": pool.clients,
                          "status": r.status, **flat})

@@ -12,7 +12,9 @@ from ..background.kinds import background_events, make_background
 from ..background.mssql_common import ObserverScope
 from ..engines.base import Engine
 from ..errors import ConcurbenchError
-from ..results.metrics import pool_metrics
+from ..figures import Place
+from ..results.metric import probe_records, run_records
+from ..results.metrics import pool_records
 from ..results.model import PoolResult, RunStatus, VariantRun, WarmupPass, Workers
 from ..samplers.base import SamplerDriver
 from ..samplers.registry import build as build_samplers
@@ -61,6 +63,7 @@ class VariantRuns:
                     *(f"background {b.get('name')}: {b[k]}" for b in background for k in ("error", "note") if b.get(k)),
                     *after]
         result = VariantRun(
+            metrics=self._records(variant.name, server.version, repeat, pools, outcome, driver, summaries, probes),
             variant=variant.name, group=variant.group, point=point, server=server.version, repeat=repeat,
             status=status, workers=Workers(outcome.workers, outcome.reported),
             elapsed_s=round(elapsed, 4), started=started, warmup_s=variant.warmup,
@@ -68,14 +71,25 @@ class VariantRuns:
             worker_wall_s=[round(w, 3) for w in outcome.worker_wall_s],
             worker_wait_s=[None if w is None else round(w, 3) for w in outcome.worker_wait_s], loop=outcome.loop,
             messages=messages,
-            pools={p.name: PoolResult(p.name, p.measure, p.clients, pool_metrics(outcome.pools[p.name], elapsed),
-                                      outcome.pools[p.name].to_dict()) for p in pools},
+            pools={p.name: PoolResult(p.name, p.measure, p.clients, outcome.pools[p.name].to_dict()) for p in pools},
             samplers=summaries, sampler_errors=list(driver.errors), background=background,
             probes=probes, settings=settings, samples={name: rows for name, rows in driver.rows.items() if rows},
             unavailable=driver.unavailable, events=merged(outcome.events, background_events(background_sessions)),
             warmup_pass=warm, sampler_failures=failures, hosts=list(outcome.hosts))
         self.progress.on_variant_done(VariantDone(result))
         return result
+
+    @staticmethod
+    def _records(variant: str, server: str | None, repeat: int, pools, outcome: PoolRunResult, driver: SamplerDriver,
+                 summaries: dict, probes: dict) -> tuple:
+        """The variant run's figures as records, made from what measured them: each pool's statistics, each
+        sampler's summary, the probes' rows and the window."""
+        whole = Place(variant, "", sum(p.clients for p in pools), server, repeat)
+        transactions = sum(outcome.pools[p.name].transactions for p in pools) or None
+        return (*(m for p in pools for m in pool_records(outcome.pools[p.name], outcome.elapsed_s,
+                                                         whole._replace(pool=p.name, clients=p.clients))),
+                *driver.records(summaries, transactions, whole), *probe_records(probes, whole),
+                *run_records(round(outcome.elapsed_s, 4), whole))
 
     def _sessions_gone(self, conn) -> None:
         """Wait (at most SESSIONS_GONE_S) until the server lists no pool session of this scenario: a closed

@@ -17,10 +17,11 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 from enum import StrEnum
 from typing import Any, Callable, ClassVar, Sequence
 
-from ..figures import Figure
+from ..figures import Catalogue, Figure, Metric, Place, Scope
 from ..util import first_line
 from ..scenario.model import SamplerSpec
 
@@ -103,6 +104,12 @@ class Sampler:
         transaction."""
         return {f"{cls.name}.{key}": value for key, value in summary.items() if is_number(value)}
 
+    @classmethod
+    def records(cls, summary: dict, transactions: int | None, place: Place) -> tuple[Metric, ...]:
+        """The summary's figures (`flat`) as records of scope sampler at `place`, each with the unit its
+        declaration gives."""
+        return place.records(cls.flat(summary, transactions), Scope.SAMPLER, _catalogue(cls))
+
     def unavailable(self) -> dict[str, str]:
         """Figures of the summary this server cannot give, and why (`not available on PostgreSQL 14`);
         asked after `prepare`. They are recorded as the run's unavailable metrics `<name>.<figure>`."""
@@ -127,6 +134,20 @@ def numeric_delta(before: dict, after: dict) -> dict:
         if isinstance(value, (int, float)) and isinstance(old, (int, float)):
             out[key] = value - old
     return out
+
+
+@lru_cache(maxsize=None)
+def _catalogue(cls: type[Sampler]) -> Catalogue:
+    return Catalogue(cls.figures)
+
+
+def sampler_records(classes: dict[str, type[Sampler]], summaries: dict[str, dict], transactions: int | None,
+                    place: Place) -> tuple[Metric, ...]:
+    """The records of samplers' summaries (name -> summary; `classes`: name -> its class), in the order of their
+    `figures_rank` (WAL's first, wait shares last)."""
+    ranked = sorted(((classes[name], summary) for name, summary in summaries.items() if isinstance(summary, dict)),
+                    key=lambda pair: pair[0].figures_rank)
+    return tuple(m for cls, summary in ranked for m in cls.records(summary, transactions, place))
 
 
 class SamplerDriver:
@@ -309,3 +330,7 @@ class SamplerDriver:
             except Exception as exc:  # noqa: BLE001 - the run keeps its other figures, and says which is missing
                 failed.append(SamplerFailure(s.name, first_line(exc) or type(exc).__name__))
         return out, failed
+
+    def records(self, summaries: dict[str, dict], transactions: int | None, place: Place) -> tuple[Metric, ...]:
+        """The summaries' figures as records, made here where they were measured (`sampler_records`)."""
+        return sampler_records({type(s).name: type(s) for s in self.samplers}, summaries, transactions, place)

@@ -33,6 +33,9 @@ class CumulativeStats(Sampler):
         return pgstats.settle(conn, self.version_num, closing=closing, sessions=sessions, clock=clock, sleep=sleep)
 
 
+WAITS = "waits."  # a wait's share of the sampled sessions: waits.WAIT
+
+
 class WaitEvents(Sampler):
     """Counts `wait_event_type:wait_event` over the non-idle sessions at each sample ("CPU" when none)."""
 
@@ -65,7 +68,12 @@ class WaitEvents(Sampler):
     @classmethod
     def flat(cls, summary, transactions):
         """Each wait's share of the sampled sessions, as `waits.WAIT`."""
-        return {f"waits.{wait}": share for wait, share in (summary.get("share") or {}).items()}
+        return {f"{WAITS}{wait}": share for wait, share in (summary.get("share") or {}).items()}
+
+    @staticmethod
+    def shares(figures: dict) -> dict[str, float]:
+        """The waits' shares among a variant run's figures (name -> value), by wait, in the order measured."""
+        return {name[len(WAITS):]: value for name, value in figures.items() if name.startswith(WAITS)}
 
 
 class DatabaseCounters(CumulativeStats):
