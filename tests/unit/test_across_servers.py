@@ -13,7 +13,7 @@ import pytest
 from concurbench.check import CheckPolicy
 from concurbench.check.across import AcrossServers, Comparison
 from concurbench.check.sides import MIN_RUNS
-from concurbench.figures import Better
+from concurbench.figures import Better, Place, Scope
 from concurbench.results.model import PoolResult, VariantRun
 from concurbench.running.load import load_scenario
 from concurbench.scenario.claims import Ref
@@ -22,6 +22,12 @@ from concurbench.stats import Verdict
 SCENARIO = Path(__file__).resolve().parents[1] / "integration" / "scenarios" / "side-by-side.yaml"
 COMPARISONS = (Comparison(Ref("update", None, "writers", "tps"), Better.HIGHER, 0.02),
                Comparison(Ref("update", None, "writers", "latency.mean_ms"), Better.LOWER, 0.02))
+
+
+def made(server: str, repeat: int, figures: dict) -> VariantRun:
+    """One variant run of the update pool with these figures, as records."""
+    return VariantRun("update", "update", None, server, repeat, pools={"writers": PoolResult("writers", True, 2)},
+                      metrics=Place("update", "writers", 2, server, repeat).records(figures, Scope.POOL))
 
 
 def decide(step: float, cap: int, spread: float, seed: int) -> tuple[AcrossServers, list]:
@@ -35,9 +41,7 @@ def decide(step: float, cap: int, spread: float, seed: int) -> tuple[AcrossServe
     def one_round(repeat: int) -> None:
         factor = (1 - step) * math.exp(rng.gauss(0, spread))
         for server, f in (("16.14", 1.0), ("16.15", factor)):
-            metrics = {"tps": 1000 * f, "transactions": 500, "latency": {"mean_ms": 2 / f}}
-            runs.append(VariantRun("update", "update", None, server, repeat,
-                                   pools={"writers": PoolResult("writers", True, 2, metrics)}))
+            runs.append(made(server, repeat, {"tps": 1000 * f, "transactions": 500, "latency.mean_ms": 2 / f}))
     for repeat in range(1, MIN_RUNS + 1):  # the rounds every point gets before the first look
         one_round(repeat)
     while True:
@@ -87,8 +91,7 @@ def test_a_step_with_a_few_disturbed_rounds_is_confirmed_by_the_trimmed_rounds()
         runs = []
         for repeat, x in enumerate(logs, 1):
             for server, f in (("16.14", 1.0), ("16.15", math.exp(x))):
-                runs.append(VariantRun("update", "update", None, server, repeat, pools={
-                    "writers": PoolResult("writers", True, 2, {"tps": 1000 * f, "transactions": 500})}))
+                runs.append(made(server, repeat, {"tps": 1000 * f, "transactions": 500}))
         d.looks_taken = d.looks - 1  # the last planned look
         verdicts[trim] = d.judge(runs)[0]
     assert verdicts[0.2].verdict is Verdict.FAIL and "20% trimmed" in verdicts[0.2].reason
