@@ -6,8 +6,9 @@ benchmarks/scenarios/side-by-side.yaml (two clients, a scan and an update a tran
 whose scan also counts `spin` rows of a series on the releases from `slow_from` on: the same statements, more
 CPU on the server, a release made slower on purpose.
 
-  1. calibration (real): two side-by-side runs of OLD and NEW, NEW spinning S1 and S2 rows a transaction,
-     give how much throughput a row costs; from them, the spin that makes NEW 10%, 20% and 50% slower;
+  1. calibration (real): two side-by-side runs of OLD and NEW (10 rounds each), NEW spinning S1 and S2 rows a
+     transaction, give how much throughput a row costs; from them, the spin that makes NEW 10%, 20% and 50%
+     slower, and a third run says what the 10% spin gives;
   2. the history (real): NIGHTS runs of OLD, added to a store (their spread is printed);
   3. trials (real): each on a copy of that store, tonight's first run of NEW, added, then `history check
      --run TONIGHT --side-by-side` as the nightly job runs it; the trial is red when the check exits 5 with a
@@ -20,7 +21,10 @@ CPU on the server, a release made slower on purpose.
   4. simulation (not real): the decision rule (check/across.py's AcrossServers, as the runs use it) on
      rounds drawn from the real "none" trials' own rounds (new over old of tps and the latencies, each round
      a vector, centred; a smoothed bootstrap), with the step added, SIM times a cell: at the noise measured
-     here, and with that noise scaled so one run's tps spreads 3%.
+     here, and with that noise scaled so one run's tps spreads 3%;
+  5. replay (real rounds, judged again): the rule as the code has it now on every trial's own rounds, in the
+     order they ran, where the trial's run had rounds enough to say (with --tabulate, a run made with an
+     earlier rule is judged by today's).
 
     python benchmarks/side_by_side.py [--old 16.14] [--new 16.15] [--nights 5]
         [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--switching none=2,10=3] [--minutes M]
@@ -53,7 +57,7 @@ from pathlib import Path
 import numpy as np
 
 from concurbench.check import CheckPolicy
-from concurbench.check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
+from concurbench.check.across import BUSY_ROUNDS, ROUNDS, TRIM, AcrossServers, Comparison
 from concurbench.check.sides import MIN_RUNS
 from concurbench.figures import Better, Place, Scope
 from concurbench.results.machine import OTHERS_LIMIT
@@ -62,13 +66,17 @@ from concurbench.results.store import cpu_model
 from concurbench.running.load import load_scenario
 from concurbench.scenario.claims import Ref
 from concurbench.stats import Verdict
+from concurbench.stats.estimates import trimmed
 
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "side-by-side.yaml"
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms")  # the gated figures of the pool
 BETTER = {"tps": Better.HIGHER}
-CALIBRATION = (1000, 3000)  # rows of spin: around the 10% and 20% steps (the cost of a row is not linear far from them)
+CALIBRATION = (1000, 2500)  # rows of spin: around the 10% and 20% steps (the cost of a row is not linear far from them)
+CALIBRATION_ROUNDS = 10
 MIN_CHANGE = 0.02  # the gate's default minimum change
+COMPARISONS = tuple(Comparison(Ref("work", None, "workers", m), BETTER.get(m, Better.LOWER), MIN_CHANGE)
+                    for m in METRICS)
 
 
 def cli(*args, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -111,18 +119,24 @@ def others(run_dir: Path) -> float:
     return statistics.median(looks)
 
 
+def spun(args, out: Path, rows: int) -> float:
+    """NEW over OLD of tps with this spin on NEW: the trimmed mean of CALIBRATION_ROUNDS paired rounds."""
+    done = cli("run", SCENARIO, "--target", "binaries", "--server-version", f"{args.old},{args.new}",
+               "--repeat", CALIBRATION_ROUNDS, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
+               "--out", out / "calibration")
+    rounds = paired(last_line(done), args.old, args.new)
+    return math.exp(trimmed([r["tps"] for r in rounds], TRIM).mean)
+
+
 def calibrate(args, out: Path) -> dict[float, int]:
-    """The spin (rows) that makes NEW slower by each step, from two paired runs with known spins."""
+    """The spin (rows) that makes NEW slower by each step, from paired runs with known spins (1 / ratio - 1 taken
+    as linear in the rows between them), and a run at the 10% spin that says what it gives."""
     inverse = []
     for rows in CALIBRATION:
-        done = cli("run", SCENARIO, "--target", "binaries", "--server-version", f"{args.old},{args.new}",
-                   "--repeat", 6, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
-                   "--out", out / "calibration")
-        rounds = paired(last_line(done), args.old, args.new)
-        ratio = math.exp(statistics.mean(r["tps"] for r in rounds))
+        ratio = spun(args, out, rows)
         inverse.append(1 / ratio - 1)
         print(f"calibration: {rows:,} rows of spin on {args.new}: tps {ratio:.3f} of {args.old} "
-              f"({len(rounds)} rounds)")
+              f"({CALIBRATION_ROUNDS} rounds)")
     slope = (inverse[1] - inverse[0]) / (CALIBRATION[1] - CALIBRATION[0])
     intercept = inverse[0] - slope * CALIBRATION[0]
     spins = {}
@@ -130,6 +144,8 @@ def calibrate(args, out: Path) -> dict[float, int]:
         spins[step] = round((1 / (1 - step) - 1 - intercept) / slope)
         print(f"calibration: a {step:.0%} step is {spins[step]:,} rows of spin a transaction"
               + ("" if spins[step] > 0 else " (not possible here)"))
+    if spins[0.1] > 0:
+        print(f"calibration: check: {spins[0.1]:,} rows give tps {spun(args, out, spins[0.1]):.3f} of {args.old}")
     return spins
 
 
@@ -188,6 +204,30 @@ def trial(args, base: Path, out: Path, step: float | None, spins: dict[float, in
             "run_s": checked - began, "check_s": ended - checked}
 
 
+def confirms(rounds, rounds_max: int) -> bool | None:
+    """What the rule (check/across.py's AcrossServers, looking where a run would) makes of these rounds, each new
+    over old as logs (tps, then the latencies): True when it confirms the step, False when it stops without,
+    None when the rounds ran out first."""
+    decider = AcrossServers(load_scenario(SCENARIO), CheckPolicy(max_repeats=rounds_max), first=MIN_RUNS, old="o",
+                            new="n", comparisons=COMPARISONS)
+    runs: list[VariantRun] = []
+    for r, d in enumerate(rounds, 1):
+        for server, logs in (("o", np.zeros(4)), ("n", d)):
+            values = [1000 * math.exp(logs[0])] + [math.exp(x) for x in logs[1:]]
+            figures = {"tps": values[0], "transactions": 1000, "latency.mean_ms": values[1],
+                       "latency.p95_ms": values[2], "latency.p99_ms": values[3]}
+            runs.append(VariantRun("work", "work", None, server, r, pools={"workers": PoolResult("workers", True, 2)},
+                                   metrics=Place("work", "workers", 2, server, r).records(figures, Scope.POOL)))
+        if r < MIN_RUNS or r not in decider.schedule():  # a look only where a run takes one
+            continue
+        verdicts = decider.judge(runs)
+        if any(v.verdict is Verdict.FAIL for v in verdicts):
+            return True
+        if r >= rounds_max or not decider.wanted(verdicts, runs):
+            return False
+    return None
+
+
 def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int, busy: bool = False) -> float:
     """The share of n simulated first nights the rule confirms: rounds drawn from the residuals (scaled), the
     step added (tps down by it, the latencies up by as much)."""
@@ -197,34 +237,29 @@ def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int
     # repeat one round exactly now and then, and two equal rounds are a spread of 0, which no real run gives
     h = (4 / (residuals.shape[1] + 2)) ** (1 / (residuals.shape[1] + 4)) * len(residuals) ** (-1 / (residuals.shape[1] + 4))
     chol = np.linalg.cholesky(np.cov(residuals, rowvar=False) + 1e-12 * np.eye(residuals.shape[1]))
-    scenario = load_scenario(SCENARIO)
-    comparisons = tuple(Comparison(Ref("work", None, "workers", m), BETTER.get(m, Better.LOWER), MIN_CHANGE)
-                        for m in METRICS)
     shift = np.array([math.log(1 - step)] + [-math.log(1 - step)] * 3)
     rounds_max = BUSY_ROUNDS if busy else ROUNDS
-    hits = 0
-    for _ in range(n):
-        decider = AcrossServers(scenario, CheckPolicy(max_repeats=rounds_max), first=MIN_RUNS, old="o", new="n",
-                                comparisons=comparisons)
-        runs: list[VariantRun] = []
-        for r in range(1, rounds_max + 1):
-            drawn = residuals[rng.integers(len(residuals))] + h * chol @ rng.standard_normal(residuals.shape[1])
-            d = drawn / math.sqrt(1 + h * h) * scale + shift
-            for server, logs in (("o", np.zeros(4)), ("n", d)):
-                values = [1000 * math.exp(logs[0])] + [math.exp(x) for x in logs[1:]]
-                figures = {"tps": values[0], "transactions": 1000, "latency.mean_ms": values[1],
-                           "latency.p95_ms": values[2], "latency.p99_ms": values[3]}
-                runs.append(VariantRun("work", "work", None, server, r, pools={"workers": PoolResult("workers", True, 2)},
-                                       metrics=Place("work", "workers", 2, server, r).records(figures, Scope.POOL)))
-            if r < MIN_RUNS:
-                continue
-            verdicts = decider.judge(runs)
-            if any(v.verdict is Verdict.FAIL for v in verdicts):
-                hits += 1
-                break
-            if not decider.wanted(verdicts, runs):
-                break
-    return hits / n
+
+    def drawn():
+        while True:
+            x = residuals[rng.integers(len(residuals))] + h * chol @ rng.standard_normal(residuals.shape[1])
+            yield x / math.sqrt(1 + h * h) * scale + shift
+    return sum(bool(confirms(drawn(), rounds_max)) for _ in range(n)) / n
+
+
+def replayed(results: list[dict]) -> None:
+    """The rule as it is now on each real trial's own rounds in the order they ran (not a simulation: the same
+    rounds, judged again): how many it confirms, where the trial's run had rounds enough to say."""
+    print("\n| step | machine | trials replayed | confirmed by the rule now (as the run decided) |\n|---|---|---:|---:|")
+    for step in sorted({t["step"] for t in results}, key=lambda s: -1 if s is None else s):
+        for hog in sorted({t["hog"] for t in results}):
+            mine = [t for t in results if t["step"] == step and t["hog"] == hog and t["rounds"]]
+            said = [confirms([np.array([r[m] for m in METRICS]) for r in t["rounds"]],
+                             BUSY_ROUNDS if t["busy"] else ROUNDS) for t in mine]
+            told = [(s, t["red"]) for s, t in zip(said, mine) if s is not None]
+            if told:
+                print(f"| {'none' if step is None else f'{step:.0%} slower'} | {MACHINE[hog]} | {len(told)} of "
+                      f"{len(mine)} | {sum(s for s, _ in told)} ({sum(r for _, r in told)}) |")
 
 
 def cells(text: str) -> list[tuple[float | None, int]]:
@@ -291,6 +326,7 @@ def main() -> None:
                   f"{len(t['rounds'])} rounds, check {t['check_s'] / 60:.2f} min", flush=True)
         print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
     table(plan, results)
+    replayed(results)
     residuals = np.array([[r[m] for m in METRICS] for t in results if t["step"] is None and not t["hog"]
                           for r in t["rounds"]])
     if len(residuals) < 10:

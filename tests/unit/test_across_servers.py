@@ -52,10 +52,18 @@ def decide(step: float, cap: int, spread: float, seed: int) -> tuple[AcrossServe
 
 
 def test_a_run_that_reaches_the_cap_takes_the_looks_it_planned_and_names_the_last():
-    d, verdicts = decide(0.0, cap=5, spread=0.2, seed=3)  # wide rounds: nothing decided
-    assert d.repeat == 5 and d.looks_taken == d.looks == 4
+    d, verdicts = decide(0.0, cap=10, spread=0.2, seed=3)  # wide rounds: nothing decided
+    assert d.schedule() == (4, 8, 10)  # every 4th round and the last
+    assert d.repeat == 10 and d.looks_taken == d.looks == 3
     assert all(v.verdict is Verdict.INCONCLUSIVE for v in verdicts)
-    assert all("look 4 of 4" in v.reason for v in verdicts), [v.reason for v in verdicts]
+    assert all("look 3 of 3" in v.reason for v in verdicts), [v.reason for v in verdicts]
+
+
+def test_the_looks_spend_the_whole_error_rate_over_the_schedule():
+    d, _ = decide(0.0, cap=24, spread=0.2, seed=3)
+    levels = [d.level(d.look(i), 4) for i in range(1, d.looks + 1)]
+    assert len(levels) == 6 and sum(levels) == pytest.approx(0.02 / 4)
+    assert levels[-1] == pytest.approx(0.02 / 4 * (1 - (20 / 24) ** 4))  # the last look: 52% of it
 
 
 def test_a_clear_step_is_confirmed_and_two_releases_alike_are_not():
@@ -92,7 +100,7 @@ def test_a_step_with_a_few_disturbed_rounds_is_confirmed_by_the_trimmed_rounds()
         for repeat, x in enumerate(logs, 1):
             for server, f in (("16.14", 1.0), ("16.15", math.exp(x))):
                 runs.append(made(server, repeat, {"tps": 1000 * f, "transactions": 500}))
-        d.looks_taken = d.looks - 1  # the last planned look
+        d.looks_taken = d.looks - 1  # the last planned look (12 rounds: after the 12th)
         verdicts[trim] = d.judge(runs)[0]
     assert verdicts[0.2].verdict is Verdict.FAIL and "20% trimmed" in verdicts[0.2].reason
     assert verdicts[0.0].verdict is Verdict.INCONCLUSIVE
