@@ -31,7 +31,7 @@ from ..scenario.claims import ClaimForm, Ref, Side
 from ..stats import Verdict
 from .evaluate import Look
 from .rounds import Next, Sequential, Stop, claim_points
-from .sides import NotEvaluated, NotFound, SideData, bounded_exp, side_data
+from .sides import MIN_RUNS, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 ALPHA = 0.02  # two-sided, over the comparisons and looks of one run: at most 1% of no-change releases found worse
 # the rounds a side-by-side run may take, unless told: with 10, a 10% step was confirmed on the first night in
