@@ -142,7 +142,7 @@ def test_a_side_by_side_run_stopped_by_sigterm_leaves_the_gate_as_the_history_gi
                               "--run", tonight, "--side-by-side", "--side-by-side-out", ab],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = ""
-    while "check: " not in seen:  # its first look: both servers are up, between rounds
+    while f"on {NEW} (repeat 2/" not in seen:  # both servers up, in the second round
         line = check.stderr.readline()
         assert line, f"the check ended before its side-by-side run could be stopped: {seen[-3000:]}"
         seen += line
