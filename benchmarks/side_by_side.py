@@ -250,7 +250,8 @@ def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int
 def replayed(results: list[dict]) -> None:
     """The rule as it is now on each real trial's own rounds in the order they ran (not a simulation: the same
     rounds, judged again): how many it confirms, where the trial's run had rounds enough to say."""
-    print("\n| step | machine | trials replayed | confirmed by the rule now (as the run decided) |\n|---|---|---:|---:|")
+    print("\n| step | machine | trials replayed | confirmed by the rule now (as the run decided) |\n"
+          "|---|---|---:|---:|")
     for step in sorted({t["step"] for t in results}, key=lambda s: -1 if s is None else s):
         for hog in sorted({t["hog"] for t in results}):
             mine = [t for t in results if t["step"] == step and t["hog"] == hog and t["rounds"]]

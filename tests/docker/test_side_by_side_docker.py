@@ -58,7 +58,8 @@ def test_a_slower_release_is_confirmed_side_by_side_in_two_containers(tmp_path, 
     before = concurbench_containers()
     scenario = tmp_path / "side-by-side.yaml"  # the same workload, with the images of both releases named
     images = ", ".join(f'"{v}": "{tag}"' for v, tag in release_images.items())
-    scenario.write_text(SCENARIO.read_text().replace("engine: postgres\n", f"engine: postgres\nserver: {{images: {{{images}}}}}\n"))
+    pinned = f"engine: postgres\nserver: {{images: {{{images}}}}}\n"
+    scenario.write_text(SCENARIO.read_text().replace("engine: postgres\n", pinned))
     store = tmp_path / "h.db"
     made = []
     for version in (OLD, NEW):

@@ -1,6 +1,7 @@
 """The side-by-side decision itself (check/across.py's AcrossServers) on rounds made here, no server started: how
-many looks a run to the cap takes and which the verdict names, and what it decides of a clear step and of two
-releases alike, and the trimmed rounds it tests by. The runs that start servers are in tests/integration/test_side_by_side_releases.py."""
+many looks a run to the cap takes and which the verdict names, what it decides of a clear step and of two
+releases alike, and the trimmed rounds it tests by. The runs that start servers are in
+tests/integration/test_side_by_side_releases.py."""
 
 from __future__ import annotations
 

@@ -6,9 +6,9 @@ and paired by round (`api.side_by_side`), each comparison is the claim `new >= (
 higher is better) or `new <= (1 + m) * old` (latency), judged as a claim of the scenario would be: the
 runs are the unit, each round's ratio of new over old is one observation (stats.test_runs), tested by
 their trimmed mean (a fifth of the rounds left out at each end, Yuen's test: a round that something else
-on the machine disturbed weighs little), and the verdict is directional: FAIL when the new release is worse than old by more than m at the verdict's
-level (the suspicion is confirmed), PASS when it is significantly less worse than that (not confirmed),
-INCONCLUSIVE while the rounds cannot tell.
+on the machine disturbed weighs little), and the verdict is directional: FAIL when the new release is
+worse than old by more than m at the verdict's level (the suspicion is confirmed), PASS when it is
+significantly less worse than that (not confirmed), INCONCLUSIVE while the rounds cannot tell.
 
 The decision is sequential (check/rounds.py's Sequential, whose rounds, looks and time budget it keeps):
 after every EVERY-th round and the last (`schedule`), the open comparisons are looked at; more rounds run
@@ -34,11 +34,10 @@ from .rounds import Next, Sequential, Stop, claim_points
 from .sides import MIN_RUNS, NotEvaluated, NotFound, SideData, bounded_exp, side_data
 
 ALPHA = 0.02  # two-sided, over the comparisons and looks of one run: at most 1% of no-change releases found worse
-# the rounds a side-by-side run may take, unless told: with 10, a 10% step was confirmed on the first night in
-# half of the real trials on a quiet machine, their rounds with a heavy tail (now and then a round that
-# something else disturbed); the rule on those trials' own rounds (simulated) confirmed 70% with 10 rounds,
-# 92% with 24, and 100% with 24 trimmed (docs/history.md). A release with no change decides nothing early
-# and takes them all: about 2.5 s a round for a 1 s variant point.
+# the rounds a side-by-side run may take, unless told: with 10 (a plain mean, a look after every round) a 10%
+# step was red on the first night in half of the real trials on a quiet machine; with 24, trimmed, a look
+# every 4th round, in 12 of 15 whose steps were 2-10% (docs/history.md). A release with no change decides
+# nothing early and takes them all: about 2.5 s a round for a 1 s variant point.
 ROUNDS = 24
 BUSY_ROUNDS = 32  # ... on a busy machine (decided before the first look, from the machine alone)
 TRIM = 0.2  # each round's new over old tested by the trimmed mean of the rounds: a fifth left out at each end
@@ -199,7 +198,8 @@ class AcrossServers(Sequential):
         ratio, interval = _ratio(plain, stats.ALPHA), _ratio(plain, level) if level else None
         shown = f"{ratio.value:.3f} [{ratio.low:.3f}, {ratio.high:.3f}]" if ratio and ratio.low is not None else "–"
         how = f"{plain.rounds} rounds" + (", paired by round" if plain.paired else f", {plain.note}" if plain.note else "")
-        how += f", {self.trim:.0%} trimmed" if plain.paired and self.trim and int(self.trim * plain.rounds) else ""
+        trimmed = plain.paired and self.trim and int(self.trim * plain.rounds)
+        how += f", {self.trim:.0%} trimmed" if trimmed else ""
         bound = f"the minimum change of {c.min_change:.0%}"
         if verdict is Verdict.FAIL:
             reason = f"{self.new} worse than {self.old} by more than {bound}: new / old {shown} ({how})"

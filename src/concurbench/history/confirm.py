@@ -13,10 +13,10 @@ without a decided confirmation. A finding not at a release boundary (a configura
 change) is judged by the history alone, and the summary says so.
 
 A boundary's suspicions are confirmed by one run (concurbench/sidebyside.py: the variants they read, on
-the old release and the new); the cheapest informative first (boundaries with a suspicion, fewest variants,
-then the largest suspected change). What each decided is a Confirmation, kept with its finding (`Finding.confirmation`) and, for a
-suspicion without a finding, in the store's log (CONFIRM_ACTION), so a finding the history makes later at
-that place takes it without running again:
+the old release and the new); the cheapest informative first (boundaries with a suspicion, fewest
+variants, then the largest suspected change). What each decided is a Confirmation, kept with its finding
+(`Finding.confirmation`) and, for a suspicion without a finding, in the store's log (CONFIRM_ACTION), so a
+finding the history makes later at that place takes it without running again:
 
     confirmed      the new release is worse by more than the minimum change (the paired ratio's interval at
                    the verdict's level lies beyond it): red the same night; a suspicion without a finding
