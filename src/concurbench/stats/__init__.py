@@ -2,7 +2,7 @@
 
 One package serves claims (`expect`), repeats and `compare`, so a figure means the same everywhere:
   - estimates.py: a mean with its standard error, from repeats or from one window, and whether a
-    window was steady;
+    window was steady; Yuen's trimmed mean of repeats (the side-by-side rounds);
   - testing.py: Welch's t, and runs of one figure tested against another, paired by round;
   - decisions.py: the Verdict (PASS, FAIL or INCONCLUSIVE, or NOT_EVALUATED for a claim never tested),
     Holm over claims, alpha spending over looks, and the runs that would decide an open claim;
