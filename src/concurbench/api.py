@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from .check import CheckPolicy
-from .check.across import BUSY_ROUNDS, ROUNDS, AcrossServers, Comparison
+from .check.across import BUSY_ROUNDS, ROUNDS, STARTS, AcrossServers, Comparison
 from .check.sides import MIN_RUNS
 from .cluster.hosts import connect as connect_cluster
 from .cluster.load import ClusterLoads
@@ -164,11 +164,12 @@ def probe(scenario: Scenario | str | Path, *, target: Target | None = None, quic
 def side_by_side(scenario: Scenario | str | Path, *, old: str, new: str, comparisons: Iterable[Comparison],
                  target: Target | None = None, out_dir: str | Path = "results", quick: bool = False,
                  params: dict[str, str] | None = None, policy: CheckPolicy | None = None,
-                 listener: Listener | None = None) -> Outcome:
+                 starts: int = STARTS, listener: Listener | None = None) -> Outcome:
     """Run the variant points `comparisons` read on the `old` and the `new` release of the target's server, both
     up at once, in one run: interleaved and paired by round, from two rounds on one more while a comparison is
     undecided, within `policy` (rounds: max_repeats, ROUNDS by default, BUSY_ROUNDS on a busy machine; time:
-    budget_s, ten minutes by default). Each comparison's verdict is in `outcome.run.claims` (`claim_id`: its
+    budget_s, ten minutes by default), both servers restarted at even steps of the most rounds so the rounds
+run on `starts` instances of each. Each comparison's verdict is in `outcome.run.claims` (`claim_id`: its
     place in `comparisons`): FAIL when the new release is worse than the old by more than the comparison's
     minimum change, PASS when it is not, INCONCLUSIVE when the rounds could not tell. The target must start
     servers of any release (binaries, docker); ConfigError otherwise, and for a release it cannot have."""
@@ -181,7 +182,8 @@ def side_by_side(scenario: Scenario | str | Path, *, old: str, new: str, compari
         raise ConfigError("side by side: nothing to compare")
     model = _only_points(_scenario(scenario, quick, params), comparisons)
     policy = policy or CheckPolicy(max_repeats=ROUNDS, budget_s=SIDE_BY_SIDE_BUDGET_S, busy_max_repeats=BUSY_ROUNDS)
-    decider = AcrossServers(model, policy, first=MIN_RUNS, old=old, new=new, comparisons=comparisons)
+    decider = AcrossServers(model, policy, first=MIN_RUNS, old=old, new=new, comparisons=comparisons,
+                            instances=starts)
     variants = list(dict.fromkeys(c.ref.variant for c in comparisons))
     return _run(model, replace(target, versions=(old, new)), listener or Listener(), out_dir=out_dir,
                 variants=variants, repeat=MIN_RUNS, check=policy, decider=decider)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .api import RELEASE_TARGETS, Target, side_by_side
 from .check import CheckPolicy
-from .check.across import BUSY_ROUNDS, ROUNDS, Comparison
+from .check.across import BUSY_ROUNDS, ROUNDS, STARTS, Comparison
 from .check.sides import MIN_RUNS
 from .errors import ConcurbenchError
 from .history.analysis import Analysis, Order
@@ -86,8 +86,9 @@ class Night:
 
 
 def confirm_night(store: HistoryStore, result: GateResult, *, runs: set[int] | None, budget_s: float = DEFAULT_BUDGET_S,
-                  rounds: int = ROUNDS, out_dir: str | Path = "results", listener: Listener | None = None,
-                  directions: dict[str, str] | None = None, host_network: bool = False, clock=time.monotonic,
+                  rounds: int = ROUNDS, starts: int = STARTS, out_dir: str | Path = "results",
+                  listener: Listener | None = None, directions: dict[str, str] | None = None,
+                  host_network: bool = False, clock=time.monotonic,
                   now: str | None = None) -> Night:
     """Confirm the night's suspicions side by side within `budget_s`, keep what was decided, and return the
     gate's result as it now stands (see the module's note). `host_network`: docker containers on the host's
@@ -108,8 +109,8 @@ def confirm_night(store: HistoryStore, result: GateResult, *, runs: set[int] | N
             done.append(_all(b, ConfirmState.FAILED, f"not run: {stopped}", now))
             continue
         try:
-            d = _confirm(b, a, left=budget_s - (clock() - started), rounds=rounds, out_dir=Path(out_dir),
-                         listener=listener, host_network=host_network, clock=clock, now=now)
+            d = _confirm(b, a, left=budget_s - (clock() - started), rounds=rounds, starts=starts,
+                         out_dir=Path(out_dir), listener=listener, host_network=host_network, clock=clock, now=now)
         except KeyboardInterrupt:
             d = _all(b, ConfirmState.FAILED, "interrupted", now)
             d.interrupted = True
@@ -126,8 +127,8 @@ def _all(b: Boundary, state: ConfirmState, why: str, now: str) -> Done:
     return Done(b, [(s, Confirmation(state, why, b.old, b.new, s.key.metric, at=now)) for s in b.suspicions])
 
 
-def _confirm(b: Boundary, a: Analysis, *, left: float, rounds: int, out_dir: Path, listener: Listener | None,
-             host_network: bool, clock, now: str) -> Done:
+def _confirm(b: Boundary, a: Analysis, *, left: float, rounds: int, starts: int, out_dir: Path,
+             listener: Listener | None, host_network: bool, clock, now: str) -> Done:
     """One boundary: unavailable, over budget, or its run's verdicts as confirmations."""
     record = b.run.record
     why = _unavailable(b)
@@ -155,7 +156,7 @@ def _confirm(b: Boundary, a: Analysis, *, left: float, rounds: int, out_dir: Pat
     try:
         outcome = side_by_side(model, old=b.old, new=b.new, comparisons=comparisons,
                                target=Target(record.target, host_network=host_network),
-                               out_dir=out_dir, policy=policy, listener=listener)
+                               out_dir=out_dir, policy=policy, starts=starts, listener=listener)
     except ConcurbenchError as exc:
         return _all(b, ConfirmState.FAILED, first_line(exc.message), now)
     minutes = (clock() - began) / 60

@@ -72,6 +72,8 @@ def test_a_slower_release_is_confirmed_side_by_side_in_two_containers(tmp_path, 
                        "--side-by-side-rounds", 4, "--side-by-side-host-network", "--side-by-side-out", ab)
     assert done.returncode == 5, done.stdout + done.stderr[-3000:]
     assert "Confirmed side by side: F" in done.stdout and f"{NEW}/{OLD} tps 0." in done.stdout
+    for version in (OLD, NEW):  # each container replaced by a new one over its volume, once (2 rounds each)
+        assert f"restarting the server: {version}, a new instance from round 3 on" in done.stderr, done.stderr[-3000:]
     (run_dir,) = ab.iterdir()
     servers = json.loads((run_dir / "manifest.json").read_text())["servers"]
     assert [(s["version_short"], s["image"]) for s in servers] == [(OLD, TAGS[OLD]), (NEW, TAGS[NEW])], servers

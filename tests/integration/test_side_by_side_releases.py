@@ -3,8 +3,8 @@ scenario (tests/integration/scenarios/side-by-side.yaml, 0.4 s a variant run) wh
 the releases from `slow_from` on.
 
 One real run of 16.14 is the history; then tonight's first run of 16.15:
-  - slower on 16.15 alone (slow_from=16.15): the side-by-side run of both confirms it, the gate is red on this
-    first night (the history alone has one run of 16.15 and no finding), the findings made carry new over old
+  - slower on 16.15 alone (slow_from=16.15): the side-by-side run of both (each server restarted once, so the
+    rounds ran on two instances of each) confirms it, the gate is red on this first night (the history alone has one run of 16.15 and no finding), the findings made carry new over old
     and the A/B run's id, the A/B run is in the store as a confirming run and in no series, the JUnit report
     and the history page name and link it; a second check does not run it again;
   - sleeping on both (slow_from=14): the history's first 16.15 run is slower (the parameter changed with the
@@ -16,6 +16,7 @@ tests skip with the reason.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import socket
 import sqlite3
@@ -78,6 +79,11 @@ def test_a_slower_release_is_confirmed_side_by_side_and_red_on_its_first_night(h
     assert done.returncode == 5, done.stdout + done.stderr[-3000:]
     (run_dir,) = ab.iterdir()
     assert (run_dir / "side-by-side.json").is_file() and (run_dir / "report.html").is_file()
+    for version in (OLD, NEW):  # 4 rounds (5 on a busy machine) on 3 instances wanted: 2 rounds an instance
+        assert f"restarting the server: {version}, a new instance from round 3 on" in done.stderr, done.stderr[-3000:]
+    tested = [c for c in json.loads((run_dir / "summary.json").read_text())["claims"] if c.get("p_value") is not None]
+    said = [re.search(r"\((\d) rounds, paired by round.*, (\d) starts of each server\)", c["reason"]) for c in tested]
+    assert said and all(m and int(m[2]) == 1 + (int(m[1]) - 1) // 2 for m in said), [c["reason"] for c in tested]
     assert "Confirmed side by side: F" in done.stdout and f"{NEW}/{OLD} tps 0." in done.stdout
     assert f"made by this run: the history alone has no finding yet (one run of {NEW}), red" in done.stdout
     assert f"A/B run {run_dir.name}" in junit.read_text() and "<failure" in junit.read_text()
@@ -105,7 +111,8 @@ def test_a_release_with_no_change_is_not_confirmed_side_by_side(history):
     sees a slower release, the side-by-side run of both with tonight's parameters sees none."""
     store, ab, tonight = _first_night(history, "same", "14")
     done = cli("history", "check", "--store", store, "--run", tonight, "--side-by-side", "--side-by-side-rounds", 4,
-               "--side-by-side-out", ab)
+               "--side-by-side-starts", 1, "--side-by-side-out", ab)  # each server as started: no restart
+    assert "restarting the server" not in done.stderr
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "not confirmed" in done.stdout and "confirmed side by side:" not in done.stdout.replace("not confirmed", "")
     with sqlite3.connect(store) as conn:

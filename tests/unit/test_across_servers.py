@@ -105,3 +105,16 @@ def test_a_step_with_a_few_disturbed_rounds_is_confirmed_by_the_trimmed_rounds()
         verdicts[trim] = d.judge(runs)[0]
     assert verdicts[0.2].verdict is Verdict.FAIL and "20% trimmed" in verdicts[0.2].reason
     assert verdicts[0.0].verdict is Verdict.INCONCLUSIVE
+
+
+def test_the_servers_restart_at_even_steps_of_the_most_rounds_and_the_verdict_counts_the_starts():
+    d, verdicts = decide(0.0, cap=24, spread=0.2, seed=3)  # undecided: all 24 rounds
+    assert [r for r in range(1, 33) if d.renews(r)] == [9, 17, 25]  # 24 rounds on 3 instances of each server
+    assert (d.starts(8), d.starts(9), d.starts(24)) == (1, 2, 3)
+    assert all("3 starts of each server" in v.reason for v in verdicts), [v.reason for v in verdicts]
+    busy = AcrossServers(load_scenario(SCENARIO), CheckPolicy(max_repeats=24, busy_max_repeats=32), first=MIN_RUNS,
+                         old="16.14", new="16.15", comparisons=COMPARISONS, busy=True)
+    assert [r for r in range(1, 33) if busy.renews(r)] == [12, 23]  # 32 rounds: 11, 11 and 10 on each instance
+    one = AcrossServers(load_scenario(SCENARIO), CheckPolicy(max_repeats=24), first=MIN_RUNS, old="16.14",
+                        new="16.15", comparisons=COMPARISONS, instances=1)
+    assert not any(one.renews(r) for r in range(1, 33)) and one.starts(24) == 1

@@ -17,6 +17,13 @@ rate is ALPHA two-sided over the whole run, spent over the planned looks (stats.
 step-down among the comparisons still open: a release with no change at all is found worse at most
 ALPHA / 2 of the time, however many comparisons and looks, and less the further it is from the minimum
 change (no change at all is a whole minimum change away from the boundary).
+
+Both servers restart (same data, same settings) at even steps of the most rounds, so that the rounds run
+on STARTS instances of each (`renews`; the runner asks before each round). A server instance carries an
+offset of its own (where its memory lies, how its processes met the machine's caches) for as long as it
+runs: one instance a release puts the whole offset into every round's ratio alike, where the rounds'
+spread cannot show it. Rounds on three instances a release average three such offsets (the rounds stay
+the unit of the test), and the verdict says how many starts its rounds ran on.
 """
 
 from __future__ import annotations
@@ -43,6 +50,9 @@ BUSY_ROUNDS = 32  # ... on a busy machine (decided before the first look, from t
 TRIM = 0.2  # each round's new over old tested by the trimmed mean of the rounds: a fifth left out at each end
 EVERY = 4  # a look after every 4th round and at the last: fewer looks, so each (the last above all) has more of
 # the error rate (with 24 rounds the last look tests at 52% of it, against 16% looking after every round)
+STARTS = 3  # the instances of each server the most rounds are spread over: both restart at even steps (24 rounds:
+# before rounds 9 and 17). Two starts of one server differ by a little (about 1.5% of new over old between runs
+# here, docs/history.md), which no pairing by round takes out; spread over three starts, it weighs less.
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,7 @@ class AcrossServers(Sequential):
     alpha: float = ALPHA
     trim: float = TRIM
     every: int = EVERY
+    instances: int = STARTS  # 1: each server runs the whole run as started
 
     def schedule(self, busy: bool | None = None) -> tuple[int, ...]:
         """The rounds after which it looks: every `every`-th from the first it may judge, and the last (on a busy
@@ -95,6 +106,19 @@ class AcrossServers(Sequential):
             max(self.policy.busy_max_repeats or 0, self.policy.max_repeats) if busy else self.policy.max_repeats
         first, last = max(self.first, MIN_RUNS), max(cap, self.first, MIN_RUNS)
         return tuple(sorted({r for r in range(first, last + 1) if r % self.every == 0} | {last}))
+
+    @property
+    def renew_every(self) -> int:
+        """The rounds each instance runs: the most rounds (as the plan stands) over the instances wanted."""
+        return max(1, math.ceil(self.max_repeats / max(1, self.instances)))
+
+    def renews(self, repeat: int) -> bool:
+        """Whether both servers restart before this round: after every `renew_every` rounds."""
+        return self.instances > 1 and repeat > 1 and (repeat - 1) % self.renew_every == 0
+
+    def starts(self, rounds: int) -> int:
+        """The instances of each server that this many rounds ran on."""
+        return 1 + (rounds - 1) // self.renew_every if self.instances > 1 and rounds > 0 else 1
 
     def look(self, index: int) -> Look:
         """The look with this number, of those the schedule plans (its level: `level`)."""
@@ -200,6 +224,8 @@ class AcrossServers(Sequential):
         how = f"{plain.rounds} rounds" + (", paired by round" if plain.paired else f", {plain.note}" if plain.note else "")
         trimmed = plain.paired and self.trim and int(self.trim * plain.rounds)
         how += f", {self.trim:.0%} trimmed" if trimmed else ""
+        starts = self.starts(plain.rounds)
+        how += f", {starts} starts of each server" if starts > 1 else ""
         bound = f"the minimum change of {c.min_change:.0%}"
         if verdict is Verdict.FAIL:
             reason = f"{self.new} worse than {self.old} by more than {bound}: new / old {shown} ({how})"

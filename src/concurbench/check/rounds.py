@@ -140,6 +140,10 @@ class Sequential:
         self.verdicts, self.judged = verdicts, len(runs)
         return verdicts
 
+    def renews(self, repeat: int) -> bool:
+        """Whether every server of the run restarts before this round (a new instance of each): never here."""
+        return False
+
     def record(self, run: VariantRun, seconds: float) -> None:
         """A variant run finished, in this many seconds (what the next round's runs cost)."""
         self.durations[(run.server, run.variant, run.point)] = seconds

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..check.across import BUSY_ROUNDS, ROUNDS
+from ..check.across import BUSY_ROUNDS, ROUNDS, STARTS
 from ..errors import ConfigError
 from ..history import gate, gate_report, render
 from ..history.analysis import ORDERS, analyse, figure_of
@@ -131,6 +131,9 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
 @click.option("--side-by-side-rounds", "rounds", type=click.IntRange(2, 100), default=ROUNDS, show_default=True,
               help=f"The most rounds a side-by-side run takes while undecided ({BUSY_ROUNDS / ROUNDS:g} times as "
                    f"many on a busy machine).")
+@click.option("--side-by-side-starts", "starts", type=click.IntRange(1, 10), default=STARTS, show_default=True,
+              help="The instances of each release a side-by-side run's rounds are spread over: both servers restart "
+                   "(same data, same settings) at even steps of the most rounds; 1 keeps each as started.")
 @click.option("--side-by-side-host-network", "host_network", is_flag=True,
               help="Docker target: the side-by-side containers use the host's network, as `run --host-network` "
                    "(for a nightly job whose runs need it).")
@@ -139,7 +142,7 @@ def show(store, scenario, metrics, order, alpha, min_change, window, confirm, mi
               help="Where the side-by-side runs' directories go (each added to the store as a confirming run, "
                    "never part of a series).")
 def check(store, scenario, metrics, order, alpha, min_change, window, confirm, min_after, directions, run_ids,
-          gate_file, junit_file, summary_file, side_by_side, budget, rounds, host_network, sbs_out) -> None:
+          gate_file, junit_file, summary_file, side_by_side, budget, rounds, starts, host_network, sbs_out) -> None:
     """Find the regressions among the gated series that had a run in this check and keep them as findings;
     exit 5 while a finding is new on such a series (until `history ack` or the metric comes back), 0 otherwise."""
     method = _method(alpha, min_change, window, confirm, min_after)
@@ -157,8 +160,8 @@ def check(store, scenario, metrics, order, alpha, min_change, window, confirm, m
             progress = Progress(err)
             try:
                 night = sidebyside.confirm_night(s, result, runs=runs, budget_s=budget_s, rounds=rounds,
-                                                 out_dir=sbs_out, listener=progress, directions=ways,
-                                                 host_network=host_network)
+                                                 starts=starts, out_dir=sbs_out, listener=progress,
+                                                 directions=ways, host_network=host_network)
             finally:
                 progress.close()
             result = night.result

@@ -130,6 +130,9 @@ class Progress(Listener):
                    f"(not measured)")
 
     def on_restart(self, event: Restarting) -> None:
+        if event.why:
+            self._line(f"restarting the server: {event.why}")
+            return
         settings = ", ".join(f"{k}={v}" for k, v in event.settings.items()) or "the scenario's own"
         self._line(f"restarting the server with settings: {settings}")
 

@@ -138,9 +138,10 @@ class WarmPass:
 
 @dataclass(frozen=True)
 class Restarting:
-    """The server restarts with these settings (empty: the scenario's own)."""
+    """The server restarts with these settings (empty: the scenario's own), or as it is, for the reason `why`."""
 
     settings: dict[str, str] = field(default_factory=dict)
+    why: str = ""
 
 
 @dataclass(frozen=True)

@@ -320,6 +320,9 @@ class Runner:
             if step.stop is not None:
                 return
             repeat, wanted = step.repeat, step.wanted
+            if seq.renews(repeat):  # a new instance of every server: what one start of a server does to its
+                for server in servers:  # figures is spread over the run's starts instead of lasting all of it
+                    server.renew(f"{server.version}, a new instance from round {repeat} on")
             self._pause()
             self.schedule += round_runs(variants, [(s.position, s.version) for s in servers], wanted, repeat)
             self._announce()  # the progress display learns of the round before it starts

@@ -169,8 +169,12 @@ class ServerSession:
             except ConcurbenchError as exc:  # what was measured is saved all the same; the message says what is left
                 self.progress.on_warning(RunWarning(exc.message))
 
-    def _restart(self, settings: dict, told: dict) -> None:
-        self.progress.on_restart(Restarting(told))
+    def renew(self, why: str) -> None:
+        """Restart the server as it is (its settings, its data, its database): a new instance of the same server."""
+        self._restart(None, {}, why)
+
+    def _restart(self, settings: dict | None, told: dict, why: str = "") -> None:
+        self.progress.on_restart(Restarting(told, why))
         self.conn.close()
         self.connection = self.provisioner.restart(settings)
         self.conn = self._admin()
