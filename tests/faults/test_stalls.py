@@ -130,7 +130,11 @@ def fill(folder) -> None:
 
 
 def test_a_full_disk_sends_the_results_to_the_fallback_directory(server, launch, small_disk, tmp_path):
-    run = launch(TWO, *dsn(server), "--out", str(small_disk / "runs"))
+    # sessions that sleep in every transaction are seen active by every wait_events sample; with SELECT 1 a
+    # session is idle between statements, and on a loaded machine a 3 s window's samples could catch none
+    # active: no rows to keep, and nothing for the check that the samples were kept
+    sleeping = TWO.replace("transaction: [SELECT 1]", "transaction: [SELECT pg_sleep(0.005)]")
+    run = launch(sleeping, *dsn(server), "--out", str(small_disk / "runs"))
     run.wait_for(r"  first: .* tps now")
     fill(small_disk)
     assert run.finish(timeout=90) == EXIT_RUN_FAILED, run.stderr[-2000:]
