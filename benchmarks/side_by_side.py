@@ -3,16 +3,17 @@ first night of a release that is slower, how often it confirms one that is not, 
 
 Everything below "real" starts real servers: PostgreSQL OLD and NEW from the binaries target, the workload of
 benchmarks/scenarios/side-by-side.yaml (two clients, a scan and an update a transaction, 1 s a variant run),
-whose scan also counts `spin` rows of a series on the releases from `slow_from` on: the same statements, more
-CPU on the server, a release made slower on purpose.
+whose scan also sleeps 1 ms on the server in a share of the transactions (`sleep`) on the releases from
+`slow_from` on: the same statements and round trips, a release made slower on purpose by a wait that costs
+the same on a quiet or a busy machine.
 
-  1. calibration (real): two side-by-side runs of OLD and NEW (10 rounds each), NEW spinning S1 and S2 rows a
-     transaction, give how much throughput a row costs; from them, the spin that makes NEW 10%, 20% and 50%
-     slower, and a third run says what the 10% spin gives;
+  1. calibration (real): two side-by-side runs of OLD and NEW (10 rounds each), NEW sleeping in shares S1 and
+     S2 of its transactions, give how much throughput a share costs; from them, the share that makes NEW 10%,
+     20% and 50% slower, and a third run says what the 10% share gives;
   2. the history (real): NIGHTS runs of OLD, added to a store (their spread is printed);
   3. trials (real): each on a copy of that store, tonight's first run of NEW, added, then `history check
      --run TONIGHT --side-by-side` as the nightly job runs it; the trial is red when the check exits 5 with a
-     confirmed finding. In "none", tonight's run spins on every release (slow_from 14): the history sees a
+     confirmed finding. In "none", tonight's run sleeps on every release (slow_from 14): the history sees a
      slower first run of NEW (the parameter changed with the release), the side-by-side run of both, with
      tonight's parameters, sees two releases alike: any confirmation is a false one. The trials given with
      --hog run beside a neighbour, a process that keeps one CPU busy, those given with --switching beside one
@@ -25,6 +26,10 @@ CPU on the server, a release made slower on purpose.
   5. replay (real rounds, judged again): the rule as the code has it now on every trial's own rounds, in the
      order they ran, where the trial's run had rounds enough to say (with --tabulate, a run made with an
      earlier rule is judged by today's).
+  6. instances (real): whether a server's starts differ, within a run (the rounds between two restarts of
+     the side-by-side run against the rounds' own spread) and between runs (the "none" trials' trimmed means
+     against their own standard errors); the offset found between runs is then simulated as an instance's
+     own, with one start a release and with the restarts the rule makes.
 
     python benchmarks/side_by_side.py [--old 16.14] [--new 16.15] [--nights 5]
         [--trials none=30,10=40,20=20,50=10] [--hog none=10,10=15] [--switching none=2,10=3] [--minutes M]
@@ -55,9 +60,10 @@ from datetime import date
 from pathlib import Path
 
 import numpy as np
+from scipy import stats as sst
 
 from concurbench.check import CheckPolicy
-from concurbench.check.across import BUSY_ROUNDS, ROUNDS, TRIM, AcrossServers, Comparison
+from concurbench.check.across import BUSY_ROUNDS, ROUNDS, STARTS, TRIM, AcrossServers, Comparison
 from concurbench.check.sides import MIN_RUNS
 from concurbench.figures import Better, Place, Scope
 from concurbench.results.machine import OTHERS_LIMIT
@@ -72,7 +78,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "side-by-side.yaml"
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms")  # the gated figures of the pool
 BETTER = {"tps": Better.HIGHER}
-CALIBRATION = (1000, 2500)  # rows of spin: around the 10% and 20% steps (the cost of a row is not linear far from them)
+CALIBRATION = (0.05, 0.15)  # shares of transactions that sleep 1 ms: around the 10% and 20% steps
 CALIBRATION_ROUNDS = 10
 MIN_CHANGE = 0.02  # the gate's default minimum change
 COMPARISONS = tuple(Comparison(Ref("work", None, "workers", m), BETTER.get(m, Better.LOWER), MIN_CHANGE)
@@ -119,34 +125,35 @@ def others(run_dir: Path) -> float:
     return statistics.median(looks)
 
 
-def spun(args, out: Path, rows: int) -> float:
-    """NEW over OLD of tps with this spin on NEW: the trimmed mean of CALIBRATION_ROUNDS paired rounds."""
+def slept(args, out: Path, share: float) -> float:
+    """NEW over OLD of tps with this share of sleeps on NEW: the trimmed mean of CALIBRATION_ROUNDS paired rounds."""
     done = cli("run", SCENARIO, "--target", "binaries", "--server-version", f"{args.old},{args.new}",
-               "--repeat", CALIBRATION_ROUNDS, "--param", f"slow_from={args.new}", "--param", f"spin={rows}",
+               "--repeat", CALIBRATION_ROUNDS, "--param", f"slow_from={args.new}", "--param", f"sleep={share:.4f}",
                "--out", out / "calibration")
     rounds = paired(last_line(done), args.old, args.new)
     return math.exp(trimmed([r["tps"] for r in rounds], TRIM).mean)
 
 
 def calibrate(args, out: Path) -> dict[float, int]:
-    """The spin (rows) that makes NEW slower by each step, from paired runs with known spins (1 / ratio - 1 taken
-    as linear in the rows between them), and a run at the 10% spin that says what it gives."""
+    """The share of transactions sleeping 1 ms that makes NEW slower by each step, from paired runs with known
+    shares (1 / ratio - 1, the time added a transaction over its time, taken as linear in the share), and a run
+    at the 10% share that says what it gives."""
     inverse = []
-    for rows in CALIBRATION:
-        ratio = spun(args, out, rows)
+    for share in CALIBRATION:
+        ratio = slept(args, out, share)
         inverse.append(1 / ratio - 1)
-        print(f"calibration: {rows:,} rows of spin on {args.new}: tps {ratio:.3f} of {args.old} "
-              f"({CALIBRATION_ROUNDS} rounds)")
+        print(f"calibration: {share:.1%} of the transactions sleep 1 ms on {args.new}: tps {ratio:.3f} of "
+              f"{args.old} ({CALIBRATION_ROUNDS} rounds)")
     slope = (inverse[1] - inverse[0]) / (CALIBRATION[1] - CALIBRATION[0])
     intercept = inverse[0] - slope * CALIBRATION[0]
-    spins = {}
+    shares = {}
     for step in (0.1, 0.2, 0.5):
-        spins[step] = round((1 / (1 - step) - 1 - intercept) / slope)
-        print(f"calibration: a {step:.0%} step is {spins[step]:,} rows of spin a transaction"
-              + ("" if spins[step] > 0 else " (not possible here)"))
-    if spins[0.1] > 0:
-        print(f"calibration: check: {spins[0.1]:,} rows give tps {spun(args, out, spins[0.1]):.3f} of {args.old}")
-    return spins
+        shares[step] = round((1 / (1 - step) - 1 - intercept) / slope, 4)
+        print(f"calibration: a {step:.0%} step is a 1 ms sleep in {shares[step]:.1%} of the transactions"
+              + ("" if 0 < shares[step] <= 1 else " (not possible here)"))
+    if 0 < shares[0.1] <= 1:
+        print(f"calibration: check: {shares[0.1]:.1%} gives tps {slept(args, out, shares[0.1]):.3f} of {args.old}")
+    return shares
 
 
 def history(args, out: Path) -> Path:
@@ -169,13 +176,13 @@ HOGS = {"steady": "while True: pass",
 MACHINE = {"": "alone", "steady": "beside a CPU hog", "switching": "beside a hog 5 s on, 5 s off"}
 
 
-def trial(args, base: Path, out: Path, step: float | None, spins: dict[float, int], hog: str) -> dict:
+def trial(args, base: Path, out: Path, step: float | None, shares: dict[float, float], hog: str) -> dict:
     """One first night of NEW: its run, added, then the check with --side-by-side."""
     here = Path(tempfile.mkdtemp(dir=out, prefix="trial-"))
     store = here / "h.db"
     shutil.copy(base, store)
-    params = ["--param", "slow_from=14", "--param", f"spin={spins[0.2]}"] if step is None else \
-        ["--param", f"slow_from={args.new}", "--param", f"spin={spins[step]}"]
+    params = ["--param", "slow_from=14", "--param", f"sleep={shares[0.2]}"] if step is None else \
+        ["--param", f"slow_from={args.new}", "--param", f"sleep={shares[step]}"]
     neighbour = subprocess.Popen([sys.executable, "-c", HOGS[hog]]) if hog else None
     try:
         began = time.monotonic()
@@ -228,9 +235,11 @@ def confirms(rounds, rounds_max: int) -> bool | None:
     return None
 
 
-def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int, busy: bool = False) -> float:
+def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int, busy: bool = False,
+             offset: float = 0.0, starts: int = STARTS) -> float:
     """The share of n simulated first nights the rule confirms: rounds drawn from the residuals (scaled), the
-    step added (tps down by it, the latencies up by as much)."""
+    step added (tps down by it, the latencies up by as much), and with `offset` each server instance's own
+    offset of new over old (normal, this spread, drawn anew at each of the `starts` starts)."""
     rng = np.random.default_rng(seed)
     # a smoothed bootstrap: each round a real round's vector plus a little normal noise of the same covariance
     # (Silverman's bandwidth), the whole scaled back to the real rounds' spread; drawing the bare vectors would
@@ -239,12 +248,58 @@ def simulate(residuals: np.ndarray, step: float, n: int, scale: float, seed: int
     chol = np.linalg.cholesky(np.cov(residuals, rowvar=False) + 1e-12 * np.eye(residuals.shape[1]))
     shift = np.array([math.log(1 - step)] + [-math.log(1 - step)] * 3)
     rounds_max = BUSY_ROUNDS if busy else ROUNDS
+    every = math.ceil(rounds_max / starts)
+    way = np.array([1.0, -1.0, -1.0, -1.0])  # an instance with more tps has lower latencies
 
     def drawn():
-        while True:
+        instance = np.zeros(4)
+        for r in range(10 ** 6):
+            if r % every == 0:
+                instance = rng.normal(0.0, offset) * way if offset else np.zeros(4)
             x = residuals[rng.integers(len(residuals))] + h * chol @ rng.standard_normal(residuals.shape[1])
-            yield x / math.sqrt(1 + h * h) * scale + shift
+            yield x / math.sqrt(1 + h * h) * scale + shift + instance
     return sum(bool(confirms(drawn(), rounds_max)) for _ in range(n)) / n
+
+
+def instances(results: list[dict]) -> float | None:
+    """How much a server's instances differ, measured two ways on the real trials' tps (new over old, as logs):
+    within a run, the rounds of each instance (a block of the rounds between two restarts) against the rounds'
+    own spread, a one-way analysis of variance pooled over the trials; between runs, the 'none' trials'
+    trimmed means against their own standard errors. Returns the offset a run beyond those errors (None when
+    the trials cannot say)."""
+    ss_b = ss_w = df_b = df_w = 0.0
+    blocks = trials = 0
+    for t in results:
+        y = [r["tps"] for r in t["rounds"]]
+        every = math.ceil((BUSY_ROUNDS if t["busy"] else ROUNDS) / STARTS)
+        groups = [y[i:i + every] for i in range(0, len(y), every)]
+        groups = [g for g in groups if len(g) >= 2]
+        if len(groups) < 2:
+            continue
+        mean = statistics.fmean(v for g in groups for v in g)
+        ss_b += sum(len(g) * (statistics.fmean(g) - mean) ** 2 for g in groups)
+        ss_w += sum((v - statistics.fmean(g)) ** 2 for g in groups for v in g)
+        df_b += len(groups) - 1
+        df_w += sum(len(g) for g in groups) - len(groups)
+        blocks, trials = blocks + len(groups), trials + 1
+    if trials:
+        ms_b, ms_w = ss_b / df_b, ss_w / df_w
+        size = (df_w + blocks) / blocks
+        sd = math.sqrt(max(0.0, (ms_b - ms_w) / size))
+        print(f"\ninstances within a run: {trials} trials, {blocks} instances of {size:.1f} rounds; the instances' "
+              f"means spread {math.sqrt(ms_b / size):.2%} where the rounds' spread gives {math.sqrt(ms_w / size):.2%} "
+              f"(F = {ms_b / ms_w:.2f}, p = {sst.f.sf(ms_b / ms_w, df_b, df_w):.2g}): an offset of {sd:.2%} an "
+              f"instance beyond the rounds")
+    nulls = [trimmed([r["tps"] for r in t["rounds"]], TRIM) for t in results
+             if t["step"] is None and not t["hog"] and len(t["rounds"]) >= 5]
+    if len(nulls) < 3:
+        return None
+    spread = statistics.stdev(e.mean for e in nulls)
+    own = math.sqrt(statistics.fmean(e.se ** 2 for e in nulls))
+    beyond = math.sqrt(max(0.0, spread ** 2 - own ** 2))
+    print(f"between runs: the {len(nulls)} 'none' trials' trimmed means of tps new over old spread {spread:.2%}, "
+          f"their own standard errors {own:.2%}: an offset of {beyond:.2%} a run beyond them")
+    return beyond
 
 
 def replayed(results: list[dict]) -> None:
@@ -309,18 +364,18 @@ def main() -> None:
         head = (f"{date.today().isoformat()}, {cpu_model()} x{os.cpu_count()}; {args.old} and {args.new} (binaries "
                 f"target); {SCENARIO.name}; out {out}")
         print(head + "\n")
-        spins = calibrate(args, out)
+        shares = calibrate(args, out)
         base = history(args, out)
         results = []
         for step, hog, i in interleaved(plan):
-            if step is not None and spins[step] <= 0:
+            if step is not None and not 0 < shares[step] <= 1:
                 continue
             if args.minutes is not None and time.perf_counter() - started > args.minutes * 60:
                 print(f"--minutes {args.minutes:g}: no further trial started")
                 break
-            t = trial(args, base, out, step, spins, hog)
+            t = trial(args, base, out, step, shares, hog)
             results.append(t)
-            (out / "trials.json").write_text(json.dumps({"head": head, "spins": spins, "trials": results}))
+            (out / "trials.json").write_text(json.dumps({"head": head, "shares": shares, "trials": results}))
             ratio = t["tps"]["ratio"] if t["tps"] and t["tps"]["ratio"] else float("nan")
             print(f"trial {'none' if step is None else f'{step:.0%}'}{' ' + MACHINE[hog] if hog else ''} {i + 1}: "
                   f"exit {t['exit']}, {'red' if t['red'] else 'green'}, tps {ratio:.3f}, "
@@ -328,6 +383,7 @@ def main() -> None:
         print(f"\nreal: {len(results)} trials in {(time.perf_counter() - started) / 60:.0f} min\n")
     table(plan, results)
     replayed(results)
+    beyond = instances(results)
     residuals = np.array([[r[m] for m in METRICS] for t in results if t["step"] is None and not t["hog"]
                           for r in t["rounds"]])
     if len(residuals) < 10:
@@ -344,6 +400,14 @@ def main() -> None:
             share = simulate(residuals, step, args.sim, scale, seed=int(step * 100) + 7)
             print(f"| {'none' if step == 0 else f'{step:.0%} slower'} | {label} | {args.sim:,} | {share:.2%} |",
                   flush=True)
+    if beyond:  # the offset measured between runs, as one instance a run (no restart) and as STARTS of them
+        for step in (0.0, 0.1):
+            for starts in (1, STARTS):
+                share = simulate(residuals, step, args.sim, to_3, seed=int(step * 100) + 29, offset=beyond,
+                                 starts=starts)
+                print(f"| {'none' if step == 0 else f'{step:.0%} slower'} | 3% a run, and an offset of {beyond:.1%} "
+                      f"an instance, {starts} start{'s' if starts > 1 else ''} a release | {args.sim:,} | {share:.2%} |",
+                      flush=True)
     stepped = [np.array([[r[m] for m in METRICS] for r in t["rounds"]]) for t in results
                if t["step"] == 0.1 and not t["hog"] and len(t["rounds"]) >= 2]
     if stepped:  # the 10% trials' rounds, each trial's centred on its own mean: their spread, the step's own
@@ -358,13 +422,13 @@ def table(plan: list[tuple[float | None, int, str]], results: list[dict]) -> Non
     """The real trials, a row a cell: how many were red on the first night, with the exact binomial 95% upper
     bound where none or few were."""
     print("| step | machine | trials | side-by-side runs (busy) | red on the first night (95% interval) | "
-          "tps new/old (median) | rounds (median, range) | minutes of the check (median, range) |")
+          "tps new/old (median, range) | rounds (median, range) | minutes of the check (median, range) |")
     print("|---|---|---:|---:|---:|---:|---|---|")
     for step, _, hog in plan:
         mine = [t for t in results if t["step"] == step and t["hog"] == hog]
         if not mine:
             continue
-        ratios = [t["tps"]["ratio"] for t in mine if t["tps"] and t["tps"]["ratio"]]
+        ratios = [t["tps"]["ratio"] for t in mine if t["tps"] and t["tps"]["ratio"]] or [float("nan")]
         rounds = [len(t["rounds"]) for t in mine if t["ab"]]
         minutes = [t["check_s"] / 60 for t in mine]
         red = sum(t["red"] for t in mine)
@@ -372,7 +436,7 @@ def table(plan: list[tuple[float | None, int, str]], results: list[dict]) -> Non
         print(f"| {'none' if step is None else f'{step:.0%} slower'} | {MACHINE[hog]} | "
               f"{len(mine)} | {sum(t['ab'] for t in mine)} ({sum(t['busy'] for t in mine)}) | "
               f"{red} ({red / len(mine):.0%}; {low:.0%}-{high:.0%}) | "
-              f"{statistics.median(ratios) if ratios else float('nan'):.3f} | "
+              f"{statistics.median(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f}) | "
               f"{statistics.median(rounds) if rounds else 0:.0f} ({min(rounds, default=0)}-{max(rounds, default=0)}) | "
               f"{statistics.median(minutes):.2f} ({min(minutes):.2f}-{max(minutes):.2f}) |")
 
