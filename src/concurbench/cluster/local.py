@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import RunError
 from . import engine
+from .hosts import workers_of
 
 START_S = 60.0  # the longest wait for the scheduler's address, then for every host to join
 STOP_S = 10.0  # after SIGTERM, the wait before a part's process group is killed
@@ -95,8 +96,6 @@ class LocalCluster:
                        f"{self.log_tail('scheduler')}")
 
     def _await_hosts(self) -> None:
-        from .hosts import workers_of
-
         client = engine.client(self.address)
         try:
             deadline = time.monotonic() + START_S
