@@ -130,7 +130,7 @@ def test_bad_input_is_one_paragraph_and_exit_2(tmp_path):
 
 def test_check_exits_3_when_a_claim_is_false_on_purpose(tmp_path):
     scenario = tmp_path / "claims.yaml"
-    scenario.write_text("name: claims\nengine: postgres\nduration: 1s\nwarmup: 0s\nvariants:\n"
+    scenario.write_text("name: claims\nengine: postgres\nduration: 0.3s\nwarmup: 0s\nvariants:\n"
                         "  one:\n    pools:\n      p: {clients: 1, transaction: [SELECT 1]}\n"
                         "expect:\n  - 'one: failed == 0'\n  - {claim: false on purpose, check: 'one: tps > 1e12'}\n")
     checked = concurbench("run", str(scenario), "--check", "--out", str(tmp_path / "runs"))
@@ -152,7 +152,7 @@ def test_a_claim_between_two_identical_variants_is_inconclusive_not_pass(tmp_pat
     tests/unit/test_decision_rule.py's simulations), so a decided check is run once more: two in a row
     happen by chance once in 400 or more, and mean the rule does not hold its level."""
     scenario = tmp_path / "same.yaml"
-    scenario.write_text("name: same\nengine: postgres\nduration: 1s\nwarmup: 0.2s\nvariants:\n"
+    scenario.write_text("name: same\nengine: postgres\nduration: 0.3s\nwarmup: 0.1s\nvariants:\n"
                         "  a:\n    pools:\n      p: {clients: 2, transaction: [SELECT 1]}\n"
                         "  b:\n    pools:\n      p: {clients: 2, transaction: [SELECT 1]}\n"
                         "expect:\n  - 'a: tps > b: tps'\n")

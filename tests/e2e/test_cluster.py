@@ -125,7 +125,7 @@ def test_a_host_killed_in_the_window_leaves_a_partial_variant_run_and_no_hang(tm
         victim = cluster.host_groups()["local-2"]
         began = time.monotonic()
         run = subprocess.Popen([sys.executable, "-m", "concurbench.cli.main", "run", str(SCENARIO), "--param",
-                                "seconds=6", "--cluster", cluster.address, "--out", str(tmp_path)],
+                                "seconds=4", "--cluster", cluster.address, "--out", str(tmp_path)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
         seen = []
         for line in run.stderr:  # the window is on once the load reports a count

@@ -182,7 +182,7 @@ def test_a_sigkilled_harness_leaves_a_killed_run_with_what_finished(server, laun
 
 SHARDED = """name: killed-shard
 engine: postgres
-duration: 1s
+duration: 0.3s
 warmup: 0s
 variants:
   a:

@@ -15,6 +15,8 @@ is migrated, and a run whose add fails makes `run --history` exit 6.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 import sqlite3
@@ -26,6 +28,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from concurbench.cli.main import main
+
 HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "history-step.yaml"
 NIGHTLY = HERE / "scenarios" / "history-nightly.yaml"
@@ -34,9 +38,28 @@ RUNS, STEP_AT = 8, 5  # runs 0-4 insert one row a transaction, runs 5-7 twenty (
 DELAY_US = 4000  # commit_delay of the slow nights: every commit 4 ms later
 
 
-def cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def cli(*args) -> subprocess.CompletedProcess:
+    """`concurbench ARGS...` run in this process, as the command's main() runs it, returned as a finished process
+    would be. The file makes some sixty of these, and a process of its own for each paid the imports every time;
+    the writers that must be processes at once (two adding to one store) are started as processes, and so is
+    the run whose whole standard error, its workers' included, must hold no traceback (command())."""
+    out, err = io.StringIO(), io.StringIO()
+    argv, sys.argv = sys.argv, ["concurbench", *map(str, args)]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as exited:
+        code = exited.code or 0
+    finally:
+        sys.argv = argv
+    return subprocess.CompletedProcess(["concurbench", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
+def command(*args) -> subprocess.CompletedProcess:
+    """`concurbench ARGS...` as a process of its own, where what its worker processes print counts too."""
     return subprocess.run([sys.executable, "-m", "concurbench.cli.main", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=120)
+                          text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -320,8 +343,8 @@ def test_a_postgresql_store_of_the_previous_schema_is_migrated(history, pg_store
 def test_a_run_whose_add_fails_exits_6_and_says_so(server, tmp_path):
     not_a_store = tmp_path / "a-directory"
     not_a_store.mkdir()
-    done = cli("run", NIGHTLY, "--target", "dsn", "--dsn", server[1].conninfo, "--out", tmp_path / "runs",
-               "--history", not_a_store)
+    done = command("run", NIGHTLY, "--target", "dsn", "--dsn", server[1].conninfo, "--out", tmp_path / "runs",
+                   "--history", not_a_store)
     assert done.returncode == 6, done.stderr
     assert "the run was not added" in done.stderr and "is a directory" in done.stderr and "Traceback" not in done.stderr
     assert Path(done.stdout.strip().splitlines()[-1]).is_dir()  # the run itself is kept
