@@ -169,7 +169,7 @@ def side_by_side(scenario: Scenario | str | Path, *, old: str, new: str, compari
     up at once, in one run: interleaved and paired by round, from two rounds on one more while a comparison is
     undecided, within `policy` (rounds: max_repeats, ROUNDS by default, BUSY_ROUNDS on a busy machine; time:
     budget_s, ten minutes by default), both servers restarted at even steps of the most rounds so the rounds
-run on `starts` instances of each. Each comparison's verdict is in `outcome.run.claims` (`claim_id`: its
+    run on `starts` instances of each. Each comparison's verdict is in `outcome.run.claims` (`claim_id`: its
     place in `comparisons`): FAIL when the new release is worse than the old by more than the comparison's
     minimum change, PASS when it is not, INCONCLUSIVE when the rounds could not tell. The target must start
     servers of any release (binaries, docker); ConfigError otherwise, and for a release it cannot have."""
