@@ -8,8 +8,9 @@ whose scan also sleeps 1 ms on the server in a share of the transactions (`sleep
 the same on a quiet or a busy machine.
 
   1. calibration (real): two side-by-side runs of OLD and NEW (10 rounds each), NEW sleeping in shares S1 and
-     S2 of its transactions, give how much throughput a share costs; from them, the share that makes NEW 10%,
-     20% and 50% slower, and a third run says what the 10% share gives;
+     S2 of its transactions, give how much throughput a share costs; from them, the share that makes NEW 10%
+     slower, checked by a run of its own (and moved, and checked again, while it gives more than a point off
+     0.90), and the shares for 20% and 50% from all of them;
   2. the history (real): NIGHTS runs of OLD, added to a store (their spread is printed);
   3. trials (real): each on a copy of that store, tonight's first run of NEW, added, then `history check
      --run TONIGHT --side-by-side` as the nightly job runs it; the trial is red when the check exits 5 with a
@@ -78,7 +79,7 @@ HERE = Path(__file__).resolve().parent
 SCENARIO = HERE / "scenarios" / "side-by-side.yaml"
 METRICS = ("tps", "latency.mean_ms", "latency.p95_ms", "latency.p99_ms")  # the gated figures of the pool
 BETTER = {"tps": Better.HIGHER}
-CALIBRATION = (0.05, 0.15)  # shares of transactions that sleep 1 ms: around the 10% and 20% steps
+CALIBRATION = (0.03, 0.06)  # shares of transactions that sleep 1 ms: around the 10% step
 CALIBRATION_ROUNDS = 10
 MIN_CHANGE = 0.02  # the gate's default minimum change
 COMPARISONS = tuple(Comparison(Ref("work", None, "workers", m), BETTER.get(m, Better.LOWER), MIN_CHANGE)
@@ -134,25 +135,37 @@ def slept(args, out: Path, share: float) -> float:
     return math.exp(trimmed([r["tps"] for r in rounds], TRIM).mean)
 
 
-def calibrate(args, out: Path) -> dict[float, int]:
-    """The share of transactions sleeping 1 ms that makes NEW slower by each step, from paired runs with known
-    shares (1 / ratio - 1, the time added a transaction over its time, taken as linear in the share), and a run
-    at the 10% share that says what it gives."""
-    inverse = []
+def calibrate(args, out: Path) -> dict[float, float]:
+    """The share of transactions sleeping 1 ms that makes NEW slower by each step: from paired runs with known
+    shares, 1 / ratio - 1 (the time added a transaction over its time) taken as a line in the share; then runs at
+    the 10% share that say what it gives, the share moved along the line through the last two runs while a run
+    gives more than a point off 0.90 (twice at most). The 20% and 50% shares come from the line through all
+    of them (the trials say what they gave)."""
+    points = []
     for share in CALIBRATION:
         ratio = slept(args, out, share)
-        inverse.append(1 / ratio - 1)
+        points.append((share, 1 / ratio - 1))
         print(f"calibration: {share:.1%} of the transactions sleep 1 ms on {args.new}: tps {ratio:.3f} of "
               f"{args.old} ({CALIBRATION_ROUNDS} rounds)")
-    slope = (inverse[1] - inverse[0]) / (CALIBRATION[1] - CALIBRATION[0])
-    intercept = inverse[0] - slope * CALIBRATION[0]
-    shares = {}
-    for step in (0.1, 0.2, 0.5):
+    wanted, checks = 1 / 0.9 - 1, []
+    for _ in range(3):
+        (s1, y1), (s2, y2) = points[-2:]
+        share = round(s2 + (wanted - y2) * (s2 - s1) / (y2 - y1), 4) if y2 != y1 else -1.0
+        if not 0 < share <= 1:
+            break
+        ratio = slept(args, out, share)
+        points.append((share, 1 / ratio - 1))
+        checks.append((share, ratio))
+        print(f"calibration: check: {share:.1%} gives tps {ratio:.3f} of {args.old}")
+        if abs(ratio - 0.9) <= 0.01:
+            break
+    shares = {0.1: min(checks, key=lambda c: abs(c[1] - 0.9))[0] if checks else share}
+    slope, intercept = np.polyfit([x for x, _ in points], [y for _, y in points], 1)
+    for step in (0.2, 0.5):
         shares[step] = round((1 / (1 - step) - 1 - intercept) / slope, 4)
-        print(f"calibration: a {step:.0%} step is a 1 ms sleep in {shares[step]:.1%} of the transactions"
-              + ("" if 0 < shares[step] <= 1 else " (not possible here)"))
-    if 0 < shares[0.1] <= 1:
-        print(f"calibration: check: {shares[0.1]:.1%} gives tps {slept(args, out, shares[0.1]):.3f} of {args.old}")
+    for step, share in shares.items():
+        print(f"calibration: a {step:.0%} step is a 1 ms sleep in {share:.1%} of the transactions"
+              + ("" if 0 < share <= 1 else " (not possible here)"))
     return shares
 
 
