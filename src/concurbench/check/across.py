@@ -51,8 +51,8 @@ TRIM = 0.2  # each round's new over old tested by the trimmed mean of the rounds
 EVERY = 4  # a look after every 4th round and at the last: fewer looks, so each (the last above all) has more of
 # the error rate (with 24 rounds the last look tests at 52% of it, against 16% looking after every round)
 STARTS = 3  # the instances of each server the most rounds are spread over: both restart at even steps (24 rounds:
-# before rounds 9 and 17). Two starts of one server differ by a little (about 1.5% of new over old between runs
-# here, docs/history.md), which no pairing by round takes out; spread over three starts, it weighs less.
+# before rounds 9 and 17). Two starts of one server differ by a little, which no pairing by round takes out: new
+# over old moved by about 1.5% between runs with one start each, 0.76% with three (docs/history.md)
 
 
 @dataclass(frozen=True)
